@@ -1,0 +1,35 @@
+# Sluice: the two commands a newcomer needs are `make run` and `make test`.
+GO        ?= go
+BIN       := bin/tenantd
+PKGS      := ./...
+TESTFLAGS ?= -count=1 -timeout 30m
+
+.PHONY: all build run test test-short bench lint fmt tools
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./tenantd
+
+# Starts the control plane on a local Postgres (started privately if none
+# answers), and prints the API URL and an operator credential.
+run: build
+	./$(BIN) dev
+
+# The whole suite, against the real Postgres and Redis on loopback.
+test: lint
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-short:
+	$(GO) test -short $(TESTFLAGS) $(PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
