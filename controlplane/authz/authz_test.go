@@ -1,0 +1,91 @@
+package authz
+
+import "testing"
+
+func TestAPIRoles(t *testing.T) {
+	a, err := NewAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		role, obj, act string
+		want           bool
+	}{
+		{RoleViewer, ObjTopics, ActRead, true},
+		{RoleViewer, ObjTopics, ActWrite, false},
+		{RoleDeveloper, ObjTopics, ActWrite, true},
+		{RoleDeveloper, ObjACLs, ActWrite, false},
+		{RoleAdmin, ObjACLs, ActWrite, true},
+		{RoleAdmin, ObjTenant, ActWrite, false},
+		{RoleOwner, ObjTenant, ActWrite, true},
+		{RoleOwner, ObjAdmin, ActRead, false},
+		{RoleOperator, ObjAdmin, ActWrite, true},
+		{RoleOperator, ObjTopics, ActRead, false},
+		{RoleClient, ObjTopics, ActRead, false},
+		{RoleClient, ObjTenant, ActRead, true},
+		{"nobody", ObjTenant, ActRead, false},
+	} {
+		t.Run(tc.role+"/"+tc.obj+"/"+tc.act, func(t *testing.T) {
+			if got := a.Allowed(tc.role, tc.obj, tc.act); got != tc.want {
+				t.Fatalf("Allowed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAtMost(t *testing.T) {
+	if !AtMost(RoleViewer, RoleDeveloper) || AtMost(RoleAdmin, RoleDeveloper) || AtMost(RoleOperator, RoleOwner) {
+		t.Fatal("AtMost ordering is wrong")
+	}
+}
+
+func TestACL(t *testing.T) {
+	keys := []Key{{"KADMIN", RoleAdmin}, {"KDEV", RoleDeveloper}, {"KVIEW", RoleViewer}, {"KCLIENT", RoleClient}}
+	rules := []Rule{
+		{"KCLIENT", ResourceTopic, "orders", PatternLiteral, OpWrite, Allow},
+		{"KCLIENT", ResourceTopic, "logs.", PatternPrefixed, OpRead, Allow},
+		{"KCLIENT", ResourceGroup, "indexer", PatternLiteral, OpRead, Allow},
+		{"KDEV", ResourceTopic, "secret.", PatternPrefixed, OpAll, Deny},
+		{AnyKey, ResourceTopic, "audit", PatternLiteral, OpDelete, Deny},
+	}
+	acl, err := NewACL(keys, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name               string
+		key, rtype, rn, op string
+		want               bool
+	}{
+		{"admin writes anything", "KADMIN", ResourceTopic, "x", OpWrite, true},
+		{"deny for any key beats admin default", "KADMIN", ResourceTopic, "audit", OpDelete, false},
+		{"developer creates", "KDEV", ResourceTopic, "new", OpCreate, true},
+		{"developer denied by prefix", "KDEV", ResourceTopic, "secret.keys", OpRead, false},
+		{"developer denied describe by deny all", "KDEV", ResourceTopic, "secret.keys", OpDescribe, false},
+		{"developer outside denied prefix", "KDEV", ResourceTopic, "secretive", OpRead, true},
+		{"viewer reads", "KVIEW", ResourceTopic, "orders", OpRead, true},
+		{"viewer cannot write", "KVIEW", ResourceTopic, "orders", OpWrite, false},
+		{"client has no defaults", "KCLIENT", ResourceTopic, "payments", OpRead, false},
+		{"client literal allow", "KCLIENT", ResourceTopic, "orders", OpWrite, true},
+		{"client literal is not prefix", "KCLIENT", ResourceTopic, "orders2", OpWrite, false},
+		{"client write implies describe", "KCLIENT", ResourceTopic, "orders", OpDescribe, true},
+		{"client write does not imply read", "KCLIENT", ResourceTopic, "orders", OpRead, false},
+		{"client prefixed read", "KCLIENT", ResourceTopic, "logs.app", OpRead, true},
+		{"client group read", "KCLIENT", ResourceGroup, "indexer", OpRead, true},
+		{"client other group", "KCLIENT", ResourceGroup, "other", OpRead, false},
+		{"unknown key", "KNOBODY", ResourceTopic, "orders", OpRead, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := acl.Allowed(tc.key, tc.rtype, tc.rn, tc.op); got != tc.want {
+				t.Fatalf("Allowed(%s %s %s %s) = %v, want %v", tc.key, tc.rtype, tc.rn, tc.op, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestACLRejectsLiteralStar(t *testing.T) {
+	_, err := NewACL(nil, []Rule{{AnyKey, ResourceTopic, "a*", PatternLiteral, OpRead, Allow}})
+	if err == nil {
+		t.Fatal("literal name ending in * accepted")
+	}
+}
