@@ -1,0 +1,161 @@
+package controlplane
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+const aclColumns = `id, principal, resource_type, resource_name, pattern_type, operation, permission, created_at`
+
+func scanACL(row pgx.Row) (api.ACL, error) {
+	var a api.ACL
+	err := row.Scan(&a.ID, &a.Principal, &a.ResourceType, &a.ResourceName, &a.PatternType, &a.Operation, &a.Permission, &a.CreatedAt)
+	return a, err
+}
+
+func (s *Server) listACLs(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, err := s.db.Query(c.Request().Context(), `SELECT `+aclColumns+` FROM acls WHERE tenant_id = $1 AND id > $2
+		ORDER BY id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list acls", err)
+	}
+	acls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.ACL, error) { return scanACL(r) })
+	if err != nil {
+		return dbError("list acls", err)
+	}
+	items, next := trim(pg, acls, func(a api.ACL) string { return a.ID })
+	return c.JSON(http.StatusOK, api.Page[api.ACL]{Items: items, NextPageToken: next})
+}
+
+func (s *Server) getACL(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	a, err := scanACL(s.db.QueryRow(c.Request().Context(), `SELECT `+aclColumns+` FROM acls WHERE id = $1 AND tenant_id = $2`,
+		c.Param("id"), p.tenantID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.New("no such ACL")
+	}
+	if err != nil {
+		return dbError("load acl", err)
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+func validateACL(req *api.CreateACLRequest) error {
+	if req.PatternType == "" {
+		req.PatternType = authz.PatternLiteral
+	}
+	if req.Permission == "" {
+		req.Permission = authz.Allow
+	}
+	switch {
+	case req.Principal != authz.AnyKey && !credential.ValidKeyID(req.Principal):
+		return catalog.InvalidRequest.New(`principal must be an API key id of this tenant, or "*" for all of them`)
+	case !authz.Valid(authz.ResourceTypes, req.ResourceType):
+		return catalog.InvalidRequest.Newf("resource_type must be one of %v", authz.ResourceTypes)
+	case !authz.Valid(authz.PatternTypes, req.PatternType):
+		return catalog.InvalidRequest.Newf("pattern_type must be one of %v", authz.PatternTypes)
+	case !authz.Valid(authz.Operations, req.Operation):
+		return catalog.InvalidRequest.Newf("operation must be one of %v", authz.Operations)
+	case !authz.Valid(authz.Permissions, req.Permission):
+		return catalog.InvalidRequest.Newf("permission must be one of %v", authz.Permissions)
+	case req.ResourceName == "":
+		return catalog.InvalidRequest.New(`resource_name is required ("*" matches every name)`)
+	case len(req.ResourceName) > 249:
+		return catalog.InvalidRequest.New("resource_name may be at most 249 characters")
+	case req.PatternType == authz.PatternLiteral && req.ResourceName != "*" && req.ResourceName[len(req.ResourceName)-1] == '*':
+		return catalog.InvalidRequest.New(`a literal resource_name may not end in "*"; use pattern_type "prefixed"`)
+	}
+	return nil
+}
+
+func (s *Server) createACL(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateACLRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validateACL(&req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var out api.ACL
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if req.Principal != authz.AnyKey {
+			var ok bool
+			err := tx.QueryRow(ctx, `SELECT true FROM api_keys WHERE id = $1 AND tenant_id = $2`, req.Principal, p.tenantID).Scan(&ok)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return catalog.NotFound.New("no API key of this tenant has that id")
+			}
+			if err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = scanACL(tx.QueryRow(ctx, `INSERT INTO acls (id, tenant_id, principal, resource_type, resource_name,
+			pattern_type, operation, permission) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+aclColumns,
+			credential.NewID("acl_"), p.tenantID, req.Principal, req.ResourceType, req.ResourceName, req.PatternType,
+			req.Operation, req.Permission))
+		if isUniqueViolation(err) {
+			return catalog.AlreadyExists.New("an identical ACL already exists")
+		}
+		if err != nil {
+			return err
+		}
+		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "acl.create", out.ID, map[string]any{"acl": out})
+	})
+	if err := txError("create acl", err); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, out)
+}
+
+func (s *Server) deleteACL(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM acls WHERE id = $1 AND tenant_id = $2`, id, p.tenantID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return catalog.NotFound.New("no such ACL")
+		}
+		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "acl.delete", id, nil)
+	})
+	if err := txError("delete acl", err); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,364 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+// Pools, cells and brokers: the fleet that tenants are placed on. Only
+// platform operators see or change it.
+
+const poolSelect = `SELECT p.id, p.kind, p.description, (SELECT count(*) FROM cells c WHERE c.pool_id = p.id), p.created_at FROM pools p`
+
+func scanPool(row pgx.Row) (api.Pool, error) {
+	var p api.Pool
+	return p, row.Scan(&p.ID, &p.Kind, &p.Description, &p.Cells, &p.CreatedAt)
+}
+
+func (s *Server) adminListPools(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, err := s.db.Query(c.Request().Context(), poolSelect+` WHERE p.id > $1 ORDER BY p.id LIMIT $2`, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list pools", err)
+	}
+	pools, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Pool, error) { return scanPool(r) })
+	if err != nil {
+		return dbError("list pools", err)
+	}
+	items, next := trim(pg, pools, func(p api.Pool) string { return p.ID })
+	return c.JSON(http.StatusOK, api.Page[api.Pool]{Items: items, NextPageToken: next})
+}
+
+func (s *Server) adminGetPool(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	p, err := scanPool(s.db.QueryRow(c.Request().Context(), poolSelect+` WHERE p.id = $1`, c.Param("id")))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.New("no such pool")
+	}
+	if err != nil {
+		return dbError("load pool", err)
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (s *Server) adminCreatePool(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreatePoolRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validFleetID("pool", req.ID); err != nil {
+		return err
+	}
+	if req.Kind != "shared" && req.Kind != "dedicated" {
+		return catalog.InvalidRequest.New(`kind must be "shared" or "dedicated"`)
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO pools (id, kind, description) VALUES ($1, $2, $3)`, req.ID, req.Kind, req.Description); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("a pool with that id already exists")
+			}
+			return err
+		}
+		return audit(ctx, tx, p, "pool.create", req.ID, map[string]any{"kind": req.Kind})
+	})
+	if err := txError("create pool", err); err != nil {
+		return err
+	}
+	out, err := scanPool(s.db.QueryRow(ctx, poolSelect+` WHERE p.id = $1`, req.ID))
+	if err != nil {
+		return dbError("load pool", err)
+	}
+	return c.JSON(http.StatusCreated, out)
+}
+
+const cellSelect = `SELECT c.id, c.pool_id, c.status, c.state_version,
+	(SELECT count(*) FROM tenants t WHERE t.home_cell_id = c.id),
+	(SELECT count(*) FROM partitions x WHERE x.cell_id = c.id), c.created_at FROM cells c`
+
+func (s *Server) loadCells(ctx context.Context, where string, args ...any) ([]api.Cell, error) {
+	rows, err := s.db.Query(ctx, cellSelect+" "+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	cells, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Cell, error) {
+		var c api.Cell
+		return c, r.Scan(&c.ID, &c.PoolID, &c.Status, &c.StateVersion, &c.Tenants, &c.Partitions, &c.CreatedAt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range cells {
+		if cells[i].Brokers, err = s.loadBrokers(ctx, `WHERE cell_id = $1 ORDER BY node_id`, cells[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return cells, nil
+}
+
+func (s *Server) adminListCells(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	cells, err := s.loadCells(c.Request().Context(), `WHERE c.id > $1 ORDER BY c.id LIMIT $2`, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list cells", err)
+	}
+	items, next := trim(pg, cells, func(c api.Cell) string { return c.ID })
+	return c.JSON(http.StatusOK, api.Page[api.Cell]{Items: items, NextPageToken: next})
+}
+
+func (s *Server) adminGetCell(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	cells, err := s.loadCells(c.Request().Context(), `WHERE c.id = $1`, c.Param("id"))
+	if err != nil {
+		return dbError("load cell", err)
+	}
+	if len(cells) == 0 {
+		return catalog.NotFound.New("no such cell")
+	}
+	return c.JSON(http.StatusOK, cells[0])
+}
+
+func (s *Server) adminCreateCell(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateCellRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validFleetID("cell", req.ID); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM pools WHERE id = $1`, req.PoolID).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such pool")
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO cells (id, pool_id) VALUES ($1, $2)`, req.ID, req.PoolID); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("a cell with that id already exists")
+			}
+			return err
+		}
+		return audit(ctx, tx, p, "cell.create", req.ID, map[string]any{"pool": req.PoolID})
+	})
+	if err := txError("create cell", err); err != nil {
+		return err
+	}
+	cells, err := s.loadCells(ctx, `WHERE c.id = $1`, req.ID)
+	if err != nil || len(cells) == 0 {
+		return dbError("load cell", err)
+	}
+	return c.JSON(http.StatusCreated, cells[0])
+}
+
+const brokerColumns = `id, cell_id, node_id, kafka_addr, http_addr, raft_addr, status, disk_used_bytes, disk_total_bytes, last_seen_at, created_at`
+
+func (s *Server) loadBrokers(ctx context.Context, where string, args ...any) ([]api.Broker, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+brokerColumns+` FROM brokers `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Broker, error) {
+		var b api.Broker
+		return b, r.Scan(&b.ID, &b.CellID, &b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.RaftAddr, &b.Status,
+			&b.DiskUsedBytes, &b.DiskTotalBytes, &b.LastSeenAt, &b.CreatedAt)
+	})
+	if bs == nil {
+		bs = []api.Broker{}
+	}
+	return bs, err
+}
+
+func (s *Server) adminListBrokers(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	bs, err := s.loadBrokers(c.Request().Context(), `WHERE id > $1 ORDER BY id LIMIT $2`, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list brokers", err)
+	}
+	items, next := trim(pg, bs, func(b api.Broker) string { return b.ID })
+	return c.JSON(http.StatusOK, api.Page[api.Broker]{Items: items, NextPageToken: next})
+}
+
+func (s *Server) loadBroker(ctx context.Context, id string) (api.Broker, error) {
+	bs, err := s.loadBrokers(ctx, `WHERE id = $1`, id)
+	if err != nil {
+		return api.Broker{}, dbError("load broker", err)
+	}
+	if len(bs) == 0 {
+		return api.Broker{}, catalog.NotFound.New("no such broker")
+	}
+	return bs[0], nil
+}
+
+func (s *Server) adminGetBroker(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	b, err := s.loadBroker(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, b)
+}
+
+func (s *Server) adminCreateBroker(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateBrokerRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validFleetID("broker", req.ID); err != nil {
+		return err
+	}
+	if req.NodeID < 1 || req.NodeID > 1<<20 {
+		return catalog.InvalidRequest.New("node_id must be from 1 to 1048576")
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM cells WHERE id = $1`, req.CellID).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such cell")
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
+			VALUES ($1, $2, $3, $4, $5, $6)`, req.ID, req.CellID, req.NodeID, req.KafkaAddr, req.HTTPAddr, req.RaftAddr); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("a broker with that id, or that node id in the cell, already exists")
+			}
+			return err
+		}
+		if err := bumpCell(ctx, tx, req.CellID); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "broker.create", req.ID, map[string]any{"cell": req.CellID, "node_id": req.NodeID})
+	})
+	if err := txError("create broker", err); err != nil {
+		return err
+	}
+	b, err := s.loadBroker(ctx, req.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, b)
+}
+
+func (s *Server) adminUpdateBroker(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateBrokerRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if req.Status != nil && *req.Status != "active" && *req.Status != "draining" && *req.Status != "offline" {
+		return catalog.InvalidRequest.New(`status must be "active", "draining" or "offline"`)
+	}
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var cell string
+		err := tx.QueryRow(ctx, `UPDATE brokers SET kafka_addr = coalesce($2, kafka_addr), http_addr = coalesce($3, http_addr),
+			raft_addr = coalesce($4, raft_addr), status = coalesce($5, status) WHERE id = $1 RETURNING cell_id`,
+			id, req.KafkaAddr, req.HTTPAddr, req.RaftAddr, req.Status).Scan(&cell)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such broker")
+		}
+		if err != nil {
+			return err
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "broker.update", id, map[string]any{"request": req})
+	})
+	if err := txError("update broker", err); err != nil {
+		return err
+	}
+	b, err := s.loadBroker(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, b)
+}
+
+// adminDeleteBroker removes a broker that holds no partition replicas.
+func (s *Server) adminDeleteBroker(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var cell string
+		var node, replicas int
+		err := tx.QueryRow(ctx, `SELECT cell_id, node_id FROM brokers WHERE id = $1 FOR UPDATE`, id).Scan(&cell, &node)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such broker")
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM partitions WHERE cell_id = $1 AND $2 = ANY(replicas)`, cell, node).Scan(&replicas); err != nil {
+			return err
+		}
+		if replicas > 0 {
+			return catalog.InvalidRequest.Newf("the broker holds %d partition replicas; move them first", replicas)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM brokers WHERE id = $1`, id); err != nil {
+			return err
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "broker.delete", id, nil)
+	})
+	if err := txError("delete broker", err); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

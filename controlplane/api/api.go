@@ -1,0 +1,292 @@
+// Package api holds the JSON shapes of the control plane's public /v1 API.
+// The control plane serves them; the Go client, the console, the Terraform
+// provider and tenantd admin consume them. It imports nothing of Sluice's.
+package api
+
+import "time"
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retriable bool   `json:"retriable,omitempty"`
+}
+
+// Page is one page of a list. An empty NextPageToken means the last page.
+type Page[T any] struct {
+	Items         []T    `json:"items"`
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// SignupRequest creates a tenant on a shared pool and its owner.
+type SignupRequest struct {
+	TenantName string `json:"tenant_name"`
+	Email      string `json:"email"`
+	Password   string `json:"password"`
+	Plan       string `json:"plan,omitempty"` // free (default) or standard
+}
+
+// SignupResponse answers a signup with a session for the new owner.
+type SignupResponse struct {
+	Tenant  Tenant  `json:"tenant"`
+	User    User    `json:"user"`
+	Session Session `json:"session"`
+}
+
+// SessionRequest signs a user in. Tenant (id or name) is needed only when the
+// user belongs to more than one tenant.
+type SessionRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Tenant   string `json:"tenant,omitempty"`
+}
+
+// Session is a bearer token for the API and console.
+type Session struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	TenantID  string    `json:"tenant_id,omitempty"`
+	Role      string    `json:"role"`
+}
+
+// Me describes the authenticated caller.
+type Me struct {
+	Kind       string `json:"kind"` // user or api_key
+	UserID     string `json:"user_id,omitempty"`
+	Email      string `json:"email,omitempty"`
+	KeyID      string `json:"key_id,omitempty"`
+	TenantID   string `json:"tenant_id,omitempty"`
+	TenantName string `json:"tenant_name,omitempty"`
+	Role       string `json:"role"`
+	Operator   bool   `json:"operator"`
+}
+
+// User is a person who signs in.
+type User struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+}
+
+// Tenant is an isolated customer of the service.
+type Tenant struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Plan       string    `json:"plan"`
+	Status     string    `json:"status"`
+	PoolID     string    `json:"pool_id"`
+	HomeCellID string    `json:"home_cell_id"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Cluster is what a client needs to connect: the tenant's bootstrap
+// addresses for Kafka clients and the HTTP data API.
+type Cluster struct {
+	TenantID         string   `json:"tenant_id"`
+	CellID           string   `json:"cell_id"`
+	BootstrapServers []string `json:"bootstrap_servers"`
+	HTTPEndpoints    []string `json:"http_endpoints"`
+}
+
+// APIKey is a tenant's credential for the data plane and the API. Secret is
+// returned once, by create, and never again.
+type APIKey struct {
+	ID          string     `json:"id"`
+	Description string     `json:"description"`
+	Role        string     `json:"role"`
+	Status      string     `json:"status"` // active, expired or revoked
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt  *time.Time `json:"last_used_at,omitempty"`
+	Secret      string     `json:"secret,omitempty"`
+}
+
+// CreateAPIKeyRequest creates a key. Role defaults to developer and may not
+// exceed the creator's own.
+type CreateAPIKeyRequest struct {
+	Description string     `json:"description,omitempty"`
+	Role        string     `json:"role,omitempty"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// Topic is a named, partitioned log of a tenant. Config holds the settings
+// set explicitly; EffectiveConfig every setting with defaults filled in.
+type Topic struct {
+	Name              string            `json:"name"`
+	Partitions        int               `json:"partitions"`
+	ReplicationFactor int               `json:"replication_factor"`
+	Config            map[string]string `json:"config"`
+	EffectiveConfig   map[string]string `json:"effective_config"`
+	Assignments       []Partition       `json:"assignments,omitempty"`
+	CreatedAt         time.Time         `json:"created_at"`
+	UpdatedAt         time.Time         `json:"updated_at"`
+}
+
+// Partition is one partition's placement: broker node ids, the first being
+// the preferred leader.
+type Partition struct {
+	Partition int   `json:"partition"`
+	Replicas  []int `json:"replicas"`
+}
+
+// CreateTopicRequest creates a topic; ValidateOnly checks without creating.
+type CreateTopicRequest struct {
+	Name         string            `json:"name"`
+	Partitions   int               `json:"partitions,omitempty"` // default 1
+	Config       map[string]string `json:"config,omitempty"`
+	ValidateOnly bool              `json:"validate_only,omitempty"`
+}
+
+// UpdateTopicRequest grows partitions and changes config. A config key set
+// to null returns to its default.
+type UpdateTopicRequest struct {
+	Partitions   *int               `json:"partitions,omitempty"`
+	Config       map[string]*string `json:"config,omitempty"`
+	ValidateOnly bool               `json:"validate_only,omitempty"`
+}
+
+// ACL allows or denies one API key (or "*", every key of the tenant) an
+// operation on topics, groups or the cluster.
+type ACL struct {
+	ID           string    `json:"id"`
+	Principal    string    `json:"principal"`
+	ResourceType string    `json:"resource_type"`
+	ResourceName string    `json:"resource_name"`
+	PatternType  string    `json:"pattern_type"`
+	Operation    string    `json:"operation"`
+	Permission   string    `json:"permission"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// CreateACLRequest creates an ACL.
+type CreateACLRequest struct {
+	Principal    string `json:"principal"`
+	ResourceType string `json:"resource_type"`
+	ResourceName string `json:"resource_name"`
+	PatternType  string `json:"pattern_type,omitempty"` // literal (default) or prefixed
+	Operation    string `json:"operation"`
+	Permission   string `json:"permission,omitempty"` // allow (default) or deny
+}
+
+// Quotas are a tenant's limits; tenants read them, operators write them.
+type Quotas struct {
+	ProduceBytesPerSec    int64     `json:"produce_bytes_per_sec"`
+	ProduceMessagesPerSec int64     `json:"produce_messages_per_sec"`
+	FetchBytesPerSec      int64     `json:"fetch_bytes_per_sec"`
+	MaxPartitions         int       `json:"max_partitions"`
+	MaxTopics             int       `json:"max_topics"`
+	MaxConnections        int       `json:"max_connections"`
+	MaxStorageBytes       int64     `json:"max_storage_bytes"`
+	MaxMessageBytes       int       `json:"max_message_bytes"`
+	MaxRequestsPerSec     int       `json:"max_requests_per_sec"`
+	MaxRetentionMs        int64     `json:"max_retention_ms"`
+	UpdatedAt             time.Time `json:"updated_at,omitempty"`
+}
+
+// Member is a user's role in the caller's tenant.
+type Member struct {
+	UserID    string    `json:"user_id"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// AddMemberRequest adds a new user to the tenant with an initial password.
+type AddMemberRequest struct {
+	Email    string `json:"email"`
+	Role     string `json:"role"`
+	Password string `json:"password"`
+}
+
+// UpdateMemberRequest changes a member's role.
+type UpdateMemberRequest struct {
+	Role string `json:"role"`
+}
+
+// AdminTenant is a tenant as operators see it, with its load.
+type AdminTenant struct {
+	Tenant
+	Topics     int    `json:"topics"`
+	Partitions int    `json:"partitions"`
+	ActiveKeys int    `json:"active_keys"`
+	Quotas     Quotas `json:"quotas"`
+}
+
+// UpdateTenantRequest changes a tenant's status or plan. A plan change resets
+// the tenant's quotas to the plan's defaults.
+type UpdateTenantRequest struct {
+	Status *string `json:"status,omitempty"`
+	Plan   *string `json:"plan,omitempty"`
+}
+
+// Pool is a set of cells, shared by many tenants or dedicated to one.
+type Pool struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"` // shared or dedicated
+	Description string    `json:"description"`
+	Cells       int       `json:"cells"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// CreatePoolRequest creates a pool.
+type CreatePoolRequest struct {
+	ID          string `json:"id"`
+	Kind        string `json:"kind"`
+	Description string `json:"description,omitempty"`
+}
+
+// Cell is three brokers that replicate each other's partitions.
+type Cell struct {
+	ID           string    `json:"id"`
+	PoolID       string    `json:"pool_id"`
+	Status       string    `json:"status"`
+	StateVersion int64     `json:"state_version"`
+	Tenants      int       `json:"tenants"`
+	Partitions   int       `json:"partitions"`
+	Brokers      []Broker  `json:"brokers"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// CreateCellRequest creates a cell in a pool.
+type CreateCellRequest struct {
+	ID     string `json:"id"`
+	PoolID string `json:"pool_id"`
+}
+
+// Broker is one member of a cell.
+type Broker struct {
+	ID             string     `json:"id"`
+	CellID         string     `json:"cell_id"`
+	NodeID         int        `json:"node_id"`
+	KafkaAddr      string     `json:"kafka_addr"`
+	HTTPAddr       string     `json:"http_addr"`
+	RaftAddr       string     `json:"raft_addr"`
+	Status         string     `json:"status"`
+	DiskUsedBytes  int64      `json:"disk_used_bytes"`
+	DiskTotalBytes int64      `json:"disk_total_bytes"`
+	LastSeenAt     *time.Time `json:"last_seen_at,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+}
+
+// CreateBrokerRequest adds a broker to a cell.
+type CreateBrokerRequest struct {
+	ID        string `json:"id"`
+	CellID    string `json:"cell_id"`
+	NodeID    int    `json:"node_id"`
+	KafkaAddr string `json:"kafka_addr,omitempty"`
+	HTTPAddr  string `json:"http_addr,omitempty"`
+	RaftAddr  string `json:"raft_addr,omitempty"`
+}
+
+// UpdateBrokerRequest changes a broker's addresses or status.
+type UpdateBrokerRequest struct {
+	KafkaAddr *string `json:"kafka_addr,omitempty"`
+	HTTPAddr  *string `json:"http_addr,omitempty"`
+	RaftAddr  *string `json:"raft_addr,omitempty"`
+	Status    *string `json:"status,omitempty"`
+}
+
+// CreateOperatorKeyRequest creates a platform-operator API key.
+type CreateOperatorKeyRequest struct {
+	Description string `json:"description,omitempty"`
+}

@@ -1,0 +1,220 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+const keyColumns = `id, description, role, created_at, expires_at, revoked_at, last_used_at`
+
+func (s *Server) scanKey(row pgx.Row) (api.APIKey, error) {
+	var k api.APIKey
+	err := row.Scan(&k.ID, &k.Description, &k.Role, &k.CreatedAt, &k.ExpiresAt, &k.RevokedAt, &k.LastUsedAt)
+	switch {
+	case err != nil:
+	case k.RevokedAt != nil:
+		k.Status = "revoked"
+	case k.ExpiresAt != nil && !s.cfg.Now().Before(*k.ExpiresAt):
+		k.Status = "expired"
+	default:
+		k.Status = "active"
+	}
+	return k, err
+}
+
+func (s *Server) listKeys(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjKeys, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	return s.listKeysOf(c, &p.tenantID)
+}
+
+func (s *Server) adminListKeys(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	return s.listKeysOf(c, nil)
+}
+
+// listKeysOf lists a tenant's keys, or the operator keys for a nil tenant,
+// never with secrets.
+func (s *Server) listKeysOf(c echo.Context, tenantID *string) error {
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	rows, err := s.db.Query(c.Request().Context(), `SELECT `+keyColumns+` FROM api_keys
+		WHERE tenant_id IS NOT DISTINCT FROM $1 AND id > $2 ORDER BY id LIMIT $3`, tenantID, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list api keys", err)
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.APIKey, error) { return s.scanKey(r) })
+	if err != nil {
+		return dbError("list api keys", err)
+	}
+	items, next := trim(pg, keys, func(k api.APIKey) string { return k.ID })
+	return c.JSON(http.StatusOK, api.Page[api.APIKey]{Items: items, NextPageToken: next})
+}
+
+func (s *Server) getKey(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjKeys, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	k, err := s.scanKey(s.db.QueryRow(c.Request().Context(), `SELECT `+keyColumns+` FROM api_keys
+		WHERE id = $1 AND tenant_id = $2`, c.Param("id"), p.tenantID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.New("no such API key")
+	}
+	if err != nil {
+		return dbError("load api key", err)
+	}
+	return c.JSON(http.StatusOK, k)
+}
+
+func (s *Server) createKey(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjKeys, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateAPIKeyRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if req.Role == "" {
+		req.Role = authz.RoleDeveloper
+	}
+	if !authz.Valid(authz.KeyRoles, req.Role) {
+		return catalog.InvalidRequest.Newf("role must be one of %v", authz.KeyRoles)
+	}
+	if !authz.AtMost(req.Role, p.role) {
+		return catalog.PermissionDenied.Newf("a %s may not create a key with role %s", p.role, req.Role)
+	}
+	if len(req.Description) > 256 {
+		return catalog.InvalidRequest.New("description may be at most 256 characters")
+	}
+	if req.ExpiresAt != nil && !req.ExpiresAt.After(s.cfg.Now()) {
+		return catalog.InvalidRequest.New("expires_at must be in the future")
+	}
+	k, err := s.insertKey(c.Request().Context(), p, &p.tenantID, req.Role, req.Description, req.ExpiresAt, "api_key.create")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, k)
+}
+
+func (s *Server) adminCreateKey(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateOperatorKeyRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	k, err := s.insertKey(c.Request().Context(), p, nil, authz.RoleOperator, req.Description, nil, "operator_key.create")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, k)
+}
+
+// insertKey creates a key and returns it with its secret, the only time the
+// secret is ever shown.
+func (s *Server) insertKey(ctx context.Context, p *principal, tenantID *string, role, desc string, expires *time.Time, action string) (api.APIKey, error) {
+	id, secret := credential.NewAPIKey()
+	var k api.APIKey
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if tenantID != nil {
+			// Serialize key creation per tenant so the active-key cap holds.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE`, *tenantID); err != nil {
+				return err
+			}
+			var active int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL
+				AND (expires_at IS NULL OR expires_at > $2)`, *tenantID, s.cfg.Now()).Scan(&active); err != nil {
+				return err
+			}
+			if active >= s.cfg.MaxActiveKeys {
+				return catalog.QuotaExceeded.Newf("a tenant may hold %d active API keys; revoke one first", s.cfg.MaxActiveKeys)
+			}
+		}
+		var err error
+		k, err = s.scanKey(tx.QueryRow(ctx, `INSERT INTO api_keys (id, tenant_id, secret_hash, role, description, created_by, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+keyColumns,
+			id, tenantID, credential.HashSecret(secret), role, desc, p.actor(), expires))
+		if err != nil {
+			return err
+		}
+		if tenantID != nil {
+			if err := bumpTenantCell(ctx, tx, *tenantID); err != nil {
+				return err
+			}
+		}
+		return audit(ctx, tx, p, action, id, map[string]any{"role": role})
+	})
+	if err != nil {
+		var ce *catalog.Error
+		if errors.As(err, &ce) {
+			return k, ce
+		}
+		return k, dbError("create api key", err)
+	}
+	k.Secret = secret
+	return k, nil
+}
+
+func (s *Server) revokeKey(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjKeys, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	return s.revoke(c, p, &p.tenantID)
+}
+
+func (s *Server) adminRevokeKey(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	return s.revoke(c, p, nil)
+}
+
+// revoke marks a key revoked (idempotently) and answers with the key.
+func (s *Server) revoke(c echo.Context, p *principal, tenantID *string) error {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	var k api.APIKey
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		k, err = s.scanKey(tx.QueryRow(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
+			WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 RETURNING `+keyColumns, id, tenantID, s.cfg.Now()))
+		if err != nil {
+			return err
+		}
+		if tenantID != nil {
+			if err := bumpTenantCell(ctx, tx, *tenantID); err != nil {
+				return err
+			}
+		}
+		return audit(ctx, tx, p, "api_key.revoke", id, nil)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.New("no such API key")
+	}
+	if err != nil {
+		return dbError("revoke api key", err)
+	}
+	return c.JSON(http.StatusOK, k)
+}

@@ -1,0 +1,43 @@
+package controlplane
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// audit records a change in the same transaction as the change itself.
+func audit(ctx context.Context, tx pgx.Tx, p *principal, action, target string, detail map[string]any) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	var tenant *string
+	if p.tenantID != "" {
+		tenant = &p.tenantID
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO audit_log (tenant_id, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)`,
+		tenant, p.actor(), action, target, detail)
+	return err
+}
+
+// bumpTenantCell advances the desired-state version of the tenant's home
+// cell, so its brokers pick up the change, and wakes long-polls.
+func bumpTenantCell(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	var cell string
+	err := tx.QueryRow(ctx, `UPDATE cells SET state_version = state_version + 1
+		WHERE id = (SELECT home_cell_id FROM tenants WHERE id = $1) RETURNING id`, tenantID).Scan(&cell)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cell)
+	return err
+}
+
+// bumpCell is bumpTenantCell for a known cell.
+func bumpCell(ctx context.Context, tx pgx.Tx, cellID string) error {
+	if _, err := tx.Exec(ctx, `UPDATE cells SET state_version = state_version + 1 WHERE id = $1`, cellID); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cellID)
+	return err
+}

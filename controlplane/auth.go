@@ -1,0 +1,188 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+// principal is the authenticated caller of a request.
+type principal struct {
+	kind         string // "user" or "api_key"
+	userID       string
+	email        string
+	keyID        string
+	tenantID     string // empty for operators
+	tenantStatus string
+	role         string
+	sessionHash  []byte // set for session callers, so logout can end it
+}
+
+func (p *principal) actor() string {
+	if p.kind == "api_key" {
+		return "key:" + p.keyID
+	}
+	return "user:" + p.userID
+}
+
+const principalKey = "sluice.principal"
+
+// authenticate resolves the Authorization header: "Bearer <session token>"
+// or "Basic base64(key id:secret)". Routes that need no caller skip it.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := s.principalFrom(c.Request().Context(), c.Request().Header.Get(echo.HeaderAuthorization))
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+func (s *Server) principalFrom(ctx context.Context, header string) (*principal, error) {
+	scheme, cred, ok := strings.Cut(header, " ")
+	if !ok || cred == "" {
+		return nil, catalog.Unauthenticated.New("send Authorization: Bearer <session token> or Basic <key id:secret>")
+	}
+	switch strings.ToLower(scheme) {
+	case "bearer":
+		return s.sessionPrincipal(ctx, cred)
+	case "basic":
+		raw, err := base64.StdEncoding.DecodeString(cred)
+		if err != nil {
+			return nil, catalog.Unauthenticated.New("basic credentials are not valid base64")
+		}
+		id, secret, ok := strings.Cut(string(raw), ":")
+		if !ok {
+			return nil, catalog.Unauthenticated.New("basic credentials must be key id:secret")
+		}
+		return s.keyPrincipal(ctx, id, secret)
+	}
+	return nil, catalog.Unauthenticated.Newf("authorization scheme %q is not supported", scheme)
+}
+
+func (s *Server) sessionPrincipal(ctx context.Context, token string) (*principal, error) {
+	hash := credential.HashSecret(token)
+	p := &principal{kind: "user", sessionHash: hash}
+	var tenantID *string
+	var role, tenantStatus *string
+	var operator bool
+	var expires time.Time
+	err := s.db.QueryRow(ctx, `
+		SELECT s.user_id, u.email, u.is_operator, s.tenant_id, m.role, t.status, s.expires_at
+		FROM sessions s
+		JOIN users u ON u.id = s.user_id
+		LEFT JOIN memberships m ON m.user_id = s.user_id AND m.tenant_id = s.tenant_id
+		LEFT JOIN tenants t ON t.id = s.tenant_id
+		WHERE s.token_hash = $1`, hash).Scan(&p.userID, &p.email, &operator, &tenantID, &role, &tenantStatus, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, catalog.Unauthenticated.New("the session token is not valid")
+	}
+	if err != nil {
+		return nil, dbError("look up session", err)
+	}
+	if !s.cfg.Now().Before(expires) {
+		return nil, catalog.SessionExpired.New("")
+	}
+	switch {
+	case tenantID != nil && role != nil:
+		p.tenantID, p.role, p.tenantStatus = *tenantID, *role, *tenantStatus
+	case tenantID == nil && operator:
+		p.role = authz.RoleOperator
+	default:
+		// The membership behind the session is gone.
+		return nil, catalog.Unauthenticated.New("the session no longer grants access; sign in again")
+	}
+	return p, nil
+}
+
+func (s *Server) keyPrincipal(ctx context.Context, id, secret string) (*principal, error) {
+	if !credential.ValidKeyID(id) {
+		return nil, catalog.Unauthenticated.New("the API key id or secret is wrong")
+	}
+	var hash []byte
+	var tenantID, tenantStatus *string
+	var role string
+	var expires, revoked *time.Time
+	err := s.db.QueryRow(ctx, `
+		SELECT k.secret_hash, k.tenant_id, t.status, k.role, k.expires_at, k.revoked_at
+		FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id
+		WHERE k.id = $1`, id).Scan(&hash, &tenantID, &tenantStatus, &role, &expires, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		credential.CheckSecret(make([]byte, 32), secret) // same work as a known id
+		return nil, catalog.Unauthenticated.New("the API key id or secret is wrong")
+	}
+	if err != nil {
+		return nil, dbError("look up api key", err)
+	}
+	if !credential.CheckSecret(hash, secret) {
+		return nil, catalog.Unauthenticated.New("the API key id or secret is wrong")
+	}
+	// Only a caller who holds the secret learns why a key stopped working.
+	now := s.cfg.Now()
+	if revoked != nil {
+		return nil, catalog.KeyRevoked.New("")
+	}
+	if expires != nil && !now.Before(*expires) {
+		return nil, catalog.KeyExpired.New("")
+	}
+	// Note the use at most once a minute, to keep writes off the hot path.
+	if _, err := s.db.Exec(ctx, `UPDATE api_keys SET last_used_at = $2::timestamptz
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2::timestamptz - interval '1 minute')`, id, now); err != nil {
+		s.log.Warn("note api key use", "key_id", id, "err", err)
+	}
+	p := &principal{kind: "api_key", keyID: id, role: role}
+	if tenantID != nil {
+		p.tenantID, p.tenantStatus = *tenantID, *tenantStatus
+	}
+	return p, nil
+}
+
+func callerOf(c echo.Context) *principal {
+	p, _ := c.Get(principalKey).(*principal)
+	return p
+}
+
+// tenantCaller returns the caller of a tenant-scoped route after checking it
+// may do act on obj. Every tenant-scoped query filters by its tenantID.
+func (s *Server) tenantCaller(c echo.Context, obj, act string) (*principal, error) {
+	p := callerOf(c)
+	if p == nil {
+		return nil, catalog.Unauthenticated.New("")
+	}
+	if p.tenantID == "" {
+		return nil, catalog.PermissionDenied.New("operator credentials belong to no tenant; use /v1/admin routes")
+	}
+	if p.tenantStatus == "suspended" && act != authz.ActRead {
+		return nil, catalog.TenantSuspended.New("the tenant is suspended; changes are refused")
+	}
+	if !s.authz.Allowed(p.role, obj, act) {
+		return nil, catalog.PermissionDenied.Newf("role %s may not %s %s", p.role, act, obj)
+	}
+	return p, nil
+}
+
+// operatorCaller returns the caller of an operator route.
+func (s *Server) operatorCaller(c echo.Context, act string) (*principal, error) {
+	p := callerOf(c)
+	if p == nil {
+		return nil, catalog.Unauthenticated.New("")
+	}
+	if !s.authz.Allowed(p.role, authz.ObjAdmin, act) {
+		return nil, catalog.PermissionDenied.New("this route is for platform operators")
+	}
+	return p, nil
+}
+
+// clientKey identifies the caller's address for rate limits.
+func clientKey(c echo.Context) string { return "ip:" + c.RealIP() }

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+)
+
+// Signup creates a tenant and returns its owner's session.
+func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupResponse, error) {
+	var out api.SignupResponse
+	return out, c.Do(ctx, http.MethodPost, "/v1/signup", req, &out)
+}
+
+// Login creates a session.
+func (c *Client) Login(ctx context.Context, req api.SessionRequest) (api.Session, error) {
+	var out api.Session
+	return out, c.Do(ctx, http.MethodPost, "/v1/sessions", req, &out)
+}
+
+// Logout ends the caller's session.
+func (c *Client) Logout(ctx context.Context) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/sessions/current", nil, nil)
+}
+
+// Me describes the caller.
+func (c *Client) Me(ctx context.Context) (api.Me, error) {
+	var out api.Me
+	return out, c.Do(ctx, http.MethodGet, "/v1/me", nil, &out)
+}
+
+// Tenant returns the caller's tenant.
+func (c *Client) Tenant(ctx context.Context) (api.Tenant, error) {
+	var out api.Tenant
+	return out, c.Do(ctx, http.MethodGet, "/v1/tenant", nil, &out)
+}
+
+// Cluster returns the caller's bootstrap endpoints.
+func (c *Client) Cluster(ctx context.Context) (api.Cluster, error) {
+	var out api.Cluster
+	return out, c.Do(ctx, http.MethodGet, "/v1/cluster", nil, &out)
+}
+
+// APIKeys lists every API key of the tenant.
+func (c *Client) APIKeys(ctx context.Context) ([]api.APIKey, error) {
+	return all[api.APIKey](ctx, c, "/v1/api-keys")
+}
+
+// CreateAPIKey creates a key; the answer holds the secret, once.
+func (c *Client) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest) (api.APIKey, error) {
+	var out api.APIKey
+	return out, c.Do(ctx, http.MethodPost, "/v1/api-keys", req, &out)
+}
+
+// APIKey returns one key.
+func (c *Client) APIKey(ctx context.Context, id string) (api.APIKey, error) {
+	var out api.APIKey
+	return out, c.Do(ctx, http.MethodGet, "/v1/api-keys/"+esc(id), nil, &out)
+}
+
+// RevokeAPIKey revokes a key.
+func (c *Client) RevokeAPIKey(ctx context.Context, id string) (api.APIKey, error) {
+	var out api.APIKey
+	return out, c.Do(ctx, http.MethodDelete, "/v1/api-keys/"+esc(id), nil, &out)
+}
+
+// Topics lists every topic of the tenant.
+func (c *Client) Topics(ctx context.Context) ([]api.Topic, error) {
+	return all[api.Topic](ctx, c, "/v1/topics")
+}
+
+// CreateTopic creates a topic.
+func (c *Client) CreateTopic(ctx context.Context, req api.CreateTopicRequest) (api.Topic, error) {
+	var out api.Topic
+	return out, c.Do(ctx, http.MethodPost, "/v1/topics", req, &out)
+}
+
+// Topic returns one topic.
+func (c *Client) Topic(ctx context.Context, name string) (api.Topic, error) {
+	var out api.Topic
+	return out, c.Do(ctx, http.MethodGet, "/v1/topics/"+esc(name), nil, &out)
+}
+
+// UpdateTopic grows partitions or changes config.
+func (c *Client) UpdateTopic(ctx context.Context, name string, req api.UpdateTopicRequest) (api.Topic, error) {
+	var out api.Topic
+	return out, c.Do(ctx, http.MethodPatch, "/v1/topics/"+esc(name), req, &out)
+}
+
+// DeleteTopic deletes a topic.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/topics/"+esc(name), nil, nil)
+}
+
+// ACLs lists every ACL of the tenant.
+func (c *Client) ACLs(ctx context.Context) ([]api.ACL, error) {
+	return all[api.ACL](ctx, c, "/v1/acls")
+}
+
+// CreateACL creates an ACL.
+func (c *Client) CreateACL(ctx context.Context, req api.CreateACLRequest) (api.ACL, error) {
+	var out api.ACL
+	return out, c.Do(ctx, http.MethodPost, "/v1/acls", req, &out)
+}
+
+// ACL returns one ACL.
+func (c *Client) ACL(ctx context.Context, id string) (api.ACL, error) {
+	var out api.ACL
+	return out, c.Do(ctx, http.MethodGet, "/v1/acls/"+esc(id), nil, &out)
+}
+
+// DeleteACL deletes an ACL.
+func (c *Client) DeleteACL(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/acls/"+esc(id), nil, nil)
+}
+
+// Quotas returns the caller's tenant quotas.
+func (c *Client) Quotas(ctx context.Context) (api.Quotas, error) {
+	var out api.Quotas
+	return out, c.Do(ctx, http.MethodGet, "/v1/quotas", nil, &out)
+}
+
+// Members lists the tenant's members.
+func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
+	return all[api.Member](ctx, c, "/v1/members")
+}
+
+// AddMember adds a member.
+func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.Member, error) {
+	var out api.Member
+	return out, c.Do(ctx, http.MethodPost, "/v1/members", req, &out)
+}
+
+// UpdateMember changes a member's role.
+func (c *Client) UpdateMember(ctx context.Context, userID string, req api.UpdateMemberRequest) (api.Member, error) {
+	var out api.Member
+	return out, c.Do(ctx, http.MethodPatch, "/v1/members/"+esc(userID), req, &out)
+}
+
+// RemoveMember removes a member.
+func (c *Client) RemoveMember(ctx context.Context, userID string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/members/"+esc(userID), nil, nil)
+}

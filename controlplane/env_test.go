@@ -1,0 +1,174 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+)
+
+// env is a control plane on a fresh database with one shared pool, one cell
+// of three brokers, and an operator key.
+type env struct {
+	t    *testing.T
+	url  string
+	db   *pgxpool.Pool
+	op   *client.Client
+	anon *client.Client
+	logs *syncBuffer
+	srv  *controlplane.Server
+	now  *clock
+}
+
+// clock is a settable test clock; it starts at the real time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
+	t.Helper()
+	db := pgtest.Pool(t)
+	logs := &syncBuffer{}
+	clk := &clock{t: time.Now()}
+	cfg := controlplane.Config{DB: db, Now: clk.Now,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	srv, err := controlplane.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "test operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, url: hs.URL, db: db, logs: logs, srv: srv, now: clk,
+		op:   client.New(hs.URL, client.WithAPIKey(id, secret)),
+		anon: client.New(hs.URL)}
+	e.must(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
+	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
+	for i, addr := range []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"} {
+		e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
+			ID: "cell-1-b" + string(rune('1'+i)), CellID: "cell-1", NodeID: i + 1, KafkaAddr: addr,
+			HTTPAddr: strings.Replace(addr, ":190", ":180", 1)}))
+	}
+	return e
+}
+
+func (e *env) must(_ any, err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// tenant is a signed-up tenant with its owner's session and an admin key.
+type tenant struct {
+	api.SignupResponse
+	owner  *client.Client // session
+	key    *client.Client // admin API key
+	keyID  string
+	secret string
+}
+
+func (e *env) signup(name string) *tenant {
+	e.t.Helper()
+	ctx := context.Background()
+	res, err := e.anon.Signup(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
+	if err != nil {
+		e.t.Fatalf("signup %s: %v", name, err)
+	}
+	tn := &tenant{SignupResponse: res, owner: e.anon.With(client.WithSession(res.Session.Token))}
+	k, err := tn.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "admin key", Role: "admin"})
+	if err != nil {
+		e.t.Fatalf("create key for %s: %v", name, err)
+	}
+	tn.keyID, tn.secret = k.ID, k.Secret
+	tn.key = e.anon.With(client.WithAPIKey(k.ID, k.Secret))
+	return tn
+}
+
+// raw sends a request with a literal body and returns status and decoded
+// error body (if any).
+func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error, http.Header) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var ae api.Error
+	if resp.StatusCode >= 300 {
+		if err := json.Unmarshal(b, &ae); err != nil || ae.Code == "" || ae.Message == "" {
+			e.t.Fatalf("%s %s: status %d with a body that is not a catalogue error: %q", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode, ae, resp.Header
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if !client.IsCode(err, code) {
+		t.Fatalf("got %v, want error code %s", err, code)
+	}
+}

@@ -1,0 +1,140 @@
+package controlplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+// handleError answers every failed request with the catalogue's {code,
+// message}; the cause goes to the log only.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	ce := toCatalog(err)
+	if ce.Entry.HTTPStatus >= 500 {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", ce.Entry.Code, "err", err)
+	} else {
+		s.log.Debug("request rejected", "method", c.Request().Method, "path", c.Path(), "code", ce.Entry.Code, "err", err)
+	}
+	if ra, ok := retryAfter(err); ok {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int((ra+time.Second-1)/time.Second)))
+	}
+	body := api.Error{Code: string(ce.Entry.Code), Message: ce.Message, Retriable: ce.Entry.Retriable}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(ce.Entry.HTTPStatus)
+		return
+	}
+	_ = c.JSON(ce.Entry.HTTPStatus, body)
+}
+
+// toCatalog maps echo's own errors (routing, body limit) into the catalogue.
+func toCatalog(err error) *catalog.Error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return catalog.NotFound.New("no such route")
+		case http.StatusMethodNotAllowed:
+			return catalog.InvalidRequest.New("method not allowed on this route")
+		case http.StatusRequestEntityTooLarge:
+			return catalog.BodyTooLarge.New("")
+		case http.StatusUnauthorized:
+			return catalog.Unauthenticated.New("")
+		}
+		return catalog.Internal.Wrap(err, "")
+	}
+	return catalog.Of(err)
+}
+
+// rateLimitedError is a rate_limited error that knows when to retry.
+type rateLimitedError struct {
+	ce   *catalog.Error
+	wait time.Duration
+}
+
+func (e rateLimitedError) Error() string { return e.ce.Error() }
+func (e rateLimitedError) Unwrap() error { return e.ce }
+
+func rateLimited(wait time.Duration, msg string) error {
+	return rateLimitedError{ce: catalog.RateLimited.New(msg), wait: wait}
+}
+
+func retryAfter(err error) (time.Duration, bool) {
+	var rl rateLimitedError
+	if errors.As(err, &rl) {
+		return rl.wait, true
+	}
+	return 0, false
+}
+
+// bind decodes a JSON body strictly: one object, no unknown fields, within
+// the size limit.
+func (s *Server) bind(c echo.Context, v any) error {
+	req := c.Request()
+	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
+	}
+	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return catalog.MalformedJSON.New("the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error, limit int64) error {
+	var maxErr *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &maxErr):
+		return catalog.BodyTooLarge.Newf("the body is larger than %d bytes", limit)
+	case errors.Is(err, io.EOF):
+		return catalog.MalformedJSON.New("the body is empty; send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return catalog.MalformedJSON.New("the body ends in the middle of a JSON value")
+	case errors.As(err, &syntax):
+		return catalog.MalformedJSON.Newf("invalid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typeErr):
+		return catalog.InvalidRequest.Newf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for this case.
+		return catalog.UnknownField.Newf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return catalog.MalformedJSON.Wrap(err, "")
+}
+
+// dbError maps a database failure to the catalogue.
+func dbError(op string, err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.Wrap(err, "")
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return catalog.AlreadyExists.Wrap(err, "")
+	}
+	return catalog.Internal.Wrap(fmt.Errorf("%s: %w", op, err), "")
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

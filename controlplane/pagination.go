@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"encoding/base64"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+const (
+	defaultPageSize = 50
+	maxPageSize     = 200
+)
+
+// page is a keyset page request: items sort by a unique key and a page
+// starts after the last key of the previous one.
+type page struct {
+	limit int
+	after string
+}
+
+func pageOf(c echo.Context) (page, error) {
+	p := page{limit: defaultPageSize}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			return p, catalog.InvalidRequest.Newf("limit must be a whole number from 1 to %d", maxPageSize)
+		}
+		p.limit = n
+	}
+	if v := c.QueryParam("page_token"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || len(b) == 0 {
+			return p, catalog.InvalidPageToken.New("")
+		}
+		p.after = string(b)
+	}
+	return p, nil
+}
+
+// trim cuts a result fetched with limit+1 rows to the page and returns the
+// token of the next page ("" when this is the last).
+func trim[T any](p page, items []T, key func(T) string) ([]T, string) {
+	if items == nil {
+		items = []T{}
+	}
+	if len(items) <= p.limit {
+		return items, ""
+	}
+	items = items[:p.limit]
+	return items, base64.RawURLEncoding.EncodeToString([]byte(key(items[len(items)-1])))
+}

@@ -1,0 +1,83 @@
+package controlplane
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	// Rate limits key on the peer address; no proxy is trusted to name another.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisablePrintStack: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.Error("handler panic", "path", c.Path(), "err", err, "stack", string(stack))
+			return catalog.Internal.Wrap(err, "")
+		},
+	}))
+
+	v1 := e.Group("/v1")
+	v1.GET("/openapi.json", s.openAPI)
+	v1.POST("/signup", s.signup)
+	v1.POST("/sessions", s.createSession)
+
+	a := v1.Group("", s.authenticate)
+	a.DELETE("/sessions/current", s.deleteSession)
+	a.GET("/me", s.me)
+	a.GET("/tenant", s.getTenant)
+	a.GET("/cluster", s.getCluster)
+
+	a.GET("/api-keys", s.listKeys)
+	a.POST("/api-keys", s.createKey)
+	a.GET("/api-keys/:id", s.getKey)
+	a.DELETE("/api-keys/:id", s.revokeKey)
+
+	a.GET("/topics", s.listTopics)
+	a.POST("/topics", s.createTopic)
+	a.GET("/topics/:name", s.getTopic)
+	a.PATCH("/topics/:name", s.updateTopic)
+	a.DELETE("/topics/:name", s.deleteTopic)
+
+	a.GET("/acls", s.listACLs)
+	a.POST("/acls", s.createACL)
+	a.GET("/acls/:id", s.getACL)
+	a.DELETE("/acls/:id", s.deleteACL)
+
+	a.GET("/quotas", s.getQuotas)
+
+	a.GET("/members", s.listMembers)
+	a.POST("/members", s.addMember)
+	a.PATCH("/members/:user_id", s.updateMember)
+	a.DELETE("/members/:user_id", s.removeMember)
+
+	op := a.Group("/admin")
+	op.GET("/tenants", s.adminListTenants)
+	op.GET("/tenants/:id", s.adminGetTenant)
+	op.PATCH("/tenants/:id", s.adminUpdateTenant)
+	op.GET("/tenants/:id/quotas", s.adminGetQuotas)
+	op.PUT("/tenants/:id/quotas", s.adminSetQuotas)
+	op.GET("/pools", s.adminListPools)
+	op.POST("/pools", s.adminCreatePool)
+	op.GET("/pools/:id", s.adminGetPool)
+	op.GET("/cells", s.adminListCells)
+	op.POST("/cells", s.adminCreateCell)
+	op.GET("/cells/:id", s.adminGetCell)
+	op.GET("/brokers", s.adminListBrokers)
+	op.POST("/brokers", s.adminCreateBroker)
+	op.GET("/brokers/:id", s.adminGetBroker)
+	op.PATCH("/brokers/:id", s.adminUpdateBroker)
+	op.DELETE("/brokers/:id", s.adminDeleteBroker)
+	op.GET("/api-keys", s.adminListKeys)
+	op.POST("/api-keys", s.adminCreateKey)
+	op.DELETE("/api-keys/:id", s.adminRevokeKey)
+
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	return e
+}

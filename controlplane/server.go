@@ -1,0 +1,165 @@
+// Package controlplane is Sluice's control plane: the /v1 HTTP API (echo)
+// over Postgres (pgx) that manages tenants, users, API keys, ACLs, quotas,
+// topics and the pools, cells and brokers they are placed on.
+//
+// Only tenantd imports this package. Other parts of Sluice talk to it over
+// HTTP, through controlplane/client; they may share its public leaf packages
+// (api, catalog, credential, authz) but nothing else.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+)
+
+// Config configures a control plane server.
+type Config struct {
+	// DB is the Postgres pool; required. Migrations must already be applied.
+	DB *pgxpool.Pool
+	// Logger gets one line per failed request and per lifecycle event;
+	// nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// SessionTTL is how long a sign-in lasts (default 12h).
+	SessionTTL time.Duration
+	// LoginRate and LoginBurst bound sign-in attempts per email and per
+	// client address (default one every 6 s, burst 10).
+	LoginRate  time.Duration
+	LoginBurst int
+	// SignupRate and SignupBurst bound signups per client address (default
+	// one every 2 s, burst 30).
+	SignupRate  time.Duration
+	SignupBurst int
+	// MaxActiveKeys bounds a tenant's unrevoked API keys (default 10; at
+	// least 2, so keys can be rotated without downtime).
+	MaxActiveKeys int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) validate() error {
+	if c.DB == nil {
+		return errors.New("controlplane config: DB is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fmt.Errorf("controlplane config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.LoginRate == 0 {
+		c.LoginRate = 6 * time.Second
+	}
+	if c.LoginBurst == 0 {
+		c.LoginBurst = 10
+	}
+	if c.SignupRate == 0 {
+		c.SignupRate = 2 * time.Second
+	}
+	if c.SignupBurst == 0 {
+		c.SignupBurst = 30
+	}
+	if c.MaxActiveKeys == 0 {
+		c.MaxActiveKeys = 10
+	}
+	if c.MaxActiveKeys < 2 {
+		return fmt.Errorf("controlplane config: MaxActiveKeys %d is below 2; keys could not be rotated without downtime", c.MaxActiveKeys)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Server is the control plane's HTTP API.
+type Server struct {
+	cfg     Config
+	db      *pgxpool.Pool
+	log     *slog.Logger
+	authz   *authz.API
+	echo    *echo.Echo
+	logins  *limiter
+	signups *limiter
+}
+
+// New returns a server over cfg.DB.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	az, err := authz.NewAPI()
+	if err != nil {
+		return nil, fmt.Errorf("new control plane: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		db:      cfg.DB,
+		log:     cfg.Logger,
+		authz:   az,
+		logins:  newLimiter(cfg.LoginRate, cfg.LoginBurst, cfg.Now),
+		signups: newLimiter(cfg.SignupRate, cfg.SignupBurst, cfg.Now),
+	}
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler of the API.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Routes lists the registered API routes, for the OpenAPI and isolation
+// checks. Echo's internal not-found routes of groups are left out.
+func (s *Server) Routes() []*echo.Route {
+	var out []*echo.Route
+	for _, r := range s.echo.Routes() {
+		if r.Method != echo.RouteNotFound {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Serve answers on ln until ctx is cancelled, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve control plane: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down control plane: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve control plane: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,287 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+// signup creates a tenant on the least-loaded cell of a shared pool, its
+// owner, and the plan's quotas, and signs the owner in.
+func (s *Server) signup(c echo.Context) error {
+	if ok, wait := s.signups.allow(clientKey(c)); !ok {
+		return rateLimited(wait, "too many signups from this address; retry later")
+	}
+	var req api.SignupRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validTenantName(req.TenantName); err != nil {
+		return err
+	}
+	email, err := normalizeEmail(req.Email)
+	if err != nil {
+		return err
+	}
+	if err := credential.CheckPasswordRules(req.Password); err != nil {
+		return catalog.InvalidRequest.New(err.Error())
+	}
+	if req.Plan == "" {
+		req.Plan = "free"
+	}
+	quotas, ok := plans[req.Plan]
+	if !ok || req.Plan == "dedicated" {
+		return catalog.InvalidRequest.New(`plan must be "free" or "standard"; dedicated pools are arranged with the platform team`)
+	}
+
+	ctx := c.Request().Context()
+	now := s.cfg.Now()
+	tenant := api.Tenant{ID: credential.NewID("tn_"), Name: req.TenantName, Plan: req.Plan, Status: "active"}
+	user := api.User{ID: credential.NewID("us_"), Email: email}
+	hash := credential.HashPassword(req.Password)
+	token := credential.NewToken()
+	expires := now.Add(s.cfg.SessionTTL)
+
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		pool, cell, err := pickSharedCell(ctx, tx)
+		if err != nil {
+			return err
+		}
+		tenant.PoolID, tenant.HomeCellID = pool, cell
+		if err := tx.QueryRow(ctx, `INSERT INTO tenants (id, name, plan, pool_id, home_cell_id)
+			VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
+			tenant.ID, tenant.Name, tenant.Plan, pool, cell).Scan(&tenant.CreatedAt); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("a tenant with that name already exists")
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
+			user.ID, user.Email, hash); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("a user with that email already exists; sign in and create the tenant from there")
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, 'owner')`,
+			user.ID, tenant.ID); err != nil {
+			return err
+		}
+		if err := storeQuotas(ctx, tx, tenant.ID, quotas); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO sessions (token_hash, user_id, tenant_id, expires_at) VALUES ($1, $2, $3, $4)`,
+			credential.HashSecret(token), user.ID, tenant.ID, expires); err != nil {
+			return err
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		p := &principal{kind: "user", userID: user.ID, tenantID: tenant.ID}
+		return audit(ctx, tx, p, "tenant.signup", tenant.ID, map[string]any{"plan": tenant.Plan, "cell": cell})
+	})
+	if err != nil {
+		var ce *catalog.Error
+		if errors.As(err, &ce) {
+			return ce
+		}
+		return dbError("sign up", err)
+	}
+	s.log.Info("tenant signed up", "tenant_id", tenant.ID, "cell", tenant.HomeCellID)
+	return c.JSON(http.StatusCreated, api.SignupResponse{
+		Tenant:  tenant,
+		User:    user,
+		Session: api.Session{Token: token, ExpiresAt: expires, TenantID: tenant.ID, Role: authz.RoleOwner},
+	})
+}
+
+// pickSharedCell chooses the active cell of a shared pool with the fewest
+// tenants (ties by fewest partitions, then id).
+func pickSharedCell(ctx context.Context, tx pgx.Tx) (pool, cell string, err error) {
+	err = tx.QueryRow(ctx, `
+		SELECT c.pool_id, c.id FROM cells c JOIN pools p ON p.id = c.pool_id
+		WHERE p.kind = 'shared' AND c.status = 'active'
+		ORDER BY (SELECT count(*) FROM tenants t WHERE t.home_cell_id = c.id),
+		         (SELECT count(*) FROM partitions x WHERE x.cell_id = c.id), c.id
+		LIMIT 1 FOR UPDATE OF c`).Scan(&pool, &cell)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", catalog.NoCapacity.New("no shared cell is accepting tenants now; try again later")
+	}
+	return pool, cell, err
+}
+
+func (s *Server) createSession(c echo.Context) error {
+	var req api.SessionRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	email, err := normalizeEmail(req.Email)
+	if err != nil {
+		return err
+	}
+	if ok, wait := s.logins.allow("email:"+email, clientKey(c)); !ok {
+		return rateLimited(wait, "too many sign-in attempts; retry later")
+	}
+	ctx := c.Request().Context()
+	var userID, hash string
+	var operator bool
+	err = s.db.QueryRow(ctx, `SELECT id, password_hash, is_operator FROM users WHERE email = $1`, email).
+		Scan(&userID, &hash, &operator)
+	if errors.Is(err, pgx.ErrNoRows) {
+		credential.DummyPasswordCheck(req.Password)
+		return catalog.Unauthenticated.New("the email or password is wrong")
+	}
+	if err != nil {
+		return dbError("look up user", err)
+	}
+	if !credential.CheckPassword(hash, req.Password) {
+		return catalog.Unauthenticated.New("the email or password is wrong")
+	}
+
+	tenantID, role, err := s.sessionTenant(ctx, userID, operator, req.Tenant)
+	if err != nil {
+		return err
+	}
+	token := credential.NewToken()
+	expires := s.cfg.Now().Add(s.cfg.SessionTTL)
+	var tenant *string
+	if tenantID != "" {
+		tenant = &tenantID
+	}
+	if _, err := s.db.Exec(ctx, `INSERT INTO sessions (token_hash, user_id, tenant_id, expires_at) VALUES ($1, $2, $3, $4)`,
+		credential.HashSecret(token), userID, tenant, expires); err != nil {
+		return dbError("create session", err)
+	}
+	// Expired sessions of this user are swept on sign-in.
+	if _, err := s.db.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1 AND expires_at < $2`, userID, s.cfg.Now()); err != nil {
+		s.log.Warn("sweep sessions", "err", err)
+	}
+	return c.JSON(http.StatusCreated, api.Session{Token: token, ExpiresAt: expires, TenantID: tenantID, Role: role})
+}
+
+// sessionTenant picks the tenant a sign-in is for: the one named, the only
+// one, or none for an operator without memberships.
+func (s *Server) sessionTenant(ctx context.Context, userID string, operator bool, want string) (string, string, error) {
+	rows, err := s.db.Query(ctx, `SELECT t.id, t.name, m.role FROM memberships m JOIN tenants t ON t.id = m.tenant_id
+		WHERE m.user_id = $1 ORDER BY t.name`, userID)
+	if err != nil {
+		return "", "", dbError("list memberships", err)
+	}
+	type m struct{ id, name, role string }
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (m, error) {
+		var x m
+		return x, r.Scan(&x.id, &x.name, &x.role)
+	})
+	if err != nil {
+		return "", "", dbError("list memberships", err)
+	}
+	if want != "" {
+		for _, x := range ms {
+			if x.id == want || x.name == want {
+				return x.id, x.role, nil
+			}
+		}
+		return "", "", catalog.NotFound.New("you are not a member of that tenant")
+	}
+	switch {
+	case operator && len(ms) == 0:
+		return "", authz.RoleOperator, nil
+	case len(ms) == 1:
+		return ms[0].id, ms[0].role, nil
+	case len(ms) == 0:
+		return "", "", catalog.Unauthenticated.New("this user belongs to no tenant")
+	}
+	names := make([]string, len(ms))
+	for i, x := range ms {
+		names[i] = x.name
+	}
+	return "", "", catalog.InvalidRequest.Newf("you belong to several tenants; name one in \"tenant\": %v", names)
+}
+
+func (s *Server) deleteSession(c echo.Context) error {
+	p := callerOf(c)
+	if p.sessionHash == nil {
+		return catalog.InvalidRequest.New("only a session can sign out; API keys are revoked instead")
+	}
+	if _, err := s.db.Exec(c.Request().Context(), `DELETE FROM sessions WHERE token_hash = $1`, p.sessionHash); err != nil {
+		return dbError("delete session", err)
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) me(c echo.Context) error {
+	p := callerOf(c)
+	out := api.Me{Kind: p.kind, UserID: p.userID, Email: p.email, KeyID: p.keyID, TenantID: p.tenantID,
+		Role: p.role, Operator: p.role == authz.RoleOperator}
+	if p.tenantID != "" {
+		if err := s.db.QueryRow(c.Request().Context(), `SELECT name FROM tenants WHERE id = $1`, p.tenantID).
+			Scan(&out.TenantName); err != nil {
+			return dbError("load tenant", err)
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getTenant(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTenant, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	t, err := loadTenant(c.Request().Context(), s.db, p.tenantID)
+	if err != nil {
+		return dbError("load tenant", err)
+	}
+	return c.JSON(http.StatusOK, t)
+}
+
+const tenantColumns = `id, name, plan, status, pool_id, home_cell_id, created_at`
+
+func tenantFields(t *api.Tenant) []any {
+	return []any{&t.ID, &t.Name, &t.Plan, &t.Status, &t.PoolID, &t.HomeCellID, &t.CreatedAt}
+}
+
+func loadTenant(ctx context.Context, q querier, id string) (api.Tenant, error) {
+	var t api.Tenant
+	err := q.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, id).Scan(tenantFields(&t)...)
+	return t, err
+}
+
+func (s *Server) getCluster(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTenant, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	out := api.Cluster{TenantID: p.tenantID, BootstrapServers: []string{}, HTTPEndpoints: []string{}}
+	rows, err := s.db.Query(ctx, `SELECT t.home_cell_id, b.kafka_addr, b.http_addr FROM tenants t
+		LEFT JOIN brokers b ON b.cell_id = t.home_cell_id AND b.status = 'active'
+		WHERE t.id = $1 ORDER BY b.node_id`, p.tenantID)
+	if err != nil {
+		return dbError("load cluster", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kafka, httpAddr *string
+		if err := rows.Scan(&out.CellID, &kafka, &httpAddr); err != nil {
+			return dbError("load cluster", err)
+		}
+		if kafka != nil && *kafka != "" {
+			out.BootstrapServers = append(out.BootstrapServers, *kafka)
+		}
+		if httpAddr != nil && *httpAddr != "" {
+			out.HTTPEndpoints = append(out.HTTPEndpoints, "http://"+*httpAddr)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return dbError("load cluster", err)
+	}
+	return c.JSON(http.StatusOK, out)
+}

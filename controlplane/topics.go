@@ -1,0 +1,317 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+const topicColumns = `id, name, partitions, replication_factor, config, created_at, updated_at`
+
+type topicRow struct {
+	id string
+	api.Topic
+}
+
+func scanTopic(row pgx.Row) (topicRow, error) {
+	var t topicRow
+	err := row.Scan(&t.id, &t.Name, &t.Partitions, &t.ReplicationFactor, &t.Config, &t.CreatedAt, &t.UpdatedAt)
+	if t.Config == nil {
+		t.Config = map[string]string{}
+	}
+	return t, err
+}
+
+func (s *Server) listTopics(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	q, err := loadQuotas(ctx, s.db, p.tenantID)
+	if err != nil {
+		return dbError("load quotas", err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name > $2
+		ORDER BY name LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
+	if err != nil {
+		return dbError("list topics", err)
+	}
+	trs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (topicRow, error) { return scanTopic(r) })
+	if err != nil {
+		return dbError("list topics", err)
+	}
+	topics := make([]api.Topic, len(trs))
+	for i, t := range trs {
+		t.EffectiveConfig = effectiveConfig(t.Config, q)
+		topics[i] = t.Topic
+	}
+	items, next := trim(pg, topics, func(t api.Topic) string { return t.Name })
+	return c.JSON(http.StatusOK, api.Page[api.Topic]{Items: items, NextPageToken: next})
+}
+
+// loadTopic returns the tenant's topic with its assignments, or
+// topic_not_found: another tenant's topic looks exactly like a missing one.
+func (s *Server) loadTopic(ctx context.Context, q querier, tenantID, name string) (api.Topic, error) {
+	t, err := scanTopic(q.QueryRow(ctx, `SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2`, tenantID, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.Topic{}, catalog.TopicNotFound.Newf("no topic named %q", name)
+	}
+	if err != nil {
+		return api.Topic{}, dbError("load topic", err)
+	}
+	quotas, err := loadQuotas(ctx, q, tenantID)
+	if err != nil {
+		return api.Topic{}, dbError("load quotas", err)
+	}
+	t.EffectiveConfig = effectiveConfig(t.Config, quotas)
+	rows, err := s.db.Query(ctx, `SELECT partition, replicas FROM partitions WHERE topic_id = $1 ORDER BY partition`, t.id)
+	if err != nil {
+		return api.Topic{}, dbError("load partitions", err)
+	}
+	t.Assignments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Partition, error) {
+		var p api.Partition
+		return p, r.Scan(&p.Partition, &p.Replicas)
+	})
+	if err != nil {
+		return api.Topic{}, dbError("load partitions", err)
+	}
+	return t.Topic, nil
+}
+
+func (s *Server) getTopic(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	t, err := s.loadTopic(c.Request().Context(), s.db, p.tenantID, c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, t)
+}
+
+// errValidated ends a validate-only transaction after every check passed.
+var errValidated = errors.New("validated only")
+
+func (s *Server) createTopic(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.CreateTopicRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if err := validTopicName(req.Name); err != nil {
+		return err
+	}
+	if req.Partitions == 0 {
+		req.Partitions = 1
+	}
+	if req.Config == nil {
+		req.Config = map[string]string{}
+	}
+	ctx := c.Request().Context()
+	id := credential.NewID("tp_")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		cell, q, err := lockTenant(ctx, tx, p.tenantID)
+		if err != nil {
+			return err
+		}
+		if err := validateTopicConfig(req.Config, q); err != nil {
+			return err
+		}
+		if err := checkTopicLimits(ctx, tx, p.tenantID, q, 1, req.Partitions); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, config)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, p.tenantID, req.Name, req.Partitions, replicationFactor, req.Config); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.TopicAlreadyExists.Newf("a topic named %q already exists", req.Name)
+			}
+			return err
+		}
+		rf, err := placePartitions(ctx, tx, cell, id, 0, req.Partitions)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE topics SET replication_factor = $2 WHERE id = $1`, id, rf); err != nil {
+			return err
+		}
+		if req.ValidateOnly {
+			return errValidated
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "topic.create", req.Name, map[string]any{"partitions": req.Partitions, "config": req.Config})
+	})
+	if errors.Is(err, errValidated) {
+		return c.NoContent(http.StatusNoContent)
+	}
+	if err := txError("create topic", err); err != nil {
+		return err
+	}
+	t, err := s.loadTopic(ctx, s.db, p.tenantID, req.Name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, t)
+}
+
+// lockTenant serializes a tenant's topic changes and returns its home cell
+// and quotas.
+func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) (string, api.Quotas, error) {
+	var cell string
+	if err := tx.QueryRow(ctx, `SELECT home_cell_id FROM tenants WHERE id = $1 FOR UPDATE`, tenantID).Scan(&cell); err != nil {
+		return "", api.Quotas{}, err
+	}
+	q, err := loadQuotas(ctx, tx, tenantID)
+	return cell, q, err
+}
+
+// checkTopicLimits checks that adding topics and partitions stays within the
+// tenant's quotas.
+func checkTopicLimits(ctx context.Context, tx pgx.Tx, tenantID string, q api.Quotas, addTopics, addPartitions int) error {
+	if addPartitions < 1 || addPartitions > q.MaxPartitions {
+		return catalog.InvalidPartitions.Newf("partitions must be from 1 to %d", q.MaxPartitions)
+	}
+	var topics, partitions int
+	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = $1`, tenantID).
+		Scan(&topics, &partitions); err != nil {
+		return err
+	}
+	if topics+addTopics > q.MaxTopics {
+		return catalog.QuotaExceeded.Newf("the tenant may have %d topics and has %d", q.MaxTopics, topics)
+	}
+	if partitions+addPartitions > q.MaxPartitions {
+		return catalog.QuotaExceeded.Newf("the tenant may have %d partitions in all and has %d", q.MaxPartitions, partitions)
+	}
+	return nil
+}
+
+func (s *Server) updateTopic(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	var req api.UpdateTopicRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	name := c.Param("name")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		cell, q, err := lockTenant(ctx, tx, p.tenantID)
+		if err != nil {
+			return err
+		}
+		t, err := scanTopic(tx.QueryRow(ctx, `SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name = $2`, p.tenantID, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.TopicNotFound.Newf("no topic named %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		cfg := maps.Clone(t.Config)
+		for k, v := range req.Config {
+			if v == nil {
+				delete(cfg, k)
+			} else {
+				cfg[k] = *v
+			}
+		}
+		if err := validateTopicConfig(cfg, q); err != nil {
+			return err
+		}
+		partitions := t.Partitions
+		if req.Partitions != nil {
+			switch n := *req.Partitions; {
+			case n < t.Partitions:
+				return catalog.PartitionsShrink.Newf("topic %q has %d partitions; the count can only grow", name, t.Partitions)
+			case n > t.Partitions:
+				if err := checkTopicLimits(ctx, tx, p.tenantID, q, 0, n-t.Partitions); err != nil {
+					return err
+				}
+				if _, err := placePartitions(ctx, tx, cell, t.id, t.Partitions, n); err != nil {
+					return err
+				}
+				partitions = n
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE topics SET partitions = $2, config = $3, updated_at = now() WHERE id = $1`,
+			t.id, partitions, cfg); err != nil {
+			return err
+		}
+		if req.ValidateOnly {
+			return errValidated
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "topic.update", name, map[string]any{"partitions": partitions, "config": cfg})
+	})
+	if errors.Is(err, errValidated) {
+		return c.NoContent(http.StatusNoContent)
+	}
+	if err := txError("update topic", err); err != nil {
+		return err
+	}
+	t, err := s.loadTopic(ctx, s.db, p.tenantID, name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, t)
+}
+
+func (s *Server) deleteTopic(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	name := c.Param("name")
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM topics WHERE tenant_id = $1 AND name = $2`, p.tenantID, name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return catalog.TopicNotFound.Newf("no topic named %q", name)
+		}
+		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "topic.delete", name, nil)
+	})
+	if err := txError("delete topic", err); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// txError passes catalogued errors through and maps the rest.
+func txError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *catalog.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return dbError(op, err)
+}
