@@ -16,9 +16,15 @@ build:
 run: build
 	./$(BIN) dev
 
-# The whole suite, against the real Postgres and Redis on loopback.
-test: lint
+# The whole suite, against the real Postgres and Redis on loopback, with the
+# real tools the tests drive (installed by `make tools`).
+test: lint tools
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# Installs what the tests need beyond Go: each script in .ci/tools.d installs
+# one tool if it is missing (idempotent; cached under .cache/).
+tools:
+	@for s in .ci/tools.d/*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
 
 test-short:
 	$(GO) test -short $(TESTFLAGS) $(PKGS)
