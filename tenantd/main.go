@@ -1,4 +1,61 @@
-// Command tenantd is the one Sluice binary; its roles are subcommands.
+// Command tenantd is the one Sluice binary. Its roles are subcommands:
+//
+//	tenantd dev           control plane on a local Postgres, for a laptop
+//	tenantd controlplane  the control plane's HTTP API
+//	tenantd migrate       apply the control plane's schema migrations
+//	tenantd admin ...     operator commands over the API
+//
+// main only parses flags, loads config and calls run; wiring of subsystems
+// lives in this package and nowhere else.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: tenantd <command> [flags]
+
+commands:
+  dev           run the control plane on a local Postgres (starting one if needed)
+  controlplane  serve the control plane API
+  migrate       apply schema migrations and exit
+  admin         operator commands over the API (tenantd admin help)
+
+Run "tenantd <command> -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "dev", "controlplane", "migrate":
+		var cfg Config
+		cfg, err = loadConfig(cmd, args, os.Getenv)
+		if err == nil {
+			err = run(ctx, cmd, cfg)
+		}
+	case "admin":
+		err = admin(ctx, args, os.Stdout, os.Getenv)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		err = fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "tenantd:", err)
+		os.Exit(1)
+	}
+}

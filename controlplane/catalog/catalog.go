@@ -29,33 +29,33 @@ type Entry struct {
 
 // Kafka error codes used below (from the Kafka protocol's error table).
 const (
-	kafkaUnknownServerError          int16 = -1
-	kafkaCorruptMessage              int16 = 2
-	kafkaUnknownTopicOrPartition     int16 = 3
-	kafkaInvalidFetchSize            int16 = 4
-	kafkaNotLeaderOrFollower         int16 = 6
-	kafkaMessageTooLarge             int16 = 10
-	kafkaInvalidTopic                int16 = 17
-	kafkaRecordListTooLarge          int16 = 18
-	kafkaNotEnoughReplicas           int16 = 19
-	kafkaIllegalGeneration           int16 = 22
-	kafkaTopicAuthorizationFailed    int16 = 29
-	kafkaGroupAuthorizationFailed    int16 = 30
-	kafkaClusterAuthorizationFailed  int16 = 31
-	kafkaUnsupportedSaslMechanism    int16 = 33
-	kafkaTopicAlreadyExists          int16 = 36
-	kafkaInvalidPartitions           int16 = 37
-	kafkaInvalidReplicationFactor    int16 = 38
-	kafkaInvalidRequest              int16 = 42
-	kafkaPolicyViolation             int16 = 44
-	kafkaInvalidConfig               int16 = 40
-	kafkaSaslAuthenticationFailed    int16 = 58
-	kafkaThrottlingQuotaExceeded     int16 = 89
-	kafkaKafkaStorageError           int16 = 56
-	kafkaGroupIDNotFound             int16 = 69
-	kafkaResourceNotFound            int16 = 91
-	kafkaBrokerNotAvailable          int16 = 8
-	kafkaCoordinatorNotAvailable     int16 = 15
+	kafkaUnknownServerError         int16 = -1
+	kafkaCorruptMessage             int16 = 2
+	kafkaUnknownTopicOrPartition    int16 = 3
+	kafkaInvalidFetchSize           int16 = 4
+	kafkaNotLeaderOrFollower        int16 = 6
+	kafkaMessageTooLarge            int16 = 10
+	kafkaInvalidTopic               int16 = 17
+	kafkaRecordListTooLarge         int16 = 18
+	kafkaNotEnoughReplicas          int16 = 19
+	kafkaIllegalGeneration          int16 = 22
+	kafkaTopicAuthorizationFailed   int16 = 29
+	kafkaGroupAuthorizationFailed   int16 = 30
+	kafkaClusterAuthorizationFailed int16 = 31
+	kafkaUnsupportedSaslMechanism   int16 = 33
+	kafkaTopicAlreadyExists         int16 = 36
+	kafkaInvalidPartitions          int16 = 37
+	kafkaInvalidReplicationFactor   int16 = 38
+	kafkaInvalidRequest             int16 = 42
+	kafkaPolicyViolation            int16 = 44
+	kafkaInvalidConfig              int16 = 40
+	kafkaSaslAuthenticationFailed   int16 = 58
+	kafkaThrottlingQuotaExceeded    int16 = 89
+	kafkaKafkaStorageError          int16 = 56
+	kafkaGroupIDNotFound            int16 = 69
+	kafkaResourceNotFound           int16 = 91
+	kafkaBrokerNotAvailable         int16 = 8
+	kafkaCoordinatorNotAvailable    int16 = 15
 )
 
 // The catalogue. Codes are stable API: add new ones, never rename.

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+)
+
+// Config is tenantd's configuration, layered: defaults, then a JSON file
+// (-config), then SLUICE_* environment variables, then flags.
+type Config struct {
+	// DatabaseURL is the control plane's Postgres. In dev mode an empty URL
+	// means: use the server on 127.0.0.1:5432 if one answers, else start a
+	// private one under DataDir.
+	DatabaseURL string `json:"database_url"`
+	// Listen is the control plane's HTTP address.
+	Listen string `json:"listen"`
+	// DataDir holds dev-mode state (a private Postgres cluster).
+	DataDir string `json:"data_dir"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `json:"log_level"`
+	// PrivatePostgres forces dev mode to start its own Postgres.
+	PrivatePostgres bool `json:"private_postgres"`
+}
+
+func defaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info"}
+}
+
+func (c *Config) validate(cmd string) error {
+	if cmd != "dev" && c.DatabaseURL == "" {
+		return errors.New("no database: set SLUICE_DATABASE_URL (or DATABASE_URL), database_url in the config file, or -database-url")
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen address %q is not host:port: %w", c.Listen, err)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir is empty")
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// loadConfig layers the sources for one command.
+func loadConfig(cmd string, args []string, getenv func(string) string) (Config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("tenantd "+cmd, flag.ContinueOnError)
+	file := fs.String("config", getenv("SLUICE_CONFIG"), "JSON config file (env SLUICE_CONFIG)")
+	dbURL := fs.String("database-url", "", "Postgres URL (env SLUICE_DATABASE_URL or DATABASE_URL)")
+	listen := fs.String("listen", "", "control plane HTTP address (env SLUICE_LISTEN; default "+cfg.Listen+")")
+	dataDir := fs.String("data-dir", "", "dev-mode state directory (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info)")
+	private := fs.Bool("private-postgres", false, "dev: always start a private Postgres under the data dir")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("parse config %s: %w", *file, err)
+		}
+	}
+	for _, e := range []struct {
+		names []string
+		dst   *string
+	}{
+		{[]string{"SLUICE_DATABASE_URL", "DATABASE_URL"}, &cfg.DatabaseURL},
+		{[]string{"SLUICE_LISTEN"}, &cfg.Listen},
+		{[]string{"SLUICE_DATA_DIR"}, &cfg.DataDir},
+		{[]string{"SLUICE_LOG_LEVEL"}, &cfg.LogLevel},
+	} {
+		for _, n := range e.names {
+			if v := getenv(n); v != "" {
+				*e.dst = v
+				break
+			}
+		}
+	}
+	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
+		cfg.PrivatePostgres = true
+	}
+	for _, f := range []struct {
+		v   string
+		dst *string
+	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel}} {
+		if f.v != "" {
+			*f.dst = f.v
+		}
+	}
+	if *private {
+		cfg.PrivatePostgres = true
+	}
+	return cfg, cfg.validate(cmd)
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/migrations"
+)
+
+// The dev fleet: one shared pool with one cell of three brokers on loopback.
+var devBrokers = []api.CreateBrokerRequest{
+	{ID: "dev-b1", CellID: "dev-cell-1", NodeID: 1, KafkaAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:8081", RaftAddr: "127.0.0.1:7001"},
+	{ID: "dev-b2", CellID: "dev-cell-1", NodeID: 2, KafkaAddr: "127.0.0.1:9093", HTTPAddr: "127.0.0.1:8082", RaftAddr: "127.0.0.1:7002"},
+	{ID: "dev-b3", CellID: "dev-cell-1", NodeID: 3, KafkaAddr: "127.0.0.1:9094", HTTPAddr: "127.0.0.1:8083", RaftAddr: "127.0.0.1:7003"},
+}
+
+// dev runs the control plane on a local Postgres and prints how to use it.
+func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
+	dbURL, stopPG, err := devPostgres(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopPG()
+	pool, err := openDB(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (is another tenantd running? set -listen): %w", cfg.Listen, err)
+	}
+	apiURL := "http://" + ln.Addr().String()
+	keyFile := filepath.Join(cfg.DataDir, "operator-key")
+
+	var readyErr error
+	ready := func() {
+		id, secret, err := devOperatorKey(ctx, pool, apiURL, keyFile)
+		if err != nil {
+			readyErr = err
+			return
+		}
+		op := client.New(apiURL, client.WithAPIKey(id, secret))
+		if err := seedDevFleet(ctx, op); err != nil {
+			readyErr = err
+			return
+		}
+		fmt.Printf(`
+Sluice is running.
+  API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
+  Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
+             then e.g.: tenantd admin tenants list
+  Postgres:  %[4]s
+Press Ctrl-C to stop.
+`, apiURL, id, secret, redactURL(dbURL))
+	}
+	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	err = serveHTTP(sctx, ln, cp.Handler(), log, func() {
+		ready()
+		if readyErr != nil {
+			cancel()
+		}
+	})
+	if readyErr != nil {
+		return readyErr
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// devOperatorKey reuses the operator key saved in keyFile while it still
+// works, or makes and saves a new one.
+func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL, keyFile string) (string, string, error) {
+	if b, err := os.ReadFile(keyFile); err == nil {
+		if id, secret, ok := strings.Cut(strings.TrimSpace(string(b)), ":"); ok {
+			if me, err := client.New(apiURL, client.WithAPIKey(id, secret)).Me(ctx); err == nil && me.Operator {
+				return id, secret, nil
+			}
+		}
+	}
+	id, secret, err := controlplane.CreateOperatorKey(ctx, pool, "tenantd dev")
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, []byte(id+":"+secret+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("save operator key: %w", err)
+	}
+	return id, secret, nil
+}
+
+// seedDevFleet creates the dev pool, cell and brokers unless they exist.
+func seedDevFleet(ctx context.Context, op *client.Client) error {
+	ignoreExists := func(_ any, err error) error {
+		if client.IsCode(err, "already_exists") {
+			return nil
+		}
+		return err
+	}
+	if err := ignoreExists(op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "dev-shared", Kind: "shared", Description: "dev shared pool"})); err != nil {
+		return fmt.Errorf("seed pool: %w", err)
+	}
+	if err := ignoreExists(op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "dev-cell-1", PoolID: "dev-shared"})); err != nil {
+		return fmt.Errorf("seed cell: %w", err)
+	}
+	for _, b := range devBrokers {
+		if err := ignoreExists(op.AdminCreateBroker(ctx, b)); err != nil {
+			return fmt.Errorf("seed broker %s: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j > 0 && j < i {
+			if k := strings.Index(u[j+3:i], ":"); k >= 0 {
+				return u[:j+3+k] + ":***" + u[i:]
+			}
+		}
+	}
+	return u
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/migrations"
+)
+
+// run wires and runs one role until ctx is cancelled.
+func run(ctx context.Context, cmd string, cfg Config) error {
+	log := newLogger(os.Stderr, cfg.LogLevel)
+	switch cmd {
+	case "migrate":
+		pool, err := openDB(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		applied, err := migrations.Up(ctx, pool)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("applied %d migrations %v\n", len(applied), applied)
+		return nil
+	case "controlplane":
+		pool, err := openDB(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if _, err := migrations.Up(ctx, pool); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		return serveControlPlane(ctx, pool, log, ln, func() {
+			log.Info("control plane ready", "url", "http://"+ln.Addr().String())
+		})
+	case "dev":
+		return dev(ctx, cfg, log)
+	}
+	return fmt.Errorf("unknown role %q", cmd)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	l, _ := parseLevel(level) // validated with the config
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// serveControlPlane serves the API on ln until ctx ends. ready runs once the
+// listener accepts requests.
+func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, ready func()) error {
+	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", cp.Handler())
+	return serveHTTP(ctx, ln, mux, log, ready)
+}
+
+// serveHTTP answers on ln until ctx is cancelled, then shuts down gracefully.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, ready func()) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	if ready != nil {
+		ready()
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
