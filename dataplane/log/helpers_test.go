@@ -96,7 +96,7 @@ func readAll(t testing.TB, l *Log, offset int64) []byte {
 }
 
 // splitBatches splits concatenated batches, validating each.
-func splitBatches(t testing.TB, b []byte) [][]byte {
+func splitBatches(t fataler, b []byte) [][]byte {
 	t.Helper()
 	var out [][]byte
 	for len(b) > 0 {
@@ -111,6 +111,12 @@ func splitBatches(t testing.TB, b []byte) [][]byte {
 		b = b[h.Size():]
 	}
 	return out
+}
+
+// fataler is the part of testing.TB that rapid.T also has.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
 
 func sameBatch(a, b []byte) bool { return bytes.Equal(a, b) }
