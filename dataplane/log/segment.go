@@ -251,7 +251,7 @@ func (s *segment) writeIndexes() error {
 		b = binary.BigEndian.AppendUint32(b, e.rel)
 		b = binary.BigEndian.AppendUint32(b, e.pos)
 	}
-	if err := writeFileSync(segmentPath(s.dir, s.base, indexSuffix), b); err != nil {
+	if err := writeFileSync(segmentPath(s.dir, s.base, indexSuffix), appendTrailer(b, len(s.offs))); err != nil {
 		return err
 	}
 	b = make([]byte, 0, len(s.times)*timeEntrySize)
@@ -259,7 +259,28 @@ func (s *segment) writeIndexes() error {
 		b = binary.BigEndian.AppendUint64(b, uint64(e.ts))
 		b = binary.BigEndian.AppendUint32(b, e.rel)
 	}
-	return writeFileSync(segmentPath(s.dir, s.base, timeIndexSuffix), b)
+	return writeFileSync(segmentPath(s.dir, s.base, timeIndexSuffix), appendTrailer(b, len(s.times)))
+}
+
+// An index file is its entries followed by an 8-byte trailer: the CRC32C of
+// the entries and their count. Index files are written whole, when a segment
+// is rolled, so a file that fails the check is rebuilt from the log.
+const trailerSize = 8
+
+func appendTrailer(b []byte, n int) []byte {
+	crc := crc32.Checksum(b, castagnoli)
+	b = binary.BigEndian.AppendUint32(b, crc)
+	return binary.BigEndian.AppendUint32(b, uint32(n))
+}
+
+// checkTrailer returns the entries of an index file if its trailer matches.
+func checkTrailer(b []byte, entrySize int) ([]byte, bool) {
+	if len(b) < trailerSize || (len(b)-trailerSize)%entrySize != 0 {
+		return nil, false
+	}
+	body, tr := b[:len(b)-trailerSize], b[len(b)-trailerSize:]
+	return body, binary.BigEndian.Uint32(tr) == crc32.Checksum(body, castagnoli) &&
+		int(binary.BigEndian.Uint32(tr[4:])) == len(body)/entrySize
 }
 
 func writeFileSync(path string, b []byte) error {
@@ -284,11 +305,18 @@ func writeFileSync(path string, b []byte) error {
 // a log file of size bytes. It reports false if they are missing or damaged.
 func (s *segment) loadIndexes(size int64) bool {
 	ob, err := os.ReadFile(segmentPath(s.dir, s.base, indexSuffix))
-	if err != nil || len(ob)%offsetEntrySize != 0 {
+	if err != nil {
+		return false
+	}
+	ob, ok := checkTrailer(ob, offsetEntrySize)
+	if !ok {
 		return false
 	}
 	tb, err := os.ReadFile(segmentPath(s.dir, s.base, timeIndexSuffix))
-	if err != nil || len(tb)%timeEntrySize != 0 {
+	if err != nil {
+		return false
+	}
+	if tb, ok = checkTrailer(tb, timeEntrySize); !ok {
 		return false
 	}
 	s.resetIndex()
