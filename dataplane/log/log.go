@@ -97,7 +97,9 @@ func (l *Log) Append(batch []byte, epoch int32) (base, last int64, err error) {
 // AppendBatches appends several batches in order with as few writes as
 // possible, and returns the base offset of the first and the last offset of
 // the last. Each batch is stamped in place, so its bytes 0–7 carry its base
-// offset afterwards. If any batch is invalid nothing is appended.
+// offset afterwards. If any batch is invalid nothing is appended. If a
+// write or roll fails part way, the batches before the failure stay
+// appended; NextOffset says how far.
 func (l *Log) AppendBatches(batches []Batch) (first, last int64, err error) {
 	if len(batches) == 0 {
 		return 0, 0, fmt.Errorf("append: no batches")
