@@ -25,15 +25,16 @@ type Log struct {
 
 	// mu guards the fields below. Readers hold it shared while they locate
 	// batches; writers hold it exclusively only to publish a change.
-	mu       sync.RWMutex
-	segs     []*segment // ascending base offsets; the last is active
-	next     int64      // offset the next batch gets
-	start    int64      // log start offset
-	durable  int64      // every batch below this offset is on stable storage
-	gen      uint64     // bumped by truncation so stale syncs do not count
-	dirDirty bool       // a segment file was created since the last sync
-	failed   error      // set by a failed fsync or write; the log refuses work
-	closed   bool
+	mu      sync.RWMutex
+	segs    []*segment // ascending base offsets; the last is active
+	next    int64      // offset the next batch gets
+	start   int64      // log start offset
+	durable int64      // every batch below this offset is on stable storage
+	gen     uint64     // bumped by truncation so stale syncs do not count
+	dirGen  uint64     // bumped when a segment file is created
+	dirSync uint64     // dirGen covered by the last directory fsync
+	failed  error      // set by a failed fsync or write; the log refuses work
+	closed  bool
 }
 
 // Batch is one record batch to append with the leader epoch to stamp on it.
@@ -257,7 +258,7 @@ func (l *Log) roll() error {
 	}
 	l.mu.Lock()
 	l.segs = append(l.segs, s)
-	l.dirDirty = true
+	l.dirGen++
 	l.mu.Unlock()
 	return nil
 }

@@ -37,7 +37,7 @@ type syncTarget struct {
 	l     *Log
 	gen   uint64
 	next  int64
-	dir   bool
+	dir   uint64     // dirGen to make durable; 0 if the directory is clean
 	segs  []*segment // referenced until finishSync
 	sizes []int64
 }
@@ -49,7 +49,10 @@ func (l *Log) prepareSync() (syncTarget, error) {
 	if err := l.usable(); err != nil {
 		return syncTarget{}, err
 	}
-	t := syncTarget{l: l, gen: l.gen, next: l.next, dir: l.dirDirty}
+	t := syncTarget{l: l, gen: l.gen, next: l.next}
+	if l.dirGen > l.dirSync {
+		t.dir = l.dirGen
+	}
 	for i := len(l.segs) - 1; i >= 0; i-- {
 		s := l.segs[i]
 		if s.synced >= s.size {
@@ -74,9 +77,7 @@ func (t *syncTarget) finish(err error) error {
 				s.synced = max(s.synced, t.sizes[i])
 			}
 			l.durable = max(l.durable, t.next)
-			if t.dir {
-				l.dirDirty = false
-			}
+			l.dirSync = max(l.dirSync, t.dir)
 		}
 		l.mu.Unlock()
 	}
@@ -102,7 +103,7 @@ func (l *Log) Sync() error {
 			err = unix.Fdatasync(s.fd)
 		}
 	}
-	if err == nil && t.dir {
+	if err == nil && t.dir > 0 {
 		err = l.dir.Sync()
 	}
 	return t.finish(err)
@@ -174,7 +175,7 @@ func (y *Syncer) fdatasync(targets []syncTarget, errs []error) {
 				}
 			})
 		}
-		if t.dir {
+		if t.dir > 0 {
 			wg.Go(func() {
 				if err := t.l.dir.Sync(); err != nil {
 					setErr(i, err)
@@ -190,7 +191,7 @@ func (y *Syncer) syncfs(targets []syncTarget, errs []error) {
 	done := map[uint64]error{}
 	for i := range targets {
 		t := &targets[i]
-		if len(t.segs) == 0 && !t.dir {
+		if len(t.segs) == 0 && t.dir == 0 {
 			continue
 		}
 		var st unix.Stat_t
