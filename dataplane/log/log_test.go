@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -236,6 +237,21 @@ func TestDeleteHeadAndRetention(t *testing.T) {
 	l = openLog(t, cfg)
 	if got := l.Segments(); len(got) != 1 || l.LogStartOffset() != got[0] {
 		t.Fatalf("after reopen: %v start %d", got, l.LogStartOffset())
+	}
+
+	// Segments a delete-head did not get to unlink go at the next open.
+	cfg3 := testConfig(t)
+	cfg3.SegmentBytes = 1000
+	l3 := openLog(t, cfg3)
+	appendN(t, l3, 30, 1, 100, 0)
+	segs3 := l3.Segments()
+	l3.Close()
+	if err := os.WriteFile(filepath.Join(cfg3.Dir, checkpointName), []byte(fmt.Sprintf("v1 %d\n", segs3[2]+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l3 = openLog(t, cfg3)
+	if r := l3.Recovery(); len(r.RemovedBelowStart) != 2 || r.Cut() || l3.LogStartOffset() != segs3[2]+1 {
+		t.Fatalf("recovery %+v, start %d", r, l3.LogStartOffset())
 	}
 
 	// Size retention keeps at least retention.bytes.
@@ -575,5 +591,3 @@ func flipByte(t *testing.T, path string, pos int64) {
 		t.Fatal(err)
 	}
 }
-
-var _ = filepath.Join

@@ -24,8 +24,11 @@ type RecoveryReport struct {
 	BytesCut        int64   // bytes removed from that segment
 	Reason          string  // why the tail was cut
 	DroppedSegments []int64 // segments deleted because they followed the cut
-	LogStartOffset  int64
-	NextOffset      int64
+	// RemovedBelowStart lists segments wholly below the checkpointed log
+	// start that an interrupted delete-head left behind; no data is lost.
+	RemovedBelowStart []int64
+	LogStartOffset    int64
+	NextOffset        int64
 }
 
 // Cut reports whether recovery removed any data.
@@ -182,9 +185,17 @@ func (l *Log) recover(ctx context.Context) error {
 	if l.start > l.next {
 		l.start = l.next
 	}
+	// Segments wholly below the start are left over from a delete-head
+	// whose unlinks did not reach the disk; finish the job.
+	for len(l.segs) > 1 && l.segs[1].base <= l.start {
+		rep.RemovedBelowStart = append(rep.RemovedBelowStart, l.segs[0].base)
+		removeSegmentFiles(l.segs[0])
+		l.segs = l.segs[1:]
+	}
 	rep.Segments, rep.LogStartOffset, rep.NextOffset = len(l.segs), l.start, l.next
 	l.report = rep
-	args := []any{"dir", l.cfg.Dir, "segments", rep.Segments, "log_start_offset", rep.LogStartOffset, "next_offset", rep.NextOffset}
+	args := []any{"dir", l.cfg.Dir, "segments", rep.Segments, "log_start_offset", rep.LogStartOffset, "next_offset", rep.NextOffset,
+		"removed_below_start", len(rep.RemovedBelowStart)}
 	if rep.Cut() {
 		args = append(args, "cut_segment", rep.CutSegment, "cut_position", rep.CutPosition, "bytes_cut", rep.BytesCut,
 			"dropped_segments", len(rep.DroppedSegments), "reason", rep.Reason)
