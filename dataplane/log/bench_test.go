@@ -59,28 +59,10 @@ func BenchmarkAppendSync(b *testing.B) {
 // BenchmarkGroupCommit appends one batch to each of 8 partition logs and
 // makes all of them durable in one round, per op, with each Syncer mode.
 func BenchmarkGroupCommit(b *testing.B) {
-	const parts = 8
 	for _, mode := range []SyncMode{SyncFiles, SyncFilesystem} {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("%s/8x%s", mode, sizeName(size)), func(b *testing.B) {
-				logs := make([]*Log, parts)
-				for i := range logs {
-					logs[i] = benchLog(b)
-				}
-				batch := benchBatch(size)
-				y := NewSyncer(mode)
-				b.SetBytes(int64(parts * len(batch)))
-				b.ReportAllocs()
-				for b.Loop() {
-					for _, l := range logs {
-						if _, _, err := l.Append(batch, 1); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := y.Sync(logs...); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchGroupCommit(b, mode, size)
 			})
 		}
 	}
@@ -91,19 +73,13 @@ func BenchmarkGroupCommit(b *testing.B) {
 // the way another tenant's partitions, a log shipper or a compaction would.
 // syncfs(2) has to flush that writer's pages too; fdatasync does not.
 func BenchmarkGroupCommitNoisy(b *testing.B) {
-	const parts = 8
 	for _, mode := range []SyncMode{SyncFiles, SyncFilesystem} {
 		b.Run(fmt.Sprintf("%s/8x64KiB", mode), func(b *testing.B) {
-			logs := make([]*Log, parts)
-			for i := range logs {
-				logs[i] = benchLog(b)
-			}
-			stop := make(chan struct{})
-			done := make(chan struct{})
 			noise, err := os.Create(b.TempDir() + "/noise")
 			if err != nil {
 				b.Fatal(err)
 			}
+			stop, done := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
 				buf := make([]byte, 256<<10)
@@ -119,21 +95,30 @@ func BenchmarkGroupCommitNoisy(b *testing.B) {
 				}
 			}()
 			b.Cleanup(func() { close(stop); <-done; noise.Close() })
-			batch := benchBatch(64 << 10)
-			y := NewSyncer(mode)
-			b.SetBytes(int64(parts * len(batch)))
-			b.ReportAllocs()
-			for b.Loop() {
-				for _, l := range logs {
-					if _, _, err := l.Append(batch, 1); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := y.Sync(logs...); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchGroupCommit(b, mode, 64<<10)
 		})
+	}
+}
+
+func benchGroupCommit(b *testing.B, mode SyncMode, size int) {
+	const parts = 8
+	logs := make([]*Log, parts)
+	for i := range logs {
+		logs[i] = benchLog(b)
+	}
+	batch := benchBatch(size)
+	y := NewSyncer(mode)
+	b.SetBytes(int64(parts * len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, l := range logs {
+			if _, _, err := l.Append(batch, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := y.Sync(logs...); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
