@@ -126,6 +126,10 @@ func startPrivatePostgres(ctx context.Context, dataDir string, log *slog.Logger)
 		if err := chownAll(dir, uid, gid); err != nil {
 			return "", noop, err
 		}
+		// The postgres user must be able to reach its directory.
+		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+			return "", noop, err
+		}
 		asUser = []string{"runuser", "-u", "postgres", "--"}
 	}
 	pg := func(name string, args ...string) *exec.Cmd {

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Layering: defaults, then file, then environment, then flags.
+func TestConfigLayers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(file, []byte(`{"listen":"127.0.0.1:1","log_level":"debug","database_url":"postgres://file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SLUICE_LISTEN": "127.0.0.1:2", "DATABASE_URL": "postgres://env"}
+	getenv := func(k string) string { return env[k] }
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		listen string
+		db     string
+		level  string
+	}{
+		{"file and env", []string{"-config", file}, "127.0.0.1:2", "postgres://env", "debug"},
+		{"flags win", []string{"-config", file, "-listen", "127.0.0.1:3", "-database-url", "postgres://flag"}, "127.0.0.1:3", "postgres://flag", "debug"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig("controlplane", tc.args, getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Listen != tc.listen || cfg.DatabaseURL != tc.db || cfg.LogLevel != tc.level {
+				t.Fatalf("got %+v", cfg)
+			}
+		})
+	}
+	cfg, err := loadConfig("dev", nil, func(string) string { return "" })
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != ".dev" {
+		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"no database", nil},
+		{"bad listen", []string{"-database-url", "x", "-listen", "nope"}},
+		{"bad level", []string{"-database-url", "x", "-log-level", "loud"}},
+		{"stray argument", []string{"-database-url", "x", "extra"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := loadConfig("controlplane", tc.args, func(string) string { return "" }); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
