@@ -187,6 +187,7 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/admin/cells":              func() { operatorOnly("GET", "/v1/admin/cells") },
 		"POST /v1/admin/cells":             func() { operatorOnly("POST", "/v1/admin/cells") },
 		"GET /v1/admin/cells/:id":          func() { operatorOnly("GET", "/v1/admin/cells/cell-1") },
+		"POST /v1/admin/cells/:id/keys":    func() { operatorOnly("POST", "/v1/admin/cells/cell-1/keys") },
 		"GET /v1/admin/brokers":            func() { operatorOnly("GET", "/v1/admin/brokers") },
 		"POST /v1/admin/brokers":           func() { operatorOnly("POST", "/v1/admin/brokers") },
 		"GET /v1/admin/brokers/:id":        func() { operatorOnly("GET", "/v1/admin/brokers/cell-1-b1") },

@@ -69,6 +69,7 @@ func (s *Server) routes() *echo.Echo {
 	op.GET("/cells", s.adminListCells)
 	op.POST("/cells", s.adminCreateCell)
 	op.GET("/cells/:id", s.adminGetCell)
+	op.POST("/cells/:id/keys", s.adminCreateCellKey)
 	op.GET("/brokers", s.adminListBrokers)
 	op.POST("/brokers", s.adminCreateBroker)
 	op.GET("/brokers/:id", s.adminGetBroker)
@@ -77,6 +78,10 @@ func (s *Server) routes() *echo.Echo {
 	op.GET("/api-keys", s.adminListKeys)
 	op.POST("/api-keys", s.adminCreateKey)
 	op.DELETE("/api-keys/:id", s.adminRevokeKey)
+
+	in := e.Group("/internal/v1/cells/:cell")
+	in.GET("/state", s.cellState)
+	in.POST("/report", s.cellReport)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	return e

@@ -290,3 +290,11 @@ type UpdateBrokerRequest struct {
 type CreateOperatorKeyRequest struct {
 	Description string `json:"description,omitempty"`
 }
+
+// CellKey is the credential the brokers of a cell use for the internal cell
+// API. Secret is returned once, by create.
+type CellKey struct {
+	ID     string `json:"id"`
+	CellID string `json:"cell_id"`
+	Secret string `json:"secret"`
+}

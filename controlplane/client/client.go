@@ -109,6 +109,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("read %s %s: %w", method, path, err)
 	}
+	if resp.StatusCode == http.StatusNotModified {
+		return nil // a long-poll that saw no change
+	}
 	if resp.StatusCode >= 300 {
 		var e api.Error
 		if json.Unmarshal(raw, &e) != nil || e.Code == "" {

@@ -18,24 +18,38 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// KeyIDPrefix starts every API key id, so a leaked key is recognisable.
-const KeyIDPrefix = "SLK"
+// KeyIDPrefix starts every API key id and CellKeyIDPrefix every cell key id,
+// so a leaked credential is recognisable.
+const (
+	KeyIDPrefix     = "SLK"
+	CellKeyIDPrefix = "SLC"
+)
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // NewAPIKey returns a fresh key id (the SASL username) and secret (the SASL
 // password). The secret carries 256 bits of entropy, so a plain SHA-256 hash
 // is a sound way to store it and fast enough to check on every connection.
-func NewAPIKey() (id, secret string) {
-	return KeyIDPrefix + idEncoding.EncodeToString(random(10)), base64.RawURLEncoding.EncodeToString(random(32))
+func NewAPIKey() (id, secret string) { return newKey(KeyIDPrefix) }
+
+// NewCellKey returns a fresh credential for the brokers of a cell.
+func NewCellKey() (id, secret string) { return newKey(CellKeyIDPrefix) }
+
+func newKey(prefix string) (id, secret string) {
+	return prefix + idEncoding.EncodeToString(random(10)), base64.RawURLEncoding.EncodeToString(random(32))
 }
 
-// ValidKeyID reports whether s has the shape of a key id.
-func ValidKeyID(s string) bool {
-	if !strings.HasPrefix(s, KeyIDPrefix) || len(s) != len(KeyIDPrefix)+16 {
+// ValidKeyID reports whether s has the shape of an API key id.
+func ValidKeyID(s string) bool { return validID(KeyIDPrefix, s) }
+
+// ValidCellKeyID reports whether s has the shape of a cell key id.
+func ValidCellKeyID(s string) bool { return validID(CellKeyIDPrefix, s) }
+
+func validID(prefix, s string) bool {
+	if !strings.HasPrefix(s, prefix) || len(s) != len(prefix)+16 {
 		return false
 	}
-	_, err := idEncoding.DecodeString(s[len(KeyIDPrefix):])
+	_, err := idEncoding.DecodeString(s[len(prefix):])
 	return err == nil
 }
 

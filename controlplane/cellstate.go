@@ -1,0 +1,253 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// The internal cell API: brokers long-poll their cell's desired state and
+// report what they observe. Brokers authenticate with a cell key.
+
+const (
+	defaultStateWait = 30 * time.Second
+	maxStateWait     = 60 * time.Second
+	statePollEvery   = 250 * time.Millisecond
+)
+
+func (s *Server) adminCreateCellKey(c echo.Context) error {
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	cell := c.Param("id")
+	id, secret := credential.NewCellKey()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT true FROM cells WHERE id = $1`, cell).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such cell")
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO cell_keys (id, cell_id, secret_hash) VALUES ($1, $2, $3)`,
+			id, cell, credential.HashSecret(secret)); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "cell_key.create", id, map[string]any{"cell": cell})
+	})
+	if err := txError("create cell key", err); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, api.CellKey{ID: id, CellID: cell, Secret: secret})
+}
+
+// cellCaller checks a cell key against the cell named in the path.
+func (s *Server) cellCaller(c echo.Context) (string, error) {
+	cell := c.Param("cell")
+	scheme, cred, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+	raw, err := base64.StdEncoding.DecodeString(cred)
+	if !strings.EqualFold(scheme, "basic") || err != nil {
+		return "", catalog.Unauthenticated.New("send Authorization: Basic <cell key id:secret>")
+	}
+	id, secret, _ := strings.Cut(string(raw), ":")
+	if !credential.ValidCellKeyID(id) {
+		return "", catalog.Unauthenticated.New("the cell key is wrong")
+	}
+	var hash []byte
+	var keyCell string
+	err = s.db.QueryRow(c.Request().Context(), `SELECT secret_hash, cell_id FROM cell_keys WHERE id = $1 AND revoked_at IS NULL`, id).
+		Scan(&hash, &keyCell)
+	if errors.Is(err, pgx.ErrNoRows) {
+		credential.CheckSecret(make([]byte, 32), secret)
+		return "", catalog.Unauthenticated.New("the cell key is wrong")
+	}
+	if err != nil {
+		return "", dbError("look up cell key", err)
+	}
+	if !credential.CheckSecret(hash, secret) {
+		return "", catalog.Unauthenticated.New("the cell key is wrong")
+	}
+	if keyCell != cell {
+		return "", catalog.PermissionDenied.New("this key belongs to another cell")
+	}
+	return cell, nil
+}
+
+// cellState answers with the cell's desired state once its version exceeds
+// ?after, waiting up to ?wait (a Go duration, at most 60 s); 304 when it did
+// not change in time.
+func (s *Server) cellState(c echo.Context) error {
+	cell, err := s.cellCaller(c)
+	if err != nil {
+		return err
+	}
+	after := int64(-1)
+	if v := c.QueryParam("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return catalog.InvalidRequest.New("after must be a state version (a whole number)")
+		}
+	}
+	wait := defaultStateWait
+	if v := c.QueryParam("wait"); v != "" {
+		if wait, err = time.ParseDuration(v); err != nil || wait < 0 || wait > maxStateWait {
+			return catalog.InvalidRequest.Newf("wait must be a duration from 0s to %s", maxStateWait)
+		}
+	}
+	ctx := c.Request().Context()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(statePollEvery)
+	defer tick.Stop()
+	for {
+		var version int64
+		if err := s.db.QueryRow(ctx, `SELECT state_version FROM cells WHERE id = $1`, cell).Scan(&version); err != nil {
+			return dbError("read cell version", err)
+		}
+		if version > after {
+			st, err := s.loadCellState(ctx, cell)
+			if err != nil {
+				return dbError("load cell state", err)
+			}
+			return c.JSON(http.StatusOK, st)
+		}
+		select {
+		case <-deadline.C:
+			return c.NoContent(http.StatusNotModified)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// loadCellState reads a consistent snapshot of the cell's desired state.
+func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState, error) {
+	st := wire.CellState{Version: wire.Version, Cell: cell, GeneratedAt: s.cfg.Now().UTC(),
+		Brokers: []wire.Broker{}, Tenants: []wire.Tenant{}, Keys: []wire.Key{}, ACLs: []wire.ACL{}, Topics: []wire.Topic{}}
+	err := pgx.BeginTxFunc(ctx, s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT state_version FROM cells WHERE id = $1`, cell).Scan(&st.StateVersion); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, `SELECT id, node_id, kafka_addr, http_addr, raft_addr, status FROM brokers WHERE cell_id = $1 ORDER BY node_id`, cell)
+		var err error
+		if st.Brokers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Broker, error) {
+			var b wire.Broker
+			return b, r.Scan(&b.ID, &b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.RaftAddr, &b.Status)
+		}); err != nil {
+			return err
+		}
+		quotas := map[string]api.Quotas{}
+		rows, _ = tx.Query(ctx, `SELECT t.id, t.name, t.status, t.plan, `+quotaColumns+` FROM tenants t
+			JOIN quotas q ON q.tenant_id = t.id WHERE t.home_cell_id = $1 ORDER BY t.id`, cell)
+		if st.Tenants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Tenant, error) {
+			var t wire.Tenant
+			var q api.Quotas
+			err := r.Scan(append([]any{&t.ID, &t.Name, &t.Status, &t.Plan}, quotaFields(&q)...)...)
+			quotas[t.ID] = q
+			t.Quotas = wire.Quotas{ProduceBytesPerSec: q.ProduceBytesPerSec, ProduceMessagesPerSec: q.ProduceMessagesPerSec,
+				FetchBytesPerSec: q.FetchBytesPerSec, MaxPartitions: q.MaxPartitions, MaxTopics: q.MaxTopics,
+				MaxConnections: q.MaxConnections, MaxStorageBytes: q.MaxStorageBytes, MaxMessageBytes: q.MaxMessageBytes,
+				MaxRequestsPerSec: q.MaxRequestsPerSec}
+			return t, err
+		}); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, `SELECT k.id, k.tenant_id, k.role, k.secret_hash, k.expires_at FROM api_keys k
+			JOIN tenants t ON t.id = k.tenant_id WHERE t.home_cell_id = $1 AND k.revoked_at IS NULL ORDER BY k.id`, cell)
+		if st.Keys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Key, error) {
+			var k wire.Key
+			return k, r.Scan(&k.ID, &k.TenantID, &k.Role, &k.SecretHash, &k.ExpiresAt)
+		}); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, `SELECT a.tenant_id, a.principal, a.resource_type, a.resource_name, a.pattern_type, a.operation, a.permission
+			FROM acls a JOIN tenants t ON t.id = a.tenant_id WHERE t.home_cell_id = $1 ORDER BY a.id`, cell)
+		if st.ACLs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.ACL, error) {
+			var a wire.ACL
+			return a, r.Scan(&a.TenantID, &a.Principal, &a.ResourceType, &a.ResourceName, &a.PatternType, &a.Operation, &a.Permission)
+		}); err != nil {
+			return err
+		}
+		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas
+			FROM topics x JOIN tenants t ON t.id = x.tenant_id JOIN partitions p ON p.topic_id = x.id
+			WHERE t.home_cell_id = $1 ORDER BY x.id, p.partition`, cell)
+		type row struct {
+			topic wire.Topic
+			part  wire.Partition
+		}
+		prs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+			var x row
+			return x, r.Scan(&x.topic.ID, &x.topic.TenantID, &x.topic.Name, &x.topic.Config, &x.part.Partition, &x.part.Replicas)
+		})
+		if err != nil {
+			return err
+		}
+		for _, x := range prs {
+			if n := len(st.Topics); n == 0 || st.Topics[n-1].ID != x.topic.ID {
+				x.topic.Config = effectiveConfig(x.topic.Config, quotas[x.topic.TenantID])
+				st.Topics = append(st.Topics, x.topic)
+			}
+			t := &st.Topics[len(st.Topics)-1]
+			t.Partitions = append(t.Partitions, x.part)
+		}
+		return nil
+	})
+	return st, err
+}
+
+// cellReport stores a broker's observations: its disk and its replicas.
+func (s *Server) cellReport(c echo.Context) error {
+	cell, err := s.cellCaller(c)
+	if err != nil {
+		return err
+	}
+	var r wire.Report
+	if err := s.bind(c, &r); err != nil {
+		return err
+	}
+	if r.Version != wire.Version {
+		return catalog.InvalidRequest.Newf("report version %d; this control plane speaks %d", r.Version, wire.Version)
+	}
+	ctx := c.Request().Context()
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, last_seen_at = now()
+			WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return catalog.NotFound.New("no such broker in this cell")
+		}
+		batch := &pgx.Batch{}
+		for _, p := range r.Partitions {
+			// Replicas of partitions deleted since the broker's last state are skipped.
+			batch.Queue(`INSERT INTO partition_status (topic_id, partition, broker_id, leader_node, leader_epoch,
+				log_start_offset, log_end_offset, high_watermark, size_bytes, reported_at)
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, now()
+				WHERE EXISTS (SELECT 1 FROM partitions WHERE topic_id = $1 AND partition = $2 AND cell_id = $10)
+				ON CONFLICT (topic_id, partition, broker_id) DO UPDATE SET leader_node = $4, leader_epoch = $5,
+				log_start_offset = $6, log_end_offset = $7, high_watermark = $8, size_bytes = $9, reported_at = now()`,
+				p.TopicID, p.Partition, r.BrokerID, p.LeaderNode, p.LeaderEpoch, p.LogStartOffset, p.LogEndOffset,
+				p.HighWatermark, p.SizeBytes, cell)
+		}
+		return tx.SendBatch(ctx, batch).Close()
+	})
+	if err := txError("store report", err); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,138 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+func TestCellStateLongPollAndReport(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.signup("cellstate")
+	if _, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 2, Config: map[string]string{"retention.ms": "3600000"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.key.CreateACL(ctx, api.CreateACLRequest{Principal: "*", ResourceType: "topic", ResourceName: "secret", Operation: "all", Permission: "deny"}); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+
+	st, changed, err := cell.CellState(ctx, "cell-1", -1, 0)
+	if err != nil || !changed {
+		t.Fatalf("first state: changed=%v err=%v", changed, err)
+	}
+	if st.Version != wire.Version || len(st.Brokers) != 3 || len(st.Tenants) != 1 || st.Tenants[0].ID != a.Tenant.ID {
+		t.Fatalf("state: %+v", st)
+	}
+	if len(st.Topics) != 1 || len(st.Topics[0].Partitions) != 2 || st.Topics[0].Config["retention.ms"] != "3600000" ||
+		st.Topics[0].Config["cleanup.policy"] != "delete" {
+		t.Fatalf("topics: %+v", st.Topics)
+	}
+	if len(st.ACLs) != 1 || st.ACLs[0].Permission != "deny" {
+		t.Fatalf("acls: %+v", st.ACLs)
+	}
+	var found bool
+	for _, k := range st.Keys {
+		if k.ID == a.keyID {
+			found = true
+			if !bytes.Equal(k.SecretHash, credential.HashSecret(a.secret)) {
+				t.Fatal("key hash in state does not match the secret")
+			}
+		}
+	}
+	if !found {
+		t.Fatal("tenant's key missing from state")
+	}
+
+	// No change within the wait: 304, reported as unchanged.
+	_, changed, err = cell.CellState(ctx, "cell-1", st.StateVersion, 300*time.Millisecond)
+	if err != nil || changed {
+		t.Fatalf("unchanged poll: changed=%v err=%v", changed, err)
+	}
+	// A change during the wait ends it early: revoking the key removes it.
+	type result struct {
+		st      wire.CellState
+		changed bool
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, c, err := cell.CellState(ctx, "cell-1", st.StateVersion, 20*time.Second)
+		done <- result{s, c, err}
+	}()
+	if _, err := a.owner.RevokeAPIKey(ctx, a.keyID); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("long-poll did not return after a change")
+	}
+	if r.err != nil || !r.changed || r.st.StateVersion <= st.StateVersion {
+		t.Fatalf("after revoke: %+v", r)
+	}
+	for _, k := range r.st.Keys {
+		if k.ID == a.keyID {
+			t.Fatal("revoked key still in state")
+		}
+	}
+
+	// Reports land on the broker and its replicas.
+	rep := wire.Report{Version: wire.Version, BrokerID: "cell-1-b1", DiskUsedBytes: 10, DiskTotalBytes: 100,
+		Partitions: []wire.PartitionStatus{{TopicID: st.Topics[0].ID, Partition: 0, LeaderNode: 1, LeaderEpoch: 3, LogEndOffset: 42, HighWatermark: 40, SizeBytes: 4096},
+			{TopicID: "tp_gone", Partition: 0}}}
+	if err := cell.CellReport(ctx, "cell-1", rep); err != nil {
+		t.Fatal(err)
+	}
+	var hw int64
+	if err := e.db.QueryRow(ctx, `SELECT high_watermark FROM partition_status WHERE topic_id = $1 AND broker_id = 'cell-1-b1'`, st.Topics[0].ID).Scan(&hw); err != nil || hw != 40 {
+		t.Fatalf("stored hw %d %v", hw, err)
+	}
+	c, err := e.op.AdminCell(ctx, "cell-1")
+	if err != nil || c.Brokers[0].DiskUsedBytes != 10 || c.Brokers[0].LastSeenAt == nil {
+		t.Fatalf("broker after report: %+v %v", c.Brokers, err)
+	}
+}
+
+func TestCellAuth(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-2", PoolID: "shared-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, cell string
+		c          *client.Client
+		code       string
+	}{
+		{"wrong secret", "cell-1", e.anon.With(client.WithAPIKey(ck.ID, "nope")), "unauthenticated"},
+		{"operator key is not a cell key", "cell-1", e.op, "unauthenticated"},
+		{"another cell", "cell-2", e.anon.With(client.WithAPIKey(ck.ID, ck.Secret)), "permission_denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := tc.c.CellState(ctx, tc.cell, -1, 0)
+			wantCode(t, err, tc.code)
+		})
+	}
+	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+	err = cell.CellReport(ctx, "cell-1", wire.Report{Version: 99, BrokerID: "cell-1-b1"})
+	wantCode(t, err, "invalid_request")
+	err = cell.CellReport(ctx, "cell-1", wire.Report{Version: wire.Version, BrokerID: "nope"})
+	wantCode(t, err, "not_found")
+}

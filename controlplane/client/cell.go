@@ -1,0 +1,34 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// AdminCreateCellKey creates a credential for a cell's brokers.
+func (c *Client) AdminCreateCellKey(ctx context.Context, cellID string) (api.CellKey, error) {
+	var out api.CellKey
+	return out, c.Do(ctx, http.MethodPost, "/v1/admin/cells/"+esc(cellID)+"/keys", nil, &out)
+}
+
+// CellState long-polls a cell's desired state: it returns once the state's
+// version exceeds after, or changed=false when wait passes without a change.
+// The client must carry a cell key (WithAPIKey with its id and secret), and
+// its HTTP timeout must exceed wait.
+func (c *Client) CellState(ctx context.Context, cell string, after int64, wait time.Duration) (st wire.CellState, changed bool, err error) {
+	path := fmt.Sprintf("/internal/v1/cells/%s/state?after=%d&wait=%s", esc(cell), after, wait)
+	if err := c.Do(ctx, http.MethodGet, path, nil, &st); err != nil {
+		return st, false, err
+	}
+	return st, st.StateVersion > after, nil
+}
+
+// CellReport sends a broker's observations.
+func (c *Client) CellReport(ctx context.Context, cell string, r wire.Report) error {
+	return c.Do(ctx, http.MethodPost, "/internal/v1/cells/"+esc(cell)+"/report", r, nil)
+}
