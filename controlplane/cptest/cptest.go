@@ -1,0 +1,122 @@
+// Package cptest starts a real control plane for other packages' tests: on a
+// fresh database of the machine's Postgres, served over loopback HTTP, with
+// one shared pool, one cell of three brokers and an operator key. Only tests
+// import it.
+package cptest
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+)
+
+// Cell is the id of the seeded cell; Pool of its shared pool.
+const (
+	Cell = "cell-1"
+	Pool = "shared-1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	URL      string
+	DB       *pgxpool.Pool
+	Operator *client.Client
+	Anon     *client.Client
+	t        testing.TB
+}
+
+// Brokers describes the seeded brokers: node ids 1..3 with these addresses.
+type Brokers struct {
+	KafkaAddrs []string
+	HTTPAddrs  []string
+}
+
+// Start runs a control plane until the test ends. The seeded brokers get
+// the given addresses (empty strings if none are given).
+func Start(t testing.TB, b Brokers) *Env {
+	t.Helper()
+	db := pgtest.Pool(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "cptest operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{URL: hs.URL, DB: db, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL), t: t}
+	must(t)(e.Operator.AdminCreatePool(ctx, api.CreatePoolRequest{ID: Pool, Kind: "shared"}))
+	must(t)(e.Operator.AdminCreateCell(ctx, api.CreateCellRequest{ID: Cell, PoolID: Pool}))
+	for i := 0; i < 3; i++ {
+		req := api.CreateBrokerRequest{ID: fmt.Sprintf("%s-b%d", Cell, i+1), CellID: Cell, NodeID: i + 1}
+		if i < len(b.KafkaAddrs) {
+			req.KafkaAddr = b.KafkaAddrs[i]
+		}
+		if i < len(b.HTTPAddrs) {
+			req.HTTPAddr = b.HTTPAddrs[i]
+		}
+		must(t)(e.Operator.AdminCreateBroker(ctx, req))
+	}
+	return e
+}
+
+func must(t testing.TB) func(any, error) {
+	return func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// CellClient returns a client carrying a new key of the seeded cell.
+func (e *Env) CellClient() *client.Client {
+	e.t.Helper()
+	k, err := e.Operator.AdminCreateCellKey(context.Background(), Cell)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return client.New(e.URL, client.WithAPIKey(k.ID, k.Secret))
+}
+
+// Tenant is a signed-up tenant: its owner's session client and an API key.
+type Tenant struct {
+	api.SignupResponse
+	Owner  *client.Client
+	Key    *client.Client
+	KeyID  string
+	Secret string
+}
+
+// Signup creates a tenant named name with an API key of the given role
+// (admin when empty).
+func (e *Env) Signup(name, keyRole string) *Tenant {
+	e.t.Helper()
+	ctx := context.Background()
+	res, err := e.Anon.Signup(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
+	if err != nil {
+		e.t.Fatalf("signup %s: %v", name, err)
+	}
+	if keyRole == "" {
+		keyRole = "admin"
+	}
+	tn := &Tenant{SignupResponse: res, Owner: e.Anon.With(client.WithSession(res.Session.Token))}
+	k, err := tn.Owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: name + " key", Role: keyRole})
+	if err != nil {
+		e.t.Fatalf("create key for %s: %v", name, err)
+	}
+	tn.KeyID, tn.Secret = k.ID, k.Secret
+	tn.Key = e.Anon.With(client.WithAPIKey(k.ID, k.Secret))
+	return tn
+}
