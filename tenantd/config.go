@@ -26,6 +26,13 @@ type Config struct {
 	LogLevel string `json:"log_level"`
 	// PrivatePostgres forces dev mode to start its own Postgres.
 	PrivatePostgres bool `json:"private_postgres"`
+
+	// Broker role: the cell and broker this process is, the control plane's
+	// URL and the cell key (id:secret) it authenticates with.
+	Cell     string `json:"cell"`
+	BrokerID string `json:"broker_id"`
+	APIURL   string `json:"api_url"`
+	CellKey  string `json:"cell_key"`
 }
 
 func defaultConfig() Config {
@@ -33,6 +40,12 @@ func defaultConfig() Config {
 }
 
 func (c *Config) validate(cmd string) error {
+	if cmd == "broker" {
+		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
+			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
+		}
+		return nil
+	}
 	if cmd != "dev" && c.DatabaseURL == "" {
 		return errors.New("no database: set SLUICE_DATABASE_URL (or DATABASE_URL), database_url in the config file, or -database-url")
 	}
@@ -66,6 +79,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	dataDir := fs.String("data-dir", "", "dev-mode state directory (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info)")
 	private := fs.Bool("private-postgres", false, "dev: always start a private Postgres under the data dir")
+	cell := fs.String("cell", "", "broker: the cell's id (env SLUICE_CELL)")
+	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
+	apiURL := fs.String("api", "", "broker: the control plane's URL (env SLUICE_API_URL)")
+	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -91,6 +108,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_LISTEN"}, &cfg.Listen},
 		{[]string{"SLUICE_DATA_DIR"}, &cfg.DataDir},
 		{[]string{"SLUICE_LOG_LEVEL"}, &cfg.LogLevel},
+		{[]string{"SLUICE_CELL"}, &cfg.Cell},
+		{[]string{"SLUICE_BROKER_ID"}, &cfg.BrokerID},
+		{[]string{"SLUICE_API_URL"}, &cfg.APIURL},
+		{[]string{"SLUICE_CELL_KEY"}, &cfg.CellKey},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -105,7 +126,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	for _, f := range []struct {
 		v   string
 		dst *string
-	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel}} {
+	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
+		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -48,6 +50,12 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	keyFile := filepath.Join(cfg.DataDir, "operator-key")
 
 	var readyErr error
+	var brokers sync.WaitGroup
+	sctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		brokers.Wait()
+	}()
 	ready := func() {
 		id, secret, err := devOperatorKey(ctx, pool, apiURL, keyFile)
 		if err != nil {
@@ -59,21 +67,36 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			readyErr = err
 			return
 		}
+		cellKey, err := devCellKey(ctx, op, filepath.Join(cfg.DataDir, "cell-key"))
+		if err != nil {
+			readyErr = err
+			return
+		}
+		for _, b := range devBrokers {
+			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
+				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID)}
+			brokers.Add(1)
+			go func() {
+				defer brokers.Done()
+				if err := runBroker(sctx, bc, log); err != nil {
+					log.Error("dev broker stopped", "broker", bc.BrokerID, "err", err)
+				}
+			}()
+		}
 		fmt.Printf(`
 Sluice is running.
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
+  Cell:      %[5]s with brokers %[6]s (state and reports only: the data plane is not served yet)
   Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
 Press Ctrl-C to stop.
-`, apiURL, id, secret, redactURL(dbURL))
+`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs())
 	}
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log})
 	if err != nil {
 		return err
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	err = serveHTTP(sctx, ln, cp.Handler(), log, func() {
 		ready()
 		if readyErr != nil {
@@ -110,6 +133,36 @@ func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL, keyFile str
 		return "", "", fmt.Errorf("save operator key: %w", err)
 	}
 	return id, secret, nil
+}
+
+// devCellKey reuses the cell key saved in keyFile, or makes and saves one.
+func devCellKey(ctx context.Context, op *client.Client, keyFile string) (api.CellKey, error) {
+	if b, err := os.ReadFile(keyFile); err == nil {
+		var k api.CellKey
+		if json.Unmarshal(b, &k) == nil && k.ID != "" {
+			cell := op.With(client.WithAPIKey(k.ID, k.Secret))
+			if _, _, err := cell.CellState(ctx, k.CellID, 1<<62, 0); err == nil {
+				return k, nil
+			}
+		}
+	}
+	k, err := op.AdminCreateCellKey(ctx, devBrokers[0].CellID)
+	if err != nil {
+		return k, fmt.Errorf("create dev cell key: %w", err)
+	}
+	b, _ := json.Marshal(k)
+	if err := os.WriteFile(keyFile, b, 0o600); err != nil {
+		return k, fmt.Errorf("save dev cell key: %w", err)
+	}
+	return k, nil
+}
+
+func brokerIDs() string {
+	ids := make([]string, len(devBrokers))
+	for i, b := range devBrokers {
+		ids[i] = b.ID
+	}
+	return strings.Join(ids, ", ")
 }
 
 // seedDevFleet creates the dev pool, cell and brokers unless they exist.

@@ -129,6 +129,36 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Fatalf("tenantd admin tenants list: %v\n%s", err, out)
 	}
 
+	// The dev cell's three brokers sync their state and report their disks.
+	deadline = time.After(20 * time.Second)
+	for {
+		out, err := exec.Command(bin, "admin", "-api", apiURL, "-key", opKey, "-o", "json", "brokers", "list").Output()
+		if err != nil {
+			t.Fatalf("tenantd admin brokers list: %v", err)
+		}
+		var bs []struct {
+			LastSeenAt     *time.Time `json:"last_seen_at"`
+			DiskTotalBytes int64      `json:"disk_total_bytes"`
+		}
+		if err := json.Unmarshal(out, &bs); err != nil {
+			t.Fatal(err)
+		}
+		reported := 0
+		for _, b := range bs {
+			if b.LastSeenAt != nil && b.DiskTotalBytes > 0 {
+				reported++
+			}
+		}
+		if len(bs) == 3 && reported == 3 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("brokers did not report within 20 s: %s", out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
 	// SIGTERM shuts down cleanly.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@
 //
 //	tenantd dev           control plane on a local Postgres, for a laptop
 //	tenantd controlplane  the control plane's HTTP API
+//	tenantd broker        one broker of a cell
 //	tenantd migrate       apply the control plane's schema migrations
 //	tenantd admin ...     operator commands over the API
 //
@@ -23,6 +24,7 @@ const usage = `usage: tenantd <command> [flags]
 commands:
   dev           run the control plane on a local Postgres (starting one if needed)
   controlplane  serve the control plane API
+  broker        run one broker of a cell
   migrate       apply schema migrations and exit
   admin         operator commands over the API (tenantd admin help)
 
@@ -40,7 +42,7 @@ func main() {
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
 	switch cmd {
-	case "dev", "controlplane", "migrate":
+	case "dev", "controlplane", "migrate", "broker":
 		var cfg Config
 		cfg, err = loadConfig(cmd, args, os.Getenv)
 		if err == nil {

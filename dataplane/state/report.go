@@ -1,0 +1,87 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// ReporterConfig configures a Reporter.
+type ReporterConfig struct {
+	Cell     string
+	BrokerID string
+	// API carries the cell key; required.
+	API *client.Client
+	// DataDir is the filesystem whose use is reported; required.
+	DataDir string
+	// Partitions returns the broker's replicas' status; nil reports none.
+	Partitions func() []wire.PartitionStatus
+	// Every is the reporting interval (default 5 s).
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+// Reporter sends a broker's observations to the control plane periodically.
+type Reporter struct{ cfg ReporterConfig }
+
+// NewReporter checks cfg and fills its defaults.
+func NewReporter(cfg ReporterConfig) (*Reporter, error) {
+	if cfg.Cell == "" || cfg.BrokerID == "" || cfg.API == nil || cfg.DataDir == "" {
+		return nil, errors.New("reporter config: Cell, BrokerID, API and DataDir are required")
+	}
+	if cfg.Every == 0 {
+		cfg.Every = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Reporter{cfg: cfg}, nil
+}
+
+// Run reports now and then every interval until ctx ends.
+func (r *Reporter) Run(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Every)
+	defer t.Stop()
+	for {
+		if err := r.ReportOnce(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("report to control plane", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// ReportOnce sends one report.
+func (r *Reporter) ReportOnce(ctx context.Context) error {
+	used, total, err := DiskUsage(r.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	rep := wire.Report{Version: wire.Version, BrokerID: r.cfg.BrokerID, DiskUsedBytes: used, DiskTotalBytes: total,
+		Partitions: []wire.PartitionStatus{}}
+	if r.cfg.Partitions != nil {
+		rep.Partitions = r.cfg.Partitions()
+	}
+	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
+}
+
+// DiskUsage returns the used and total bytes of the filesystem holding dir.
+func DiskUsage(dir string) (used, total int64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	total = int64(st.Blocks) * st.Bsize
+	used = total - int64(st.Bfree)*st.Bsize
+	return used, total, nil
+}
