@@ -23,6 +23,8 @@ func (s *Server) routes() *echo.Echo {
 		},
 	}))
 
+	e.Use(s.metrics.middleware)
+
 	v1 := e.Group("/v1")
 	v1.GET("/openapi.json", s.openAPI)
 	v1.POST("/signup", s.signup)

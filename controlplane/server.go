@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/controlplane/authz"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	MaxActiveKeys int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Registerer receives the API's Prometheus metrics (default: a private
+	// registry, i.e. not exported).
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) validate() error {
@@ -84,6 +88,9 @@ func (c *Config) validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
 	return nil
 }
 
@@ -96,6 +103,7 @@ type Server struct {
 	echo    *echo.Echo
 	logins  *limiter
 	signups *limiter
+	metrics *metrics
 }
 
 // New returns a server over cfg.DB.
@@ -107,7 +115,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new control plane: %w", err)
 	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register control plane metrics: %w", err)
+	}
 	s := &Server{
+		metrics: m,
 		cfg:     cfg,
 		db:      cfg.DB,
 		log:     cfg.Logger,

@@ -93,11 +93,11 @@ Sluice is running.
 Press Ctrl-C to stop.
 `, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs())
 	}
-	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log})
+	h, err := controlPlaneHandler(pool, log)
 	if err != nil {
 		return err
 	}
-	err = serveHTTP(sctx, ln, cp.Handler(), log, func() {
+	err = serveHTTP(sctx, ln, h, log, func() {
 		ready()
 		if readyErr != nil {
 			cancel()

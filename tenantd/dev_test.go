@@ -159,6 +159,18 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
+	// Metrics count the tour's requests by route and status.
+	resp, err := http.Get(apiURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `sluice_api_requests_total{method="POST",route="/v1/topics",status="201"} 1`) ||
+		!strings.Contains(string(metrics), `sluice_api_errors_total{code="key_revoked"} 1`) {
+		t.Fatalf("metrics lack the tour's requests:\n%s", metrics)
+	}
+
 	// SIGTERM shuts down cleanly.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/migrations"
@@ -77,13 +80,25 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // serveControlPlane serves the API on ln until ctx ends. ready runs once the
 // listener accepts requests.
 func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, ready func()) error {
-	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log})
+	h, err := controlPlaneHandler(pool, log)
 	if err != nil {
 		return err
 	}
+	return serveHTTP(ctx, ln, h, log, ready)
+}
+
+// controlPlaneHandler serves the API and the process's Prometheus metrics.
+func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger) (http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", cp.Handler())
-	return serveHTTP(ctx, ln, mux, log, ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux, nil
 }
 
 // serveHTTP answers on ln until ctx is cancelled, then shuts down gracefully.
