@@ -30,17 +30,9 @@ func (s *Server) listACLs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.Query(c.Request().Context(), `SELECT `+aclColumns+` FROM acls WHERE tenant_id = $1 AND id > $2
-		ORDER BY id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
-	if err != nil {
-		return dbError("list acls", err)
-	}
-	acls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.ACL, error) { return scanACL(r) })
-	if err != nil {
-		return dbError("list acls", err)
-	}
-	items, next := trim(pg, acls, func(a api.ACL) string { return a.ID })
-	return c.JSON(http.StatusOK, api.Page[api.ACL]{Items: items, NextPageToken: next})
+	return listPage(c, s, "list acls", pg, func(r pgx.CollectableRow) (api.ACL, error) { return scanACL(r) },
+		func(a api.ACL) string { return a.ID },
+		`SELECT `+aclColumns+` FROM acls WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
 }
 
 func (s *Server) getACL(c echo.Context) error {

@@ -31,16 +31,9 @@ func (s *Server) adminListPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.Query(c.Request().Context(), poolSelect+` WHERE p.id > $1 ORDER BY p.id LIMIT $2`, pg.after, pg.limit+1)
-	if err != nil {
-		return dbError("list pools", err)
-	}
-	pools, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Pool, error) { return scanPool(r) })
-	if err != nil {
-		return dbError("list pools", err)
-	}
-	items, next := trim(pg, pools, func(p api.Pool) string { return p.ID })
-	return c.JSON(http.StatusOK, api.Page[api.Pool]{Items: items, NextPageToken: next})
+	return listPage(c, s, "list pools", pg, func(r pgx.CollectableRow) (api.Pool, error) { return scanPool(r) },
+		func(p api.Pool) string { return p.ID },
+		poolSelect+` WHERE p.id > $1 ORDER BY p.id LIMIT $2`, pg.after, pg.limit+1)
 }
 
 func (s *Server) adminGetPool(c echo.Context) error {

@@ -54,17 +54,10 @@ func (s *Server) listKeysOf(c echo.Context, tenantID *string) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.Query(c.Request().Context(), `SELECT `+keyColumns+` FROM api_keys
-		WHERE tenant_id IS NOT DISTINCT FROM $1 AND id > $2 ORDER BY id LIMIT $3`, tenantID, pg.after, pg.limit+1)
-	if err != nil {
-		return dbError("list api keys", err)
-	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.APIKey, error) { return s.scanKey(r) })
-	if err != nil {
-		return dbError("list api keys", err)
-	}
-	items, next := trim(pg, keys, func(k api.APIKey) string { return k.ID })
-	return c.JSON(http.StatusOK, api.Page[api.APIKey]{Items: items, NextPageToken: next})
+	return listPage(c, s, "list api keys", pg, func(r pgx.CollectableRow) (api.APIKey, error) { return s.scanKey(r) },
+		func(k api.APIKey) string { return k.ID },
+		`SELECT `+keyColumns+` FROM api_keys WHERE tenant_id IS NOT DISTINCT FROM $1 AND id > $2 ORDER BY id LIMIT $3`,
+		tenantID, pg.after, pg.limit+1)
 }
 
 func (s *Server) getKey(c echo.Context) error {
@@ -164,12 +157,8 @@ func (s *Server) insertKey(ctx context.Context, p *principal, tenantID *string, 
 		}
 		return audit(ctx, tx, p, action, id, map[string]any{"role": role})
 	})
-	if err != nil {
-		var ce *catalog.Error
-		if errors.As(err, &ce) {
-			return k, ce
-		}
-		return k, dbError("create api key", err)
+	if err := txError("create api key", err); err != nil {
+		return k, err
 	}
 	k.Secret = secret
 	return k, nil

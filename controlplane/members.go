@@ -30,17 +30,9 @@ func (s *Server) listMembers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.db.Query(c.Request().Context(), memberSelect+` WHERE m.tenant_id = $1 AND m.user_id > $2
-		ORDER BY m.user_id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
-	if err != nil {
-		return dbError("list members", err)
-	}
-	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Member, error) { return scanMember(r) })
-	if err != nil {
-		return dbError("list members", err)
-	}
-	items, next := trim(pg, ms, func(m api.Member) string { return m.UserID })
-	return c.JSON(http.StatusOK, api.Page[api.Member]{Items: items, NextPageToken: next})
+	return listPage(c, s, "list members", pg, func(r pgx.CollectableRow) (api.Member, error) { return scanMember(r) },
+		func(m api.Member) string { return m.UserID },
+		memberSelect+` WHERE m.tenant_id = $1 AND m.user_id > $2 ORDER BY m.user_id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
 }
 
 // addMember creates a new user with the given password as a member.

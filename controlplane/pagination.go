@@ -2,9 +2,13 @@ package controlplane
 
 import (
 	"encoding/base64"
+	"net/http"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
 )
@@ -51,4 +55,20 @@ func trim[T any](p page, items []T, key func(T) string) ([]T, string) {
 	}
 	items = items[:p.limit]
 	return items, base64.RawURLEncoding.EncodeToString([]byte(key(items[len(items)-1])))
+}
+
+// listPage runs a keyset-paged query that fetches page.limit+1 rows and
+// answers with one page of its items.
+func listPage[T any](c echo.Context, s *Server, op string, pg page, scan func(pgx.CollectableRow) (T, error),
+	key func(T) string, sql string, args ...any) error {
+	rows, err := s.db.Query(c.Request().Context(), sql, args...)
+	if err != nil {
+		return dbError(op, err)
+	}
+	all, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return dbError(op, err)
+	}
+	items, next := trim(pg, all, key)
+	return c.JSON(http.StatusOK, api.Page[T]{Items: items, NextPageToken: next})
 }

@@ -88,12 +88,8 @@ func (s *Server) signup(c echo.Context) error {
 		p := &principal{kind: "user", userID: user.ID, tenantID: tenant.ID}
 		return audit(ctx, tx, p, "tenant.signup", tenant.ID, map[string]any{"plan": tenant.Plan, "cell": cell})
 	})
-	if err != nil {
-		var ce *catalog.Error
-		if errors.As(err, &ce) {
-			return ce
-		}
-		return dbError("sign up", err)
+	if err := txError("sign up", err); err != nil {
+		return err
 	}
 	s.log.Info("tenant signed up", "tenant_id", tenant.ID, "cell", tenant.HomeCellID)
 	return c.JSON(http.StatusCreated, api.SignupResponse{
