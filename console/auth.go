@@ -69,10 +69,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, csrf string) {
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
-	if err := s.api.Logout(r.Context()); err != nil && !c.authLost(w, r, err) {
-		c.renderAPIError(w, r, s, err)
-		return
-	} else if err != nil {
+	if err := s.api.Logout(r.Context()); err != nil {
+		c.fail(w, r, s, err)
 		return
 	}
 	c.clearSessionCookie(w, r)
