@@ -6,9 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -73,6 +77,10 @@ type tab struct {
 	t   *testing.T
 	ctx context.Context
 	url string
+
+	// mu guards the field below; the tab's event loop appends to it.
+	mu       sync.Mutex
+	problems []string
 }
 
 func newTab(t *testing.T, browserCtx context.Context, baseURL string) *tab {
@@ -82,7 +90,47 @@ func newTab(t *testing.T, browserCtx context.Context, baseURL string) *tab {
 	if err := chromedp.Do(ctx); err != nil { // creates the tab; owns it
 		t.Fatalf("open tab: %v", err)
 	}
-	return &tab{t: t, ctx: ctx, url: baseURL}
+	p := &tab{t: t, ctx: ctx, url: baseURL}
+	// Script errors and blocked content (a CSP violation, say) fail the
+	// test: the page would look fine in a screenshot and still be broken.
+	if err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			p.problem("script error: " + ev.ExceptionDetails.Text + exceptionText(ev.ExceptionDetails))
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Source == cdplog.EntrySourceSecurity || ev.Entry.Source == cdplog.EntrySourceJavascript ||
+				(ev.Entry.Level == cdplog.EntryLevelError && ev.Entry.Source != cdplog.EntrySourceNetwork) {
+				p.problem(string(ev.Entry.Source) + ": " + ev.Entry.Text)
+			}
+		}
+	}); err != nil {
+		t.Fatalf("listen to the tab: %v", err)
+	}
+	p.do("enable the log domain", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, cdplog.Enable, cdp.Empty{})
+		return err
+	}))
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, msg := range p.problems {
+			t.Errorf("browser: %s", msg)
+		}
+	})
+	return p
+}
+
+func (p *tab) problem(msg string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.problems = append(p.problems, msg)
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d.Exception != nil && d.Exception.Description != "" {
+		return ": " + d.Exception.Description
+	}
+	return ""
 }
 
 // do runs steps within stepTimeout.
@@ -171,12 +219,18 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	)
 	alice.screenshot("topics")
 
-	// A bad name is refused by the API, and the page says why next to the form.
+	// A bad name is refused by the API, and the page says why next to the
+	// form. htmx swaps the answer in: the marker set before the submit
+	// survives, so the page was not reloaded.
 	alice.do("create bad topic",
+		chromedp.Evaluate[chromedp.Void]("window.sluiceMarker = 1"),
 		chromedp.SendKeys(chromedp.ID("topic-name"), "bad name!"),
 		chromedp.Click(chromedp.ID("create-topic-submit")),
 		chromedp.WaitVisible(chromedp.ID("create-topic-error")),
 	)
+	if !run(alice, "htmx swap", chromedp.Evaluate[bool]("window.sluiceMarker === 1")) {
+		t.Error("the rejected form reloaded the page instead of being swapped in by htmx")
+	}
 	if msg := run(alice, "error text", chromedp.Text(chromedp.ID("create-topic-error"))); !strings.Contains(msg, "a topic name has 1 to 249 characters") {
 		t.Fatalf("error shown: %q", msg)
 	}
