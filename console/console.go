@@ -126,6 +126,10 @@ func (c *Console) routes() {
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.FileServerFS(static)
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			c.notFound(w, r) // no directory listings
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})))

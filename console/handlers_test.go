@@ -118,6 +118,10 @@ func TestCSRF(t *testing.T) {
 		})
 	}
 
+	t.Run("htmx carries the token", func(t *testing.T) {
+		_, body := alice.get("/topics")
+		wantContains(t, body, `hx-headers='{"X-CSRF-Token": "`+alice.csrf+`"}'`)
+	})
 	t.Run("login without the pre-session cookie", func(t *testing.T) {
 		b := e.browser()
 		resp, body := b.post("/login", url.Values{"email": {"alice@example.com"}, "password": {"password-alice-1"},
@@ -167,6 +171,13 @@ func TestSessionExpiryRedirectsToLogin(t *testing.T) {
 		wantStatus(t, resp, body, http.StatusNoContent)
 		if got := resp.Header.Get("HX-Redirect"); !strings.HasPrefix(got, "/login?") || !strings.Contains(got, "reason=expired") {
 			t.Fatalf("HX-Redirect %q", got)
+		}
+	})
+	t.Run("first visit", func(t *testing.T) {
+		resp, body := e.browser().get("/")
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		if got := resp.Header.Get("Location"); got != "/login" {
+			t.Fatalf("redirect to %q", got)
 		}
 	})
 	t.Run("no session", func(t *testing.T) {
@@ -301,4 +312,31 @@ func TestOperatorPages(t *testing.T) {
 	resp, body = b.post("/admin/tenants/"+id+"/quotas", form)
 	wantStatus(t, resp, body, http.StatusUnprocessableEntity)
 	wantContains(t, body, "Max topics must be a whole number")
+}
+
+func TestStaticAssets(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for _, tc := range []struct {
+		name, path string
+		status     int
+		wantType   string
+	}{
+		{name: "htmx", path: "/static/htmx.min.js", status: http.StatusOK, wantType: "javascript"},
+		{name: "stylesheet", path: "/static/console.css", status: http.StatusOK, wantType: "text/css"},
+		{name: "script", path: "/static/console.js", status: http.StatusOK, wantType: "javascript"},
+		{name: "no listing", path: "/static/", status: http.StatusNotFound},
+		{name: "missing", path: "/static/nope.js", status: http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := b.get(tc.path)
+			wantStatus(t, resp, body, tc.status)
+			if !strings.Contains(resp.Header.Get("Content-Type"), tc.wantType) {
+				t.Fatalf("Content-Type %q", resp.Header.Get("Content-Type"))
+			}
+			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+				t.Fatalf("CSP %q", csp)
+			}
+		})
+	}
 }

@@ -162,6 +162,10 @@ func (c *Console) authLost(w http.ResponseWriter, r *http.Request, err error) bo
 // toLogin redirects to the login page with a reason, returning afterwards
 // to the page asked for when it was a GET.
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request, reason string) {
+	if reason == "signin" && r.URL.Path == "/" {
+		c.redirect(w, r, "/login") // a first visit needs no explanation
+		return
+	}
 	q := url.Values{"reason": {reason}}
 	if r.Method == http.MethodGet && r.URL.Path != "/" {
 		q.Set("next", r.URL.RequestURI())
