@@ -1,0 +1,78 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+type signupData struct{ MinLen, MaxLen int }
+
+func (c *Console) signupPage(w http.ResponseWriter, r *http.Request) {
+	p := page{Title: "Sign up", CSRF: c.preToken(w, r), Data: signupData{credential.MinPasswordLen, credential.MaxPasswordLen}}
+	c.render(w, r, http.StatusOK, "signup", p)
+}
+
+func (c *Console) signup(w http.ResponseWriter, r *http.Request, csrf string) {
+	req := api.SignupRequest{
+		TenantName: strings.TrimSpace(r.PostFormValue("tenant_name")),
+		Email:      strings.TrimSpace(r.PostFormValue("email")),
+		Password:   r.PostFormValue("password"),
+		Plan:       r.PostFormValue("plan"),
+	}
+	res, err := c.api.Signup(r.Context(), req)
+	if err != nil {
+		ue := c.toUIError(r, err, "signup")
+		p := page{Title: "Sign up", CSRF: csrf, Error: ue, Data: signupData{credential.MinPasswordLen, credential.MaxPasswordLen},
+			Form: formInput{"tenant_name": req.TenantName, "email": req.Email, "plan": req.Plan}}
+		c.render(w, r, formStatus(ue), "signup", p)
+		return
+	}
+	c.log.Info("console signup", "tenant_id", res.Tenant.ID)
+	c.setSessionCookie(w, r, res.Session)
+	c.redirect(w, r, "/")
+}
+
+type loginData struct{ Reason, Next string }
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := page{Title: "Sign in", CSRF: c.preToken(w, r),
+		Data: loginData{Reason: loginReasons[q.Get("reason")], Next: safeNext(q.Get("next"))}}
+	c.render(w, r, http.StatusOK, "login", p)
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request, csrf string) {
+	req := api.SessionRequest{
+		Email:    strings.TrimSpace(r.PostFormValue("email")),
+		Password: r.PostFormValue("password"),
+		Tenant:   strings.TrimSpace(r.PostFormValue("tenant")),
+	}
+	next := safeNext(r.PostFormValue("next"))
+	sess, err := c.api.Login(r.Context(), req)
+	if err != nil {
+		// The API's answer is shown as it is: a wrong password, too many
+		// attempts (429, with when to retry), or several tenants to pick.
+		ue := c.toUIError(r, err, "login")
+		p := page{Title: "Sign in", CSRF: csrf, Error: ue, Data: loginData{Next: next},
+			Form: formInput{"email": req.Email, "tenant": req.Tenant}}
+		c.render(w, r, formStatus(ue), "login", p)
+		return
+	}
+	c.setSessionCookie(w, r, sess)
+	if sess.TenantID == "" && next == "/" {
+		next = "/admin/tenants" // an operator's session belongs to no tenant
+	}
+	c.redirect(w, r, next)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := s.api.Logout(r.Context()); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	c.clearSessionCookie(w, r)
+	c.redirect(w, r, "/login?reason=signedout")
+}

@@ -1,0 +1,254 @@
+package console
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+)
+
+// env is one server, as tenantd will run it: the control plane's API under
+// /v1/ and the console at /, on a fresh database with one shared pool, one
+// cell of three brokers and an operator key.
+type env struct {
+	t       *testing.T
+	url     string
+	db      *pgxpool.Pool
+	op      *client.Client
+	clock   *clock
+	console *Console
+}
+
+// clock is a settable test clock for the control plane; it starts at the
+// real time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// tlog sends a logger's lines to the test log.
+type tlog struct{ t *testing.T }
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+type envOptions struct {
+	plane   func(*controlplane.Config)
+	console func(*Config)
+}
+
+func newEnv(t *testing.T, opts ...envOptions) *env {
+	t.Helper()
+	db := pgtest.Pool(t)
+	clk := &clock{t: time.Now()}
+	logger := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger}
+	for _, o := range opts {
+		if o.plane != nil {
+			o.plane(&pcfg)
+		}
+	}
+	plane, err := controlplane.New(pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consoleHandler http.Handler
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", plane.Handler())
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { consoleHandler.ServeHTTP(w, r) }))
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+
+	ccfg := Config{APIURL: hs.URL, Logger: logger}
+	for _, o := range opts {
+		if o.console != nil {
+			o.console(&ccfg)
+		}
+	}
+	con, err := New(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consoleHandler = con
+
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "console test operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con,
+		op: client.New(hs.URL, client.WithAPIKey(id, secret))}
+	e.must(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
+	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
+	for i, addr := range []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"} {
+		e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
+			ID: "cell-1-b" + string(rune('1'+i)), CellID: "cell-1", NodeID: i + 1, KafkaAddr: addr}))
+	}
+	return e
+}
+
+func (e *env) must(_ any, err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// operator creates a platform operator who signs in with a password. Sluice
+// has no API for that (operators are made by hand), so the test writes the
+// row itself.
+func (e *env) operator(email, password string) {
+	e.t.Helper()
+	_, err := e.db.Exec(context.Background(), `INSERT INTO users (id, email, password_hash, is_operator) VALUES ($1, $2, $3, true)`,
+		credential.NewID("us_"), email, credential.HashPassword(password))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// browser is a cookie-keeping HTTP client of the console that does not
+// follow redirects, so tests see them.
+type browser struct {
+	t    *testing.T
+	e    *env
+	hc   *http.Client
+	csrf string // the token of the last page that had a form
+}
+
+func (e *env) browser() *browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &browser{t: e.t, e: e, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+
+// do sends a request and returns the answer with its body read.
+func (b *browser) do(req *http.Request) (*http.Response, string) {
+	b.t.Helper()
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	body := string(raw)
+	if m := csrfRE.FindStringSubmatch(body); m != nil {
+		b.csrf = m[1]
+	}
+	return resp, body
+}
+
+func (b *browser) get(path string) (*http.Response, string) {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.e.url+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return b.do(req)
+}
+
+// post sends a form with the last page's CSRF token, unless the form
+// carries its own csrf_token (even an empty one).
+func (b *browser) post(path string, form url.Values, header ...string) (*http.Response, string) {
+	b.t.Helper()
+	if _, ok := form[csrfField]; !ok {
+		form.Set(csrfField, b.csrf)
+	}
+	if len(form[csrfField]) == 1 && form.Get(csrfField) == "" {
+		form.Del(csrfField)
+	}
+	req, err := http.NewRequest(http.MethodPost, b.e.url+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return b.do(req)
+}
+
+// signup creates a tenant through the console and keeps its session.
+func (b *browser) signup(tenant string) {
+	b.t.Helper()
+	b.get("/signup")
+	resp, body := b.post("/signup", url.Values{"tenant_name": {tenant}, "email": {tenant + "@example.com"},
+		"password": {"password-" + tenant + "-1"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		b.t.Fatalf("signup %s: status %d: %s", tenant, resp.StatusCode, body)
+	}
+	b.get("/") // pick up the session's CSRF token
+}
+
+// sessionToken is the API session the browser holds.
+func (b *browser) sessionToken() string {
+	u, _ := url.Parse(b.e.url)
+	for _, c := range b.hc.Jar.Cookies(u) {
+		if c.Name == sessionCookie {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// api is the API client with the browser's session.
+func (b *browser) api() *client.Client {
+	return client.New(b.e.url, client.WithSession(b.sessionToken()))
+}
+
+func wantStatus(t *testing.T, resp *http.Response, body string, want int) {
+	t.Helper()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d; body:\n%s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, want, body)
+	}
+}
+
+func wantContains(t *testing.T, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Fatalf("page lacks %q; body:\n%s", w, body)
+		}
+	}
+}
+
+// regexpFields reads the quota inputs of the operator's quota form.
+var regexpFields = regexp.MustCompile(`name="([a-z_]+)" type="number" min="0" required value="(-?[0-9]+)"`)

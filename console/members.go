@@ -1,0 +1,72 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/credential"
+)
+
+type membersData struct {
+	Members        []api.Member
+	Roles          []string
+	MinLen, MaxLen int
+}
+
+// memberRoles are the roles a person may hold, least powerful first.
+var memberRoles = []string{authz.RoleViewer, authz.RoleDeveloper, authz.RoleAdmin, authz.RoleOwner}
+
+func (c *Console) membersPage(w http.ResponseWriter, r *http.Request, s *session) {
+	c.renderMembers(w, r, s, nil, nil)
+}
+
+func (c *Console) renderMembers(w http.ResponseWriter, r *http.Request, s *session, ue *uiError, form formInput) {
+	ms, err := s.api.Members(r.Context())
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	p := sessionPage(s, "Members", "members")
+	p.Data = membersData{Members: ms, Roles: memberRoles, MinLen: credential.MinPasswordLen, MaxLen: credential.MaxPasswordLen}
+	p.Error, p.Form = ue, form
+	status := http.StatusOK
+	if ue != nil {
+		status = formStatus(ue)
+	}
+	c.render(w, r, status, "members", p)
+}
+
+func (c *Console) addMember(w http.ResponseWriter, r *http.Request, s *session) {
+	form := formInput{"email": strings.TrimSpace(r.PostFormValue("email")), "role": r.PostFormValue("role")}
+	req := api.AddMemberRequest{Email: form["email"], Role: form["role"], Password: r.PostFormValue("password")}
+	if _, err := s.api.AddMember(r.Context(), req); err != nil {
+		if c.authLost(w, r, err) {
+			return
+		}
+		c.renderMembers(w, r, s, c.toUIError(r, err, "add-member"), form)
+		return
+	}
+	c.redirect(w, r, "/members")
+}
+
+func (c *Console) changeMemberRole(w http.ResponseWriter, r *http.Request, s *session) {
+	_, err := s.api.UpdateMember(r.Context(), r.PathValue("id"), api.UpdateMemberRequest{Role: r.PostFormValue("role")})
+	c.afterMemberChange(w, r, s, err)
+}
+
+func (c *Console) removeMember(w http.ResponseWriter, r *http.Request, s *session) {
+	c.afterMemberChange(w, r, s, s.api.RemoveMember(r.Context(), r.PathValue("id")))
+}
+
+func (c *Console) afterMemberChange(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	if err != nil {
+		if c.authLost(w, r, err) {
+			return
+		}
+		c.renderMembers(w, r, s, c.toUIError(r, err, "member"), nil)
+		return
+	}
+	c.redirect(w, r, "/members")
+}
