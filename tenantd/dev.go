@@ -46,7 +46,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (is another tenantd running? set -listen): %w", cfg.Listen, err)
 	}
-	apiURL := "http://" + ln.Addr().String()
+	apiURL := selfURL(ln)
 	keyFile := filepath.Join(cfg.DataDir, "operator-key")
 
 	var readyErr error
@@ -85,6 +85,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		fmt.Printf(`
 Sluice is running.
+  Console:   %[1]s/
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   Cell:      %[5]s with brokers %[6]s (state and reports only: the data plane is not served yet)
   Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
@@ -93,7 +94,7 @@ Sluice is running.
 Press Ctrl-C to stop.
 `, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs())
 	}
-	h, err := controlPlaneHandler(pool, log)
+	h, err := controlPlaneHandler(pool, log, selfURL(ln))
 	if err != nil {
 		return err
 	}

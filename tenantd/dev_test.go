@@ -159,8 +159,19 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
+	// The console is served at / by the same process.
+	resp, err := http.Get(apiURL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "<form") {
+		t.Fatalf("console login page: %d %.200s", resp.StatusCode, page)
+	}
+
 	// Metrics count the tour's requests by route and status.
-	resp, err := http.Get(apiURL + "/metrics")
+	resp, err = http.Get(apiURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/console"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/migrations"
 )
@@ -80,24 +82,44 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // serveControlPlane serves the API on ln until ctx ends. ready runs once the
 // listener accepts requests.
 func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, ready func()) error {
-	h, err := controlPlaneHandler(pool, log)
+	h, err := controlPlaneHandler(pool, log, selfURL(ln))
 	if err != nil {
 		return err
 	}
 	return serveHTTP(ctx, ln, h, log, ready)
 }
 
-// controlPlaneHandler serves the API and the process's Prometheus metrics.
-func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger) (http.Handler, error) {
+// selfURL is how the process reaches its own HTTP listener: the console
+// calls the API through it, as any client would.
+func selfURL(ln net.Listener) string {
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// controlPlaneHandler serves the API under /v1/ and /internal/, the console
+// at /, and the process's Prometheus metrics. The console reaches the API at
+// apiURL.
+func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
+	ui, err := console.New(console.Config{APIURL: apiURL, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/", cp.Handler())
+	mux.Handle("/v1/", cp.Handler())
+	mux.Handle("/internal/", cp.Handler())
+	mux.Handle("/healthz", cp.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", ui)
 	return mux, nil
 }
 
