@@ -98,8 +98,6 @@ func setupTerraform(t *testing.T) {
 	t.Setenv("TF_ACC_TERRAFORM_PATH", bin)
 	t.Setenv("CHECKPOINT_DISABLE", "1")
 	t.Setenv("TF_CLI_CONFIG_FILE", "/dev/null")
-	// Configurations name the provider sluicehq/sluice, as users do.
-	t.Setenv("TF_ACC_PROVIDER_NAMESPACE", "sluicehq")
 	// A set TF_ACC_TERRAFORM_VERSION makes the harness download Terraform.
 	t.Setenv("TF_ACC_TERRAFORM_VERSION", "")
 	os.Unsetenv("TF_ACC_TERRAFORM_VERSION")

@@ -21,6 +21,9 @@ func TestCompleteExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The example names the provider sluicehq/sluice, as users do; the
+	// in-process provider must answer to that address.
+	t.Setenv("TF_ACC_PROVIDER_NAMESPACE", "sluicehq")
 	t.Setenv("SLUICE_ENDPOINT", e.url)
 	t.Setenv("SLUICE_API_KEY_ID", e.keyID)
 	t.Setenv("SLUICE_API_KEY_SECRET", e.secret)

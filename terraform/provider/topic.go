@@ -192,24 +192,12 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if n := int(plan.Partitions.ValueInt64()); n != int(state.Partitions.ValueInt64()) {
 		upd.Partitions = &n
 	}
-	// Send only the keys that changed: set ones with their value, dropped
-	// ones as null (back to the default).
 	want := goStringMap(ctx, plan.Config, &resp.Diagnostics)
 	had := goStringMap(ctx, state.Config, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	upd.Config = map[string]*string{}
-	for k, v := range want {
-		if old, ok := had[k]; !ok || old != v {
-			upd.Config[k] = &v
-		}
-	}
-	for k := range had {
-		if _, ok := want[k]; !ok {
-			upd.Config[k] = nil
-		}
-	}
+	upd.Config = configChanges(had, want)
 	name := state.Name.ValueString()
 	t, err := r.c.UpdateTopic(ctx, name, upd)
 	if err != nil {
@@ -218,6 +206,24 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	plan.fill(ctx, t, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// configChanges is the config part of an update from had to want: keys set
+// or changed with their value, keys dropped as null (back to the default),
+// unchanged keys left out.
+func configChanges(had, want map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range want {
+		if old, ok := had[k]; !ok || old != v {
+			out[k] = &v
+		}
+	}
+	for k := range had {
+		if _, ok := want[k]; !ok {
+			out[k] = nil
+		}
+	}
+	return out
 }
 
 func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
