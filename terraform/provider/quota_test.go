@@ -82,6 +82,30 @@ resource "sluice_quota" "acme" {
 				ImportStateVerify: true,
 			},
 			{
+				// Changed behind Terraform's back: a managed quota is set back,
+				// one left out of the configuration keeps its new value.
+				PreConfig: func() {
+					q, err := e.op.AdminQuotas(ctx, e.tenantID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					q.MaxTopics, q.MaxConnections = 99, 77
+					if _, err := e.op.AdminSetQuotas(ctx, e.tenantID, q); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "max_topics", "25"),
+					resource.TestCheckResourceAttr(addr, "max_connections", "77"),
+					tenantSees(25, 60, 4<<20),
+				),
+			},
+			{
 				// Rejected by the API; the last applied quotas stay.
 				Config:      cfg("sluice.operator", 0, "fetch_bytes_per_sec = 4194304"),
 				ExpectError: regexp.MustCompile(`(?s)invalid_request.*max_topics must be greater than 0`),
