@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,6 +94,12 @@ func setupTerraform(t *testing.T) {
 	bin := filepath.Join(repoRoot(t), ".cache", "bin", "terraform")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("Terraform CLI v%s not found at %s: run `make tools` (it builds it from source once)", terraformVersion, bin)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=/dev/null")
+	out, err := cmd.Output()
+	if first, _, _ := strings.Cut(string(out), "\n"); err != nil || first != "Terraform v"+terraformVersion {
+		t.Fatalf("%s is not Terraform v%s (%q, %v): run `make tools`", bin, terraformVersion, first, err)
 	}
 	t.Setenv("TF_ACC", "1")
 	t.Setenv("TF_ACC_TERRAFORM_PATH", bin)
