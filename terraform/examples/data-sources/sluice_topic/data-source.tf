@@ -1,0 +1,7 @@
+data "sluice_topic" "payments" {
+  name = "payments"
+}
+
+output "payments_retention_ms" {
+  value = data.sluice_topic.payments.effective_config["retention.ms"]
+}

@@ -1,0 +1,192 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+
+	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+	"github.com/sluicehq/sluice/terraform/provider"
+)
+
+// terraformVersion is the CLI the acceptance tests drive; .ci/tools.d/terraform.sh
+// installs it into <repo>/.cache/bin.
+const terraformVersion = "1.5.7"
+
+// env is one acceptance test's world: a control plane served in-process on a
+// fresh database, with one shared pool, a cell of three brokers, an operator
+// key, and a signed-up tenant with an admin API key that the provider uses.
+type env struct {
+	t        *testing.T
+	url      string
+	op       *client.Client // operator key
+	tenant   *client.Client // the tenant's admin key
+	tenantID string
+	keyID    string // the tenant's admin key
+	secret   string
+	opID     string
+	opSecret string
+}
+
+// newEnv readies Terraform and starts the control plane. Acceptance tests
+// skip under -short and fail (not skip) when the Terraform CLI is missing.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("acceptance test: runs Terraform against a control plane; skipped under -short")
+	}
+	setupTerraform(t)
+
+	db := pgtest.Pool(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db,
+		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	ctx := context.Background()
+	opID, opSecret, err := controlplane.CreateOperatorKey(ctx, db, "terraform acceptance test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, url: hs.URL, opID: opID, opSecret: opSecret,
+		op: client.New(hs.URL, client.WithAPIKey(opID, opSecret))}
+	must(t)(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
+	must(t)(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
+	for i := range 3 {
+		must(t)(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
+			ID: fmt.Sprintf("cell-1-b%d", i+1), CellID: "cell-1", NodeID: i + 1,
+			KafkaAddr: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18092+i)}))
+	}
+
+	anon := client.New(hs.URL)
+	res, err := anon.Signup(ctx, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
+	if err != nil {
+		t.Fatalf("signup: %v", err)
+	}
+	owner := anon.With(client.WithSession(res.Session.Token))
+	k, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "terraform", Role: "admin"})
+	if err != nil {
+		t.Fatalf("create the provider's key: %v", err)
+	}
+	e.tenantID, e.keyID, e.secret = res.Tenant.ID, k.ID, k.Secret
+	e.tenant = anon.With(client.WithAPIKey(k.ID, k.Secret))
+	return e
+}
+
+// setupTerraform points terraform-plugin-testing at the cached CLI and keeps
+// it offline.
+func setupTerraform(t *testing.T) {
+	t.Helper()
+	bin := filepath.Join(repoRoot(t), ".cache", "bin", "terraform")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("Terraform CLI v%s not found at %s: run `make tools` (it builds it from source once)", terraformVersion, bin)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=/dev/null")
+	out, err := cmd.Output()
+	if first, _, _ := strings.Cut(string(out), "\n"); err != nil || first != "Terraform v"+terraformVersion {
+		t.Fatalf("%s is not Terraform v%s (%q, %v): run `make tools`", bin, terraformVersion, first, err)
+	}
+	t.Setenv("TF_ACC", "1")
+	t.Setenv("TF_ACC_TERRAFORM_PATH", bin)
+	t.Setenv("CHECKPOINT_DISABLE", "1")
+	t.Setenv("TF_CLI_CONFIG_FILE", "/dev/null")
+	// A set TF_ACC_TERRAFORM_VERSION makes the harness download Terraform.
+	t.Setenv("TF_ACC_TERRAFORM_VERSION", "")
+	os.Unsetenv("TF_ACC_TERRAFORM_VERSION")
+}
+
+// repoRoot walks up from the package directory to the module's go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// factories serves the provider in-process, so `terraform init` installs
+// nothing.
+func factories() map[string]func() (tfprotov6.ProviderServer, error) {
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"sluice": providerserver.NewProtocol6WithError(provider.New("test")()),
+	}
+}
+
+// providerHCL configures the default provider with the tenant's admin key.
+func (e *env) providerHCL() string {
+	return fmt.Sprintf(`
+provider "sluice" {
+  endpoint       = %q
+  api_key_id     = %q
+  api_key_secret = %q
+}
+`, e.url, e.keyID, e.secret)
+}
+
+// operatorHCL configures an aliased provider with the operator key.
+func (e *env) operatorHCL() string {
+	return fmt.Sprintf(`
+provider "sluice" {
+  alias          = "operator"
+  endpoint       = %q
+  api_key_id     = %q
+  api_key_secret = %q
+}
+`, e.url, e.opID, e.opSecret)
+}
+
+// keyClient authenticates with another key of the tenant.
+func (e *env) keyClient(id, secret string) *client.Client {
+	return client.New(e.url, client.WithAPIKey(id, secret))
+}
+
+func must(t *testing.T) func(any, error) {
+	return func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// capture is a check function that saves an attribute's value for later
+// steps.
+func capture(dst *string) func(string) error {
+	return func(v string) error {
+		*dst = v
+		return nil
+	}
+}
+
+// tWriter sends the control plane's log lines through t.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
