@@ -199,4 +199,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-
