@@ -221,8 +221,10 @@ func (c *Cell) WaitLeader(part int, timeout time.Duration) int {
 	return b
 }
 
-// Produce sends batch to part's leader, following NotLeader hints until
-// ctx ends. Errors are as partition.Replica.Produce returns them.
+// Produce sends batch to part's leader until ctx ends, retrying while no
+// leader serves or the leader refused the batch before appending it (so a
+// retry cannot duplicate it). Errors are as partition.Replica.Produce
+// returns them.
 func (c *Cell) Produce(ctx context.Context, part int, batch []byte) (int64, error) {
 	for {
 		b := c.Leader(part)
@@ -230,8 +232,11 @@ func (c *Cell) Produce(ctx context.Context, part int, batch []byte) (int64, erro
 			if r := c.Replica(b, part); r != nil {
 				off, err := r.Produce(ctx, batch)
 				var nl *partition.NotLeaderError
-				if err == nil || !errors.As(err, &nl) || nl.Cause != nil {
+				if err == nil || !errors.As(err, &nl) {
 					return off, err
+				}
+				if nl.Cause != nil && !definitelyNotWritten(err) {
+					return off, err // the outcome is unknown: do not resend
 				}
 			}
 		}
