@@ -90,6 +90,10 @@ type Config struct {
 	// ApplyTimeout bounds a Produce whose context has no deadline.
 	// Default 10s.
 	ApplyTimeout time.Duration
+	// LogCacheEntries is how many recent entries (whole batches) Raft keeps
+	// in memory for replication. Default 32: with 1 MiB batches that is up
+	// to 32 MiB per partition, so keep it small on brokers with many.
+	LogCacheEntries int
 	// Logger gets lifecycle lines. Nil discards them.
 	Logger *slog.Logger
 }
@@ -115,6 +119,9 @@ func (c *Config) validate() error {
 	}
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 10 * time.Second
+	}
+	if c.LogCacheEntries <= 0 {
+		c.LogCacheEntries = 32
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -211,7 +218,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if rc.Logger == nil {
 		rc.Logger = hl
 	}
-	logs, err := raft.NewLogCache(256, store)
+	logs, err := raft.NewLogCache(cfg.LogCacheEntries, store)
 	if err != nil {
 		return nil, err
 	}
@@ -479,6 +486,15 @@ func (r *Replica) barrier(term uint64) {
 // no longer lists it. A follower removed before it received that
 // configuration cannot tell; the controller that removed it must close it.
 func (r *Replica) checkRemoved() bool {
+	if r.raft.State() == raft.Shutdown {
+		// Only Close or ShutdownOnRemove stop Raft, and Close marks
+		// shutdown first: otherwise a leader removed itself.
+		r.mu.Lock()
+		r.removed = !r.shutdown
+		r.readyTerm = 0
+		r.mu.Unlock()
+		return true
+	}
 	f := r.raft.GetConfiguration()
 	if f.Error() != nil {
 		return false

@@ -144,3 +144,14 @@ func TestRemovedReplicaShutsDown(t *testing.T) {
 	}
 	produceN(t, c, 0, 2) // the remaining two still form a majority
 }
+
+func TestRemovedLeaderShutsDown(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	lb := c.WaitLeader(0, waitLong)
+	if err := c.Replica(lb, 0).Raft().RemoveServer(celltest.BrokerID(lb), 0, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	celltest.WaitFor(t, waitLong, "the removed leader to shut down", func() bool { return c.Replica(lb, 0).Removed() })
+	celltest.WaitFor(t, waitLong, "a new leader among the other two", func() bool { l := c.Leader(0); return l >= 0 && l != lb })
+	produceN(t, c, 0, 2)
+}
