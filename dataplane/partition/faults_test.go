@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 )
 
-var soak = flag.Duration("soak", 0, "run randomized fault runs for this long (TestFaultsSoak), e.g. -soak=5m")
+var soak = flag.Duration("soak", 0, "run randomized fault runs for this long: go test ./dataplane/partition/ -run TestFaultsSoak -soak=5m")
 
 // TestFaults runs short randomized fault runs: producers and readers on two
 // partitions while a nemesis kills leaders or followers, cuts the leader
@@ -31,7 +31,7 @@ func TestFaults(t *testing.T) {
 
 func TestFaultsSoak(t *testing.T) {
 	if *soak == 0 {
-		t.Skip("soak test: run with -soak=5m")
+		t.Skip("soak test: go test ./dataplane/partition/ -run TestFaultsSoak -soak=5m")
 	}
 	end := time.Now().Add(*soak)
 	base := time.Now().UnixNano()
