@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -276,4 +278,88 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// CrashBroker stops broker b as a power cut would: its committer stops
+// first, so appends waiting for an fsync fail unacknowledged, and then
+// everything each replica wrote beyond what it had made durable is cut at
+// a random point, with random bytes left as a torn tail. Restart it with
+// StartBroker.
+func (c *Cell) CrashBroker(b int, rng *rand.Rand) {
+	c.t.Helper()
+	c.mu.Lock()
+	br := c.brokers[b]
+	reps := br.replicas
+	c.mu.Unlock()
+	if reps == nil {
+		return
+	}
+	br.committer.Close()
+	type cut struct {
+		dir            string
+		kafka, entries int64
+	}
+	cuts := make([]cut, len(reps))
+	for p, r := range reps {
+		k, e := r.Store().Durable()
+		cuts[p] = cut{dir: filepath.Join(br.dir, fmt.Sprintf("p%d", p)), kafka: k, entries: e}
+	}
+	c.StopBroker(b)
+	for _, ct := range cuts {
+		if err := tearReplica(ct.dir, ct.kafka, ct.entries, rng); err != nil {
+			c.t.Fatalf("crash broker %d: %v", b, err)
+		}
+	}
+}
+
+// tearReplica cuts a stopped replica's files back to their durable prefix
+// plus a random part of what followed, then appends a few random bytes.
+func tearReplica(dir string, kafka, entries int64, rng *rand.Rand) error {
+	l, err := log.Open(context.Background(), log.Config{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		return err
+	}
+	if l.NextOffset() > kafka && rng.Intn(2) == 0 {
+		err = l.TruncateTo(kafka)
+	}
+	segs := l.Segments()
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if len(segs) > 0 && rng.Intn(2) == 0 {
+		if err := appendJunk(filepath.Join(dir, "log", fmt.Sprintf("%020d.log", segs[len(segs)-1])), rng); err != nil {
+			return err
+		}
+	}
+	ep := filepath.Join(dir, "raft.entries")
+	fi, err := os.Stat(ep)
+	if err != nil {
+		return err
+	}
+	if fi.Size() > entries {
+		if err := os.Truncate(ep, entries+rng.Int63n(fi.Size()-entries+1)); err != nil {
+			return err
+		}
+	}
+	if rng.Intn(2) == 0 {
+		return appendJunk(ep, rng)
+	}
+	return nil
+}
+
+func appendJunk(path string, rng *rand.Rand) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	junk := make([]byte, 1+rng.Intn(40))
+	rng.Read(junk)
+	_, err = f.Write(junk)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -19,6 +19,13 @@ const (
 	LeaderPartition
 	// CellRestart stops every broker and restarts them all from disk.
 	CellRestart
+	// LeaderCrash cuts the power of the leader's broker: writes it had
+	// not made durable are lost or torn (CrashBroker). It restarts at
+	// heal.
+	LeaderCrash
+	// CellCrash cuts the power of every broker at once, then restarts
+	// them: only what a majority made durable must survive.
+	CellCrash
 	numFaults
 )
 
@@ -32,6 +39,10 @@ func (f Fault) String() string {
 		return "leader-partition"
 	case CellRestart:
 		return "cell-restart"
+	case LeaderCrash:
+		return "leader-crash"
+	case CellCrash:
+		return "cell-crash"
 	}
 	return fmt.Sprintf("Fault(%d)", int(f))
 }
@@ -41,7 +52,7 @@ func RandomFault(rng *rand.Rand) Fault { return Fault(rng.Intn(int(numFaults))) 
 
 // Inject applies f to the cell, aimed at partition part's current leader
 // (or any broker if there is none), and returns the function that heals
-// it. CellRestart stops and restarts at once; its heal is a no-op.
+// it. CellRestart and CellCrash restart at once; their heal is a no-op.
 func (c *Cell) Inject(rng *rand.Rand, f Fault, part int) (desc string, heal func()) {
 	leader := c.Leader(part)
 	if leader < 0 {
@@ -66,6 +77,17 @@ func (c *Cell) Inject(rng *rand.Rand, f Fault, part int) (desc string, heal func
 			c.StartBroker(b)
 		}
 		return "restart the whole cell", func() {}
+	case LeaderCrash:
+		c.CrashBroker(leader, rng)
+		return fmt.Sprintf("crash leader b%d", leader), func() { c.StartBroker(leader) }
+	case CellCrash:
+		for b := 0; b < c.Brokers(); b++ {
+			c.CrashBroker(b, rng)
+		}
+		for b := 0; b < c.Brokers(); b++ {
+			c.StartBroker(b)
+		}
+		return "crash the whole cell", func() {}
 	}
 	panic(fmt.Sprintf("unknown fault %v", f))
 }

@@ -15,7 +15,9 @@ var soak = flag.Duration("soak", 0, "run randomized fault runs for this long: go
 
 // TestFaults runs short randomized fault runs: producers and readers on two
 // partitions while a nemesis kills leaders or followers, cuts the leader
-// off, or restarts the whole cell from disk; then checks the history. The
+// off, restarts the whole cell from disk, or cuts the power of the leader
+// or of the whole cell (unsynced writes lost, torn tails); then checks the
+// history. The
 // seed fixes which faults are injected; what is asserted never depends on
 // timing.
 func TestFaults(t *testing.T) {

@@ -181,7 +181,7 @@ func (s *Store) recover() error {
 		}
 		break
 	}
-	s.first, s.ents, s.kafkaNext, s.size = first, ents, kafka, int64(pos)
+	s.first, s.ents, s.kafkaNext, s.size, s.synced = first, ents, kafka, int64(pos), int64(pos)
 	return nil
 }
 

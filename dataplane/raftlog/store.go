@@ -104,6 +104,7 @@ type Store struct {
 	ents      []entry // contiguous Raft indexes from first
 	kafkaNext int64   // Kafka log end offset implied by ents
 	size      int64   // bytes of valid records in the entries file
+	synced    int64   // bytes of the entries file known to be on stable storage
 	failed    error
 	closed    bool
 }
@@ -297,6 +298,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	s.ents = append(s.ents, ents...)
 	s.kafkaNext = kafka
 	s.size = pos + int64(len(rec))
+	s.synced = s.size
 	s.mu.Unlock()
 	return nil
 }
@@ -375,8 +377,22 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	s.ents = s.ents[:min-first]
 	s.kafkaNext = e.at
 	s.size = e.pos
+	s.synced = e.pos
 	s.mu.Unlock()
 	return nil
+}
+
+// Durable reports how much of the store is on stable storage: the Kafka
+// offset below which the partition log is, and the byte length of the
+// entries file prefix that is. A crash may lose anything beyond; crash
+// tests cut the files there. It waits for a StoreLogs in progress, whose
+// sync round may have finished without its bookkeeping being done yet.
+func (s *Store) Durable() (kafkaOffset, entriesBytes int64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.log.DurableOffset(), s.synced
 }
 
 // Close closes the entries file and the partition log. It does not sync:
