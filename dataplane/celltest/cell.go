@@ -1,0 +1,365 @@
+package celltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+)
+
+// Options configures a Cell. Zero values mean the default.
+type Options struct {
+	Brokers    int // default 3
+	Partitions int // default 1
+	// Raft returns the base Raft config of each replica; default
+	// TestRaftConfig.
+	Raft func() *raft.Config
+	// Log configures each partition log.
+	Log log.Config
+	// CheckInterval is the replicas' removal and preferred-leader check
+	// interval; default 200ms.
+	CheckInterval time.Duration
+	// Network connects the replicas; default an InmemNetwork.
+	Network Network
+	// Dir is the root of the brokers' data directories; default t.TempDir().
+	Dir string
+}
+
+// TestRaftConfig has short timeouts so failover takes well under a second
+// in tests.
+func TestRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 150 * time.Millisecond
+	c.CommitTimeout = 20 * time.Millisecond
+	return c
+}
+
+// Cell is three (or Options.Brokers) brokers in one process.
+type Cell struct {
+	t    testing.TB
+	opts Options
+	net  Network
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	brokers []*broker
+}
+
+type broker struct {
+	dir       string
+	committer *raftlog.Committer
+	replicas  []*partition.Replica // nil while the broker is stopped
+}
+
+// New starts a cell and registers its shutdown with t.Cleanup.
+func New(t testing.TB, opts Options) *Cell {
+	t.Helper()
+	if opts.Brokers == 0 {
+		opts.Brokers = 3
+	}
+	if opts.Partitions == 0 {
+		opts.Partitions = 1
+	}
+	if opts.Raft == nil {
+		opts.Raft = TestRaftConfig
+	}
+	if opts.CheckInterval == 0 {
+		opts.CheckInterval = 200 * time.Millisecond
+	}
+	if opts.Network == nil {
+		opts.Network = NewInmemNetwork(opts.Brokers)
+	}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	c := &Cell{t: t, opts: opts, net: opts.Network}
+	for b := 0; b < opts.Brokers; b++ {
+		c.brokers = append(c.brokers, &broker{dir: filepath.Join(opts.Dir, fmt.Sprintf("broker-%d", b))})
+	}
+	for b := range c.brokers {
+		c.StartBroker(b)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// BrokerID is the Raft server id of broker b.
+func BrokerID(b int) raft.ServerID { return raft.ServerID(fmt.Sprintf("b%d", b)) }
+
+// Brokers is the number of brokers.
+func (c *Cell) Brokers() int { return c.opts.Brokers }
+
+// Partitions is the number of partitions.
+func (c *Cell) Partitions() int { return c.opts.Partitions }
+
+// Network is the cell's network, for cutting links.
+func (c *Cell) Network() Network { return c.net }
+
+// Dir is broker b's data directory.
+func (c *Cell) Dir(b int) string { return c.brokers[b].dir }
+
+func (c *Cell) peers(part int) []raft.Server {
+	var s []raft.Server
+	for i := 0; i < c.opts.Brokers; i++ {
+		// Rotate so that preferred leaders spread over the brokers.
+		b := (part + i) % c.opts.Brokers
+		s = append(s, raft.Server{Suffrage: raft.Voter, ID: BrokerID(b), Address: Addr(b, part)})
+	}
+	return s
+}
+
+// StartBroker opens every replica of broker b from its data directory. It
+// is a no-op if the broker runs.
+func (c *Cell) StartBroker(b int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	br := c.brokers[b]
+	if br.replicas != nil {
+		return
+	}
+	br.committer = raftlog.NewCommitter(log.SyncFiles)
+	for p := 0; p < c.opts.Partitions; p++ {
+		r, err := partition.Open(context.Background(), partition.Config{
+			ID:            BrokerID(b),
+			Dir:           filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
+			Peers:         c.peers(p),
+			Bootstrap:     true,
+			Transport:     c.net.Attach(b, p),
+			Committer:     br.committer,
+			Log:           c.opts.Log,
+			Raft:          c.opts.Raft(),
+			CheckInterval: c.opts.CheckInterval,
+			Logger:        slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+		}
+		br.replicas = append(br.replicas, r)
+	}
+}
+
+// StopBroker closes every replica of broker b and its committer, as a
+// process exit would: whatever was acknowledged is on disk already. It is
+// a no-op if the broker is stopped.
+func (c *Cell) StopBroker(b int) {
+	c.t.Helper()
+	c.mu.Lock()
+	br := c.brokers[b]
+	reps := br.replicas
+	br.replicas = nil
+	c.mu.Unlock()
+	if reps == nil {
+		return
+	}
+	for p := range reps {
+		c.net.Detach(b, p)
+	}
+	var wg sync.WaitGroup
+	for _, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+				c.t.Errorf("stop broker %d: %v", b, err)
+			}
+		}()
+	}
+	wg.Wait()
+	br.committer.Close()
+}
+
+// Running reports whether broker b runs.
+func (c *Cell) Running(b int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[b].replicas != nil
+}
+
+// Replica returns broker b's replica of part, or nil if b is stopped.
+func (c *Cell) Replica(b, part int) *partition.Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.brokers[b].replicas == nil {
+		return nil
+	}
+	return c.brokers[b].replicas[part]
+}
+
+// Leader returns the broker whose replica of part serves as leader now,
+// or -1.
+func (c *Cell) Leader(part int) int {
+	for b := 0; b < c.opts.Brokers; b++ {
+		if r := c.Replica(b, part); r != nil && r.IsLeader() {
+			return b
+		}
+	}
+	return -1
+}
+
+// WaitLeader polls until part has a serving leader and returns its broker;
+// it fails the test after timeout.
+func (c *Cell) WaitLeader(part int, timeout time.Duration) int {
+	c.t.Helper()
+	b := -1
+	WaitFor(c.t, timeout, fmt.Sprintf("a serving leader of partition %d", part), func() bool {
+		b = c.Leader(part)
+		return b >= 0
+	})
+	return b
+}
+
+// Produce sends batch to part's leader until ctx ends, retrying while no
+// leader serves or the leader refused the batch before appending it (so a
+// retry cannot duplicate it). Errors are as partition.Replica.Produce
+// returns them.
+func (c *Cell) Produce(ctx context.Context, part int, batch []byte) (int64, error) {
+	for {
+		b := c.Leader(part)
+		if b >= 0 {
+			if r := c.Replica(b, part); r != nil {
+				off, err := r.Produce(ctx, batch)
+				var nl *partition.NotLeaderError
+				if err == nil || !errors.As(err, &nl) {
+					return off, err
+				}
+				if nl.Cause != nil && !definitelyNotWritten(err) {
+					return off, err // the outcome is unknown: do not resend
+				}
+			}
+		}
+		if err := pause(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// pause yields between polls of cluster state.
+func pause(ctx context.Context) error {
+	t := time.NewTimer(5 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Close stops every broker.
+func (c *Cell) Close() {
+	for b := range c.brokers {
+		c.StopBroker(b)
+	}
+}
+
+// WaitFor polls cond until it holds or timeout passes, then fails t
+// naming what it waited for.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// CrashBroker stops broker b as a power cut would: its committer stops
+// first, so appends waiting for an fsync fail unacknowledged, and then
+// everything each replica wrote beyond what it had made durable is cut at
+// a random point, with random bytes left as a torn tail. Restart it with
+// StartBroker.
+func (c *Cell) CrashBroker(b int, rng *rand.Rand) {
+	c.t.Helper()
+	c.mu.Lock()
+	br := c.brokers[b]
+	reps := br.replicas
+	c.mu.Unlock()
+	if reps == nil {
+		return
+	}
+	br.committer.Close()
+	type cut struct {
+		dir            string
+		kafka, entries int64
+	}
+	cuts := make([]cut, len(reps))
+	for p, r := range reps {
+		k, e := r.Store().Durable()
+		cuts[p] = cut{dir: filepath.Join(br.dir, fmt.Sprintf("p%d", p)), kafka: k, entries: e}
+	}
+	c.StopBroker(b)
+	for _, ct := range cuts {
+		if err := tearReplica(ct.dir, ct.kafka, ct.entries, rng); err != nil {
+			c.t.Fatalf("crash broker %d: %v", b, err)
+		}
+	}
+}
+
+// tearReplica cuts a stopped replica's files back to their durable prefix
+// plus a random part of what followed, then appends a few random bytes.
+func tearReplica(dir string, kafka, entries int64, rng *rand.Rand) error {
+	l, err := log.Open(context.Background(), log.Config{Dir: filepath.Join(dir, "log")})
+	if err != nil {
+		return err
+	}
+	if l.NextOffset() > kafka && rng.Intn(2) == 0 {
+		err = l.TruncateTo(kafka)
+	}
+	segs := l.Segments()
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if len(segs) > 0 && rng.Intn(2) == 0 {
+		if err := appendJunk(filepath.Join(dir, "log", fmt.Sprintf("%020d.log", segs[len(segs)-1])), rng); err != nil {
+			return err
+		}
+	}
+	ep := filepath.Join(dir, "raft.entries")
+	fi, err := os.Stat(ep)
+	if err != nil {
+		return err
+	}
+	if fi.Size() > entries {
+		if err := os.Truncate(ep, entries+rng.Int63n(fi.Size()-entries+1)); err != nil {
+			return err
+		}
+	}
+	if rng.Intn(2) == 0 {
+		return appendJunk(ep, rng)
+	}
+	return nil
+}
+
+func appendJunk(path string, rng *rand.Rand) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	junk := make([]byte, 1+rng.Intn(40))
+	rng.Read(junk)
+	_, err = f.Write(junk)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

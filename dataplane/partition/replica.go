@@ -1,0 +1,571 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+)
+
+// Errors. Callers match them with errors.Is.
+var (
+	// ErrNotLeader: this replica cannot serve the request; a *NotLeaderError
+	// carrying the known leader wraps it.
+	ErrNotLeader = errors.New("partition: not the leader")
+	// ErrRemoved: the replica was removed from its group's configuration
+	// and has shut down.
+	ErrRemoved = errors.New("partition: replica removed from the group")
+	// ErrClosed: the replica was closed.
+	ErrClosed = errors.New("partition: replica closed")
+	// ErrFencedLeaderEpoch: the caller's leader epoch is older than this
+	// leader's (Kafka FENCED_LEADER_EPOCH); refresh and retry.
+	ErrFencedLeaderEpoch = errors.New("partition: caller's leader epoch is fenced")
+	// ErrUnknownLeaderEpoch: the caller has seen a newer epoch than this
+	// replica's (Kafka UNKNOWN_LEADER_EPOCH); this replica is stale.
+	ErrUnknownLeaderEpoch = errors.New("partition: leader epoch newer than this replica's")
+)
+
+// NotLeaderError says who the leader is, as far as this replica knows
+// (empty if unknown). Cause is the Raft error, if any; after
+// raft.ErrLeadershipLost the produce may still have been committed.
+type NotLeaderError struct {
+	Leader raft.ServerID
+	Addr   raft.ServerAddress
+	Cause  error
+}
+
+func (e *NotLeaderError) Error() string {
+	msg := "partition: not the leader"
+	if e.Leader != "" {
+		msg += "; leader is " + string(e.Leader)
+	}
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+func (e *NotLeaderError) Unwrap() error        { return e.Cause }
+
+// Config configures one replica.
+type Config struct {
+	// ID is this replica's server id in the group (the broker's id).
+	// Required.
+	ID raft.ServerID
+	// Dir is the replica directory. Required.
+	Dir string
+	// Peers are the group's voters, this replica included. Peers[0] is the
+	// preferred leader. Required when bootstrapping.
+	Peers []raft.Server
+	// Bootstrap makes a replica with no state write the initial
+	// configuration (Peers). Every replica of a new group may do so.
+	Bootstrap bool
+	// Transport carries this group's Raft RPCs. Required.
+	Transport raft.Transport
+	// Committer is the broker's group committer. Required.
+	Committer *raftlog.Committer
+	// Log configures the partition log (segment size, retention, ...).
+	Log log.Config
+	// Raft is the base Raft configuration; nil means DefaultRaftConfig.
+	// LocalID, the snapshot and trailing-log settings, ShutdownOnRemove and
+	// NotifyCh are set by the replica.
+	Raft *raft.Config
+	// CheckInterval is how often the replica checks for its removal from the
+	// configuration and whether to hand leadership back to Peers[0].
+	// Default 1s.
+	CheckInterval time.Duration
+	// ApplyTimeout bounds a Produce whose context has no deadline.
+	// Default 10s.
+	ApplyTimeout time.Duration
+	// LogCacheEntries is how many recent entries (whole batches) Raft keeps
+	// in memory for replication. Default 32: with 1 MiB batches that is up
+	// to 32 MiB per partition, so keep it small on brokers with many.
+	LogCacheEntries int
+	// Logger gets lifecycle lines. Nil discards them.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.ID == "":
+		return errors.New("config: ID is required: this replica's server id")
+	case c.Dir == "":
+		return errors.New("config: Dir is required: the replica directory")
+	case c.Transport == nil:
+		return errors.New("config: Transport is required")
+	case c.Committer == nil:
+		return errors.New("config: Committer is required: the broker's group committer")
+	case c.Bootstrap && len(c.Peers) == 0:
+		return errors.New("config: Peers is required to bootstrap a group")
+	}
+	if c.Raft == nil {
+		c.Raft = DefaultRaftConfig()
+	}
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = time.Second
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = 10 * time.Second
+	}
+	if c.LogCacheEntries <= 0 {
+		c.LogCacheEntries = 32
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// DefaultRaftConfig returns timeouts for hundreds of groups per broker:
+// heartbeat and election 2s, lease 1s, commit 500ms (an idle leader sends
+// an empty AppendEntries every commit timeout).
+func DefaultRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 2 * time.Second
+	c.ElectionTimeout = 2 * time.Second
+	c.LeaderLeaseTimeout = time.Second
+	c.CommitTimeout = 500 * time.Millisecond
+	return c
+}
+
+// snapshotThreshold: FSM snapshots are a few hundred bytes, so take them
+// often enough to bound replay after a restart. They never remove data.
+const snapshotThreshold = 1024
+
+// Replica is one member of a partition's Raft group.
+type Replica struct {
+	cfg    Config
+	store  *raftlog.Store
+	fsm    *fsm
+	raft   *raft.Raft
+	notify chan bool
+	obs    chan raft.Observation
+	obsReg *raft.Observer
+
+	stop      chan struct{}
+	wg        sync.WaitGroup // the monitor and barrier goroutines
+	closeOnce sync.Once
+	closeErr  error
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	readyTerm  uint64 // term whose barrier completed while leader; 0 if none
+	leaderFrom time.Time
+	failing    map[raft.ServerID]bool // peers the leader cannot heartbeat
+	removed    bool
+	shutdown   bool
+}
+
+// Open opens the replica's store from cfg.Dir and starts its Raft member.
+func Open(ctx context.Context, cfg Config) (*Replica, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("open replica: %w", err)
+	}
+	store, err := raftlog.Open(ctx, raftlog.Config{Dir: cfg.Dir, Log: cfg.Log, Committer: cfg.Committer, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", cfg.ID, err)
+	}
+	r, err := start(cfg, store)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open replica %s: %w", cfg.ID, err)
+	}
+	return r, nil
+}
+
+func start(cfg Config, store *raftlog.Store) (*Replica, error) {
+	stable, err := raftlog.OpenStable(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: io.Discard, Level: hclog.Off})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hl)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{
+		cfg:     cfg,
+		store:   store,
+		fsm:     &fsm{store: store.Log()},
+		notify:  make(chan bool, 8),
+		obs:     make(chan raft.Observation, 64),
+		stop:    make(chan struct{}),
+		failing: map[raft.ServerID]bool{},
+	}
+	rc := *cfg.Raft
+	rc.LocalID = cfg.ID
+	rc.NotifyCh = r.notify
+	rc.ShutdownOnRemove = true
+	// Keep every entry after a snapshot: prefix compaction would have to
+	// delete partition data, and the store refuses to anyway. With the
+	// whole log available the leader catches any follower up by
+	// AppendEntries and never needs InstallSnapshot.
+	rc.TrailingLogs = math.MaxUint64 / 2
+	rc.SnapshotThreshold = snapshotThreshold
+	if rc.Logger == nil {
+		rc.Logger = hl
+	}
+	logs, err := raft.NewLogCache(cfg.LogCacheEntries, store)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(logs, stable, snaps)
+		if err != nil {
+			return nil, err
+		}
+		if !has {
+			if err := raft.BootstrapCluster(&rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
+				return nil, fmt.Errorf("bootstrap: %w", err)
+			}
+		}
+	}
+	ra, err := raft.NewRaft(&rc, r.fsm, logs, stable, snaps, cfg.Transport)
+	if err != nil {
+		return nil, err
+	}
+	r.raft = ra
+	r.obsReg = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	ra.RegisterObserver(r.obsReg)
+	r.wg.Add(1)
+	go r.monitor()
+	return r, nil
+}
+
+// ID is the replica's server id.
+func (r *Replica) ID() raft.ServerID { return r.cfg.ID }
+
+// Raft exposes the Raft member for membership changes and tests.
+func (r *Replica) Raft() *raft.Raft { return r.raft }
+
+// Store is the replica's log store.
+func (r *Replica) Store() *raftlog.Store { return r.store }
+
+// ready reports whether this replica is the leader and has applied every
+// entry of earlier terms (its barrier completed in the current term).
+func (r *Replica) ready() bool {
+	_, ok := r.readyEpoch()
+	return ok
+}
+
+// readyEpoch is ready plus the term it holds for.
+func (r *Replica) readyEpoch() (uint64, bool) {
+	r.mu.Lock()
+	t := r.readyTerm
+	r.mu.Unlock()
+	return t, t != 0 && r.raft.State() == raft.Leader && r.raft.CurrentTerm() == t
+}
+
+// IsLeader reports whether this replica leads and serves produce and fetch.
+func (r *Replica) IsLeader() bool { return r.ready() }
+
+// Leader returns the leader this replica knows of, or "" if none.
+func (r *Replica) Leader() (raft.ServerID, raft.ServerAddress) {
+	addr, id := r.raft.LeaderWithID()
+	return id, addr
+}
+
+// LeaderEpoch is the current Raft term as a Kafka leader epoch (-1 if it
+// no longer fits an int32; the store refuses such terms).
+func (r *Replica) LeaderEpoch() int32 {
+	t := r.raft.CurrentTerm()
+	if t > math.MaxInt32 {
+		return -1
+	}
+	return int32(t)
+}
+
+// HighWatermark is the Kafka offset after the last committed batch this
+// replica applied. It never decreases while the replica runs. Only the
+// leader's value is what consumers may read up to; a follower's lags it.
+func (r *Replica) HighWatermark() int64 { return r.fsm.highWatermark() }
+
+// Epochs lists the first offset of every leader epoch applied so far.
+func (r *Replica) Epochs() []EpochStart { return r.fsm.epochs() }
+
+func (r *Replica) notLeader(cause error) error {
+	r.mu.Lock()
+	removed, shut := r.removed, r.shutdown
+	r.mu.Unlock()
+	if removed {
+		return ErrRemoved
+	}
+	if shut {
+		return ErrClosed
+	}
+	id, addr := r.Leader()
+	if id == r.cfg.ID {
+		id, addr = "", "" // elected but not yet serving: no better hint
+	}
+	return &NotLeaderError{Leader: id, Addr: addr, Cause: cause}
+}
+
+// Produce appends one client record batch (as ValidateClientBatch accepts
+// it) through Raft and returns its base offset once a majority of replicas
+// have it durably and the leader applied it. Produce takes ownership of
+// batch: its base offset and leader epoch are stamped in place. A context
+// that ends first leaves the outcome unknown, like a lost connection.
+func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
+	if _, err := log.ValidateClientBatch(batch); err != nil {
+		return 0, fmt.Errorf("produce: %w", err)
+	}
+	if !r.ready() {
+		return 0, r.notLeader(nil)
+	}
+	timeout := r.cfg.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	f := r.raft.Apply(batch, timeout)
+	done := make(chan struct{})
+	var err error
+	go func() { err = f.Error(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("produce: %w", ctx.Err())
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
+			return 0, r.notLeader(err)
+		}
+		return 0, fmt.Errorf("produce: %w", err)
+	}
+	res, ok := f.Response().(applyResult)
+	if !ok {
+		return 0, fmt.Errorf("produce: unexpected apply result %T", f.Response())
+	}
+	if res.err != nil {
+		return 0, fmt.Errorf("produce: %w", res.err)
+	}
+	return res.base, nil
+}
+
+// FetchResult is what a fetch returns. The caller must Release Slice.
+type FetchResult struct {
+	Slice         log.Slice
+	HighWatermark int64
+	LeaderEpoch   int32 // the serving leader's epoch; set on fence errors too
+}
+
+// Fetch returns whole batches from offset, up to maxBytes (at least one
+// batch), stopping at the high watermark, which it also returns. Only the
+// serving leader answers. The caller must Release the Slice.
+func (r *Replica) Fetch(offset int64, maxBytes int) (log.Slice, int64, error) {
+	res, err := r.FetchEpoch(-1, offset, maxBytes)
+	return res.Slice, res.HighWatermark, err
+}
+
+// FetchEpoch is Fetch with Kafka's CurrentLeaderEpoch check: a caller that
+// passes the newest epoch it has seen (-1 for none) is never served by a
+// deposed leader that has not yet noticed, so the high watermarks it sees
+// never go backwards.
+func (r *Replica) FetchEpoch(currentLeaderEpoch int32, offset int64, maxBytes int) (FetchResult, error) {
+	term, ok := r.readyEpoch()
+	if !ok {
+		return FetchResult{}, r.notLeader(nil)
+	}
+	res := FetchResult{LeaderEpoch: int32(term)} // the store refuses terms beyond int32
+	if currentLeaderEpoch >= 0 {
+		switch {
+		case currentLeaderEpoch < res.LeaderEpoch:
+			return res, fmt.Errorf("fetch at epoch %d, leader epoch %d: %w", currentLeaderEpoch, res.LeaderEpoch, ErrFencedLeaderEpoch)
+		case currentLeaderEpoch > res.LeaderEpoch:
+			return res, fmt.Errorf("fetch at epoch %d, leader epoch %d: %w", currentLeaderEpoch, res.LeaderEpoch, ErrUnknownLeaderEpoch)
+		}
+	}
+	res.HighWatermark = r.fsm.highWatermark()
+	sl, err := r.store.Log().Read(offset, maxBytes, res.HighWatermark)
+	if err != nil {
+		return res, fmt.Errorf("fetch: %w", err)
+	}
+	res.Slice = sl
+	return res, nil
+}
+
+// Removed reports whether the replica found itself removed from the group
+// and shut down.
+func (r *Replica) Removed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removed
+}
+
+// monitor owns leadership bookkeeping: it starts a barrier on each
+// election, clears readiness on step-down, tracks follower health, and on
+// each tick checks for removal and for handing leadership back to the
+// preferred replica.
+func (r *Replica) monitor() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.CheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case leader := <-r.notify:
+			r.mu.Lock()
+			r.readyTerm = 0
+			clear(r.failing)
+			r.mu.Unlock()
+			if leader {
+				r.wg.Add(1)
+				go r.barrier(r.raft.CurrentTerm())
+			}
+		case o := <-r.obs:
+			r.mu.Lock()
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				r.failing[d.PeerID] = true
+			case raft.ResumedHeartbeatObservation:
+				delete(r.failing, d.PeerID)
+			}
+			r.mu.Unlock()
+		case <-tick.C:
+			if r.checkRemoved() {
+				return
+			}
+			r.maybeTransfer()
+		}
+	}
+}
+
+// barrier makes this new leader apply every earlier entry before it
+// serves: afterwards its high watermark is at least any a previous leader
+// exposed.
+func (r *Replica) barrier(term uint64) {
+	defer r.wg.Done()
+	for {
+		if r.raft.State() != raft.Leader || r.raft.CurrentTerm() != term {
+			return
+		}
+		err := r.raft.Barrier(r.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, raft.ErrEnqueueTimeout) {
+			return
+		}
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+	}
+	r.mu.Lock()
+	if r.raft.CurrentTerm() == term {
+		r.readyTerm = term
+		r.leaderFrom = time.Now()
+	}
+	r.mu.Unlock()
+	r.cfg.Logger.Info("partition leader serving", "replica", r.cfg.ID, "term", term, "high_watermark", r.fsm.highWatermark())
+}
+
+// checkRemoved shuts the replica down if the latest configuration it holds
+// no longer lists it. A follower removed before it received that
+// configuration cannot tell; the controller that removed it must close it.
+func (r *Replica) checkRemoved() bool {
+	if r.raft.State() == raft.Shutdown {
+		// Only Close or ShutdownOnRemove stop Raft, and Close marks
+		// shutdown first: otherwise a leader removed itself.
+		r.mu.Lock()
+		r.removed = !r.shutdown
+		r.readyTerm = 0
+		r.mu.Unlock()
+		return true
+	}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	if len(servers) == 0 || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
+		return false
+	}
+	r.cfg.Logger.Info("partition replica removed from its group; shutting down", "replica", r.cfg.ID)
+	r.mu.Lock()
+	r.removed = true
+	r.readyTerm = 0
+	r.mu.Unlock()
+	_ = r.raft.Shutdown().Error()
+	return true
+}
+
+// maybeTransfer hands leadership to the preferred replica (Peers[0]) when
+// this replica leads, has served for a few check intervals, and the
+// preferred replica answers heartbeats. LeadershipTransferToServer catches
+// the target up before it asks it to campaign and gives up after an
+// election timeout if it cannot.
+func (r *Replica) maybeTransfer() {
+	if len(r.cfg.Peers) == 0 || r.cfg.Peers[0].ID == r.cfg.ID || !r.ready() {
+		return
+	}
+	pref := r.cfg.Peers[0]
+	r.mu.Lock()
+	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval
+	healthy := !r.failing[pref.ID]
+	r.mu.Unlock()
+	if !settled || !healthy {
+		return
+	}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	voter := slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool {
+		return s.ID == pref.ID && s.Suffrage == raft.Voter
+	})
+	if !voter {
+		return
+	}
+	if err := r.raft.LeadershipTransferToServer(pref.ID, pref.Address).Error(); err != nil {
+		r.cfg.Logger.Debug("leadership transfer to preferred replica failed", "replica", r.cfg.ID, "to", pref.ID, "error", err)
+		r.mu.Lock()
+		r.leaderFrom = time.Now() // back off for a few intervals
+		r.mu.Unlock()
+	}
+}
+
+// Close shuts the Raft member down, stops the replica's goroutines and
+// closes the store. Everything acknowledged is already durable. Close is
+// idempotent.
+func (r *Replica) Close() error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.shutdown = true
+		r.readyTerm = 0
+		r.mu.Unlock()
+		err := r.raft.Shutdown().Error()
+		close(r.stop)
+		r.wg.Wait()
+		r.raft.DeregisterObserver(r.obsReg)
+		if cerr := r.store.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			r.closeErr = fmt.Errorf("close replica %s: %w", r.cfg.ID, err)
+		}
+	})
+	return r.closeErr
+}

@@ -1,0 +1,157 @@
+package partition_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
+)
+
+const waitLong = 15 * time.Second
+
+func produceN(t *testing.T, c *celltest.Cell, part, n int) []int64 {
+	t.Helper()
+	var offs []int64
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		off, err := c.Produce(ctx, part, celltest.Batch([]byte(fmt.Sprintf("v%d", i)), []byte("x")))
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		offs = append(offs, off)
+	}
+	return offs
+}
+
+func readAll(t *testing.T, r *partition.Replica) ([]celltest.Record, int64) {
+	t.Helper()
+	sl, hw, err := r.Fetch(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Release()
+	b, err := sl.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := celltest.Records(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, hw
+}
+
+func TestProduceFetch(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	lb := c.WaitLeader(0, waitLong)
+	offs := produceN(t, c, 0, 10)
+	for i, off := range offs {
+		if off != int64(2*i) {
+			t.Fatalf("batch %d at offset %d, want %d", i, off, 2*i)
+		}
+	}
+	r := c.Replica(lb, 0)
+	recs, hw := readAll(t, r)
+	if hw != 20 || len(recs) != 20 {
+		t.Fatalf("hw %d, %d records", hw, len(recs))
+	}
+	for i, rec := range recs {
+		if rec.Offset != int64(i) || rec.LeaderEpoch != r.LeaderEpoch() {
+			t.Fatalf("record %d: offset %d epoch %d (leader epoch %d)", i, rec.Offset, rec.LeaderEpoch, r.LeaderEpoch())
+		}
+	}
+	if eps := r.Epochs(); len(eps) != 1 || eps[0].StartOffset != 0 {
+		t.Fatalf("epochs %+v", eps)
+	}
+	// A follower refuses and names the leader.
+	f := c.Replica((lb+1)%3, 0)
+	_, err := f.Produce(context.Background(), celltest.Batch([]byte("no")))
+	var nl *partition.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {
+		t.Fatalf("follower produce: %v", err)
+	}
+	if _, _, err := f.Fetch(0, 100); !errors.Is(err, partition.ErrNotLeader) {
+		t.Fatalf("follower fetch: %v", err)
+	}
+	// Every replica holds the same bytes: the stamped offsets and epochs
+	// come from the log prefix, not from the leader.
+	celltest.WaitFor(t, waitLong, "followers to apply everything", func() bool {
+		return c.Replica(0, 0).HighWatermark() == 20 && c.Replica(1, 0).HighWatermark() == 20 && c.Replica(2, 0).HighWatermark() == 20
+	})
+	// Bad input is refused before it reaches Raft.
+	bad := celltest.Batch([]byte("x"))
+	bad[30] ^= 1
+	if _, err := r.Produce(context.Background(), bad); !errors.Is(err, log.ErrCorruptBatch) {
+		t.Fatalf("corrupt batch: %v", err)
+	}
+}
+
+func TestRestartFromDisk(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Partitions: 2})
+	for p := 0; p < 2; p++ {
+		c.WaitLeader(p, waitLong)
+		produceN(t, c, p, 5)
+	}
+	for b := 0; b < 3; b++ {
+		c.StopBroker(b)
+	}
+	for b := 0; b < 3; b++ {
+		c.StartBroker(b)
+	}
+	for p := 0; p < 2; p++ {
+		lb := c.WaitLeader(p, waitLong)
+		recs, hw := readAll(t, c.Replica(lb, p))
+		if hw != 10 || len(recs) != 10 {
+			t.Fatalf("partition %d after restart: hw %d, %d records", p, hw, len(recs))
+		}
+		offs := produceN(t, c, p, 1)
+		if offs[0] != 10 {
+			t.Fatalf("partition %d: next offset %d", p, offs[0])
+		}
+	}
+}
+
+func TestPreferredLeaderReturns(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	celltest.WaitFor(t, waitLong, "broker 0 (preferred) to lead", func() bool { return c.Leader(0) == 0 })
+	c.Network().Isolate(0)
+	celltest.WaitFor(t, waitLong, "another broker to lead", func() bool { l := c.Leader(0); return l > 0 })
+	produceN(t, c, 0, 3)
+	c.Network().Heal()
+	celltest.WaitFor(t, waitLong, "leadership back on broker 0", func() bool { return c.Leader(0) == 0 })
+	recs, hw := readAll(t, c.Replica(0, 0))
+	if hw != 6 || len(recs) != 6 {
+		t.Fatalf("hw %d, %d records", hw, len(recs))
+	}
+}
+
+func TestRemovedReplicaShutsDown(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	lb := c.WaitLeader(0, waitLong)
+	fb := (lb + 1) % 3
+	if err := c.Replica(lb, 0).Raft().RemoveServer(celltest.BrokerID(fb), 0, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	celltest.WaitFor(t, waitLong, "the removed follower to shut down", func() bool { return c.Replica(fb, 0).Removed() })
+	if _, err := c.Replica(fb, 0).Produce(context.Background(), celltest.Batch([]byte("x"))); !errors.Is(err, partition.ErrRemoved) {
+		t.Fatalf("produce on removed replica: %v", err)
+	}
+	produceN(t, c, 0, 2) // the remaining two still form a majority
+}
+
+func TestRemovedLeaderShutsDown(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	lb := c.WaitLeader(0, waitLong)
+	if err := c.Replica(lb, 0).Raft().RemoveServer(celltest.BrokerID(lb), 0, 0).Error(); err != nil {
+		t.Fatal(err)
+	}
+	celltest.WaitFor(t, waitLong, "the removed leader to shut down", func() bool { return c.Replica(lb, 0).Removed() })
+	celltest.WaitFor(t, waitLong, "a new leader among the other two", func() bool { l := c.Leader(0); return l >= 0 && l != lb })
+	produceN(t, c, 0, 2)
+}

@@ -1,0 +1,248 @@
+package raftlog_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+)
+
+func openStore(t *testing.T, dir string, c *raftlog.Committer) *raftlog.Store {
+	t.Helper()
+	s, err := raftlog.Open(context.Background(), raftlog.Config{Dir: dir, Committer: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newCommitter(t *testing.T) *raftlog.Committer {
+	c := raftlog.NewCommitter(log.SyncFiles)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// script is a mixed sequence: configuration, no-op, data, barrier, data.
+func script(term uint64, from uint64) []*raft.Log {
+	return []*raft.Log{
+		{Index: from, Term: term, Type: raft.LogConfiguration, Data: []byte("cfg")},
+		{Index: from + 1, Term: term, Type: raft.LogNoop},
+		{Index: from + 2, Term: term, Type: raft.LogCommand, Data: celltest.Batch([]byte("a"), []byte("b"))},
+		{Index: from + 3, Term: term, Type: raft.LogBarrier, Extensions: []byte("x")},
+		{Index: from + 4, Term: term, Type: raft.LogCommand, Data: celltest.Batch([]byte("c"))},
+	}
+}
+
+func TestStoreOffsetsAndGetLog(t *testing.T) {
+	dir := t.TempDir()
+	c := newCommitter(t)
+	s := openStore(t, dir, c)
+	in := script(3, 1)
+	if err := s.StoreLogs(in); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *raftlog.Store) {
+		t.Helper()
+		if f, _ := s.FirstIndex(); f != 1 {
+			t.Fatalf("first index %d", f)
+		}
+		if l, _ := s.LastIndex(); l != 5 {
+			t.Fatalf("last index %d", l)
+		}
+		if n := s.Log().NextOffset(); n != 3 {
+			t.Fatalf("kafka log end %d, want 3: only data entries take offsets", n)
+		}
+		wantBase := map[uint64]int64{3: 0, 5: 2}
+		for _, want := range in {
+			var got raft.Log
+			if err := s.GetLog(want.Index, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Index != want.Index || got.Term != want.Term || got.Type != want.Type ||
+				!bytes.Equal(got.Data, want.Data) || !bytes.Equal(got.Extensions, want.Extensions) {
+				t.Fatalf("entry %d: got %+v want %+v", want.Index, got, want)
+			}
+			if got.Type == raft.LogCommand {
+				h, err := log.ParseHeader(got.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.BaseOffset != wantBase[got.Index] || h.LeaderEpoch != 3 {
+					t.Fatalf("entry %d: base %d epoch %d", got.Index, h.BaseOffset, h.LeaderEpoch)
+				}
+			}
+		}
+		var none raft.Log
+		if err := s.GetLog(6, &none); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("GetLog past end: %v", err)
+		}
+	}
+	check(s)
+	s.Close()
+	check(openStore(t, dir, c))
+}
+
+func TestStoreTailTruncateAndCompaction(t *testing.T) {
+	dir := t.TempDir()
+	c := newCommitter(t)
+	s := openStore(t, dir, c)
+	if err := s.StoreLogs(script(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Compaction of a prefix keeps the data.
+	if err := s.DeleteRange(1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := s.FirstIndex(); f != 1 {
+		t.Fatalf("prefix delete changed first index to %d", f)
+	}
+	// A conflict at index 4 cuts entries 4–5 and Kafka offset 2.
+	if err := s.DeleteRange(4, 5); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := s.LastIndex(); l != 3 {
+		t.Fatalf("last index %d", l)
+	}
+	if n := s.Log().NextOffset(); n != 2 {
+		t.Fatalf("kafka end %d", n)
+	}
+	// The new term's entries take the freed offsets.
+	next := []*raft.Log{{Index: 4, Term: 2, Type: raft.LogCommand, Data: celltest.Batch([]byte("z"))}}
+	if err := s.StoreLogs(next); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs([]*raft.Log{{Index: 9, Term: 2, Type: raft.LogNoop}}); !errors.Is(err, raftlog.ErrGap) {
+		t.Fatalf("gap: %v", err)
+	}
+	s.Close()
+	s = openStore(t, dir, c)
+	var got raft.Log
+	if err := s.GetLog(4, &got); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := celltest.Records(got.Data)
+	if err != nil || len(recs) != 1 || recs[0].Offset != 2 || recs[0].LeaderEpoch != 2 || string(recs[0].Value) != "z" {
+		t.Fatalf("records %+v %v", recs, err)
+	}
+}
+
+// TestStoreRecovery covers crashes between the partition log write and the
+// entries file write, in both orders.
+func TestStoreRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(t *testing.T, dir string)
+	}{
+		{"torn entries record", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, "raft.entries")
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(p, fi.Size()-3); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"torn batch", func(t *testing.T, dir string) {
+			segs, _ := filepath.Glob(filepath.Join(dir, "log", "*.log"))
+			fi, err := os.Stat(segs[len(segs)-1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(segs[len(segs)-1], fi.Size()-5); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newCommitter(t)
+			s := openStore(t, dir, c)
+			if err := s.StoreLogs(script(1, 1)); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			tc.harm(t, dir)
+			s = openStore(t, dir, c)
+			if l, _ := s.LastIndex(); l != 4 {
+				t.Fatalf("last index %d, want 4", l)
+			}
+			if n := s.Log().NextOffset(); n != 2 {
+				t.Fatalf("kafka end %d, want 2", n)
+			}
+			if err := s.StoreLogs([]*raft.Log{{Index: 5, Term: 2, Type: raft.LogCommand, Data: celltest.Batch([]byte("d"))}}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestCommitterSharesRounds(t *testing.T) {
+	c := newCommitter(t)
+	const parts = 16
+	stores := make([]*raftlog.Store, parts)
+	for i := range stores {
+		stores[i] = openStore(t, t.TempDir(), c)
+	}
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := uint64(1); j <= 20; j++ {
+				if err := s.StoreLogs([]*raft.Log{{Index: j, Term: 1, Type: raft.LogCommand, Data: celltest.Batch([]byte{byte(i)})}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range stores {
+		if d, n := s.Log().DurableOffset(), s.Log().NextOffset(); d != n || n != 20 {
+			t.Fatalf("durable %d next %d", d, n)
+		}
+	}
+	st := c.Stats()
+	if st.Stores != parts*20 {
+		t.Fatalf("stores synced %d, want %d", st.Stores, parts*20)
+	}
+	t.Logf("%d rounds for %d store syncs", st.Rounds, st.Stores)
+}
+
+func TestStableStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := raftlog.OpenStable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.GetUint64([]byte("CurrentTerm")); v != 0 || err != nil {
+		t.Fatalf("missing key: %d %v", v, err)
+	}
+	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set([]byte("LastVoteCand"), []byte("b2")); err != nil {
+		t.Fatal(err)
+	}
+	s, err = raftlog.OpenStable(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.GetUint64([]byte("CurrentTerm")); v != 7 {
+		t.Fatalf("term %d", v)
+	}
+	if v, _ := s.Get([]byte("LastVoteCand")); string(v) != "b2" {
+		t.Fatalf("vote %q", v)
+	}
+}
