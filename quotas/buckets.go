@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
 // Kind is what a bucket counts.
@@ -49,17 +47,6 @@ type Limit struct {
 
 // Limits are a tenant's limits on one broker, indexed by Kind.
 type Limits [NumKinds]Limit
-
-// LimitsFromWire converts a tenant's cell-wide quotas to Limits with
-// derived bursts. On a broker these are split first (see Split); as they are,
-// they suit a cell of one broker.
-func LimitsFromWire(q wire.Quotas) Limits {
-	var l Limits
-	l[ProduceBytes].Rate = float64(q.ProduceBytesPerSec)
-	l[ProduceMessages].Rate = float64(q.ProduceMessagesPerSec)
-	l[FetchBytes].Rate = float64(q.FetchBytesPerSec)
-	return l
-}
 
 // Config configures Buckets. The zero value is valid; see each field for its
 // default.

@@ -4,8 +4,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -185,7 +183,7 @@ func TestUnlimited(t *testing.T) {
 	if thr := b.Record("nobody", ProduceBytes, 1<<30, t0); thr != 0 {
 		t.Errorf("unknown tenant throttled %v", thr)
 	}
-	b.Set("acme", LimitsFromWire(wire.Quotas{ProduceBytesPerSec: 1000}), t0)
+	b.Set("acme", Limits{ProduceBytes: {Rate: 1000}}, t0)
 	if thr := b.Record("acme", FetchBytes, 1<<30, t0); thr != 0 {
 		t.Errorf("kind without a quota throttled %v", thr)
 	}
@@ -229,7 +227,7 @@ func TestTimeGoingBackwardsIsNotCreditedTwice(t *testing.T) {
 
 func TestTakeDemand(t *testing.T) {
 	b := newBuckets(t, Config{})
-	b.Set("acme", LimitsFromWire(wire.Quotas{ProduceBytesPerSec: 1000}), t0)
+	b.Set("acme", Limits{ProduceBytes: {Rate: 1000}}, t0)
 	b.Set("globex", Limits{}, t0)
 	for i := range 10 {
 		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)

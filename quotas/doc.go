@@ -13,5 +13,6 @@
 // Nothing here starts a goroutine, does I/O or reads the clock: every call
 // that depends on time takes it as a parameter, so scenarios can be scripted
 // and replayed exactly. Only the data plane imports this package; it imports
-// no other Sluice package except the shared wire types.
+// no other Sluice package (dataplane/quotashare maps the wire quotas onto
+// Limits).
 package quotas
