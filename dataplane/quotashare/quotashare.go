@@ -145,8 +145,10 @@ func New(cfg Config) (*Sharer, error) {
 	return s, nil
 }
 
+// key is a broker's demand hash. The braces make every key of a cell hash to
+// one Redis Cluster slot, which the MULTI/EXEC round needs.
 func (s *Sharer) key(broker string) string {
-	return s.cfg.Prefix + ":quota-demand:v1:" + broker
+	return "{" + s.cfg.Prefix + "}:quota-demand:v1:" + broker
 }
 
 // setBrokers installs the cell's broker ids (adding this broker if the state

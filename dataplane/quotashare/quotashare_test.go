@@ -66,7 +66,7 @@ func prefix(t *testing.T) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		keys, err := rdb.Keys(ctx, p+":*").Result()
+		keys, err := rdb.Keys(ctx, "{"+p+"}:*").Result()
 		if err == nil && len(keys) > 0 {
 			err = rdb.Del(ctx, keys...).Err()
 		}
