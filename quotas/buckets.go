@@ -59,9 +59,13 @@ type Config struct {
 	// MinBurst is the smallest derived burst, in the bucket's units.
 	// Default 1.
 	MinBurst int
-	// MaxThrottle caps the throttle Record returns. The debt behind a longer
-	// throttle is kept, so the next request is throttled again. Default 30s,
-	// the default request timeout of Kafka clients.
+	// MaxThrottle, when positive, caps the throttle Record returns; the
+	// debt behind a longer throttle is kept, so the next request is
+	// throttled again. Zero (the default) means no cap, which is what keeps
+	// a client to its rate: with a cap, a client sending batches larger
+	// than rate × MaxThrottle gets one batch per MaxThrottle. KIP-219
+	// clients wait out any throttle without a timeout; a data plane that
+	// must delay responses for older clients caps its own delay instead.
 	MaxThrottle time.Duration
 }
 
@@ -74,9 +78,6 @@ func (c *Config) validate() error {
 	}
 	if c.MinBurst == 0 {
 		c.MinBurst = 1
-	}
-	if c.MaxThrottle == 0 {
-		c.MaxThrottle = 30 * time.Second
 	}
 	return nil
 }
@@ -261,7 +262,10 @@ func throttle(lim *rate.Limiter, now time.Time) time.Duration {
 }
 
 func (b *Buckets) capped(d time.Duration) time.Duration {
-	return min(d, b.cfg.MaxThrottle)
+	if b.cfg.MaxThrottle > 0 {
+		return min(d, b.cfg.MaxThrottle)
+	}
+	return d
 }
 
 // Throttle is the wait Record would return for a request of zero units: how

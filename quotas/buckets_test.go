@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -252,4 +254,42 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := New(Config{BurstWindow: -time.Second}); err == nil {
 		t.Fatal("negative burst window accepted")
 	}
+}
+
+// TestRecordLongRunProperty: a client that sends batches of arbitrary sizes
+// as fast as its throttles allow gets the quota over a minute, within one
+// burst and one batch.
+func TestRecordLongRunProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := rapid.Float64Range(1e3, 1e8).Draw(t, "rate")
+		// Keep the run under ~100k requests: batches of at least 1/1000 s
+		// of quota, bursts of at most a second.
+		minSize := int64(r/1000) + 1
+		burst := rapid.IntRange(1, int(r)).Draw(t, "burst")
+		sizes := rapid.SliceOfN(rapid.Int64Range(minSize, max(minSize, 8<<20)), 1, 8).Draw(t, "sizes")
+		b, err := New(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l Limits
+		l[ProduceBytes] = Limit{Rate: r, Burst: burst}
+		b.Set("acme", l, t0)
+		end := t0.Add(time.Minute)
+		var sent, largest float64
+		now := t0
+		for i := 0; now.Before(end); i++ {
+			n := sizes[i%len(sizes)]
+			thr := b.Record("acme", ProduceBytes, n, now)
+			sent += float64(n)
+			largest = max(largest, float64(n))
+			now = now.Add(max(thr, time.Nanosecond))
+			if i > 1_000_000 {
+				t.Fatal("client never reached the end of the run")
+			}
+		}
+		want := r * 60
+		if sent < want-largest-1 || sent > want+float64(burst)+largest+1 {
+			t.Fatalf("sent %.0f in a minute at %.0f/s with burst %d, want %.0f to %.0f", sent, r, burst, want-largest, want+float64(burst)+largest)
+		}
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 func sum(s []float64) float64 {
@@ -165,4 +167,30 @@ func TestCellReachesQuota(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSplitProperties checks Split's invariants on arbitrary inputs: shares
+// sum to the quota, none is below the floor, and a broker with more demand
+// above the floor never gets a smaller share.
+func TestSplitProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		quota := rapid.Float64Range(1, 1e10).Draw(t, "quota")
+		floor := rapid.Float64Range(0, 1).Draw(t, "floor")
+		demand := rapid.SliceOfN(rapid.Float64Range(0, 1e11), 1, 16).Draw(t, "demand")
+		got := Split(quota, demand, floor, nil)
+		if s := sum(got); math.Abs(s-quota) > 1e-9*quota {
+			t.Fatalf("shares %v sum to %v, want %v", got, s, quota)
+		}
+		each := floor * quota / float64(len(demand))
+		for i, v := range got {
+			if v < each-1e-9*quota {
+				t.Fatalf("share %d = %v below the floor %v", i, v, each)
+			}
+			for j, w := range got {
+				if demand[i] > demand[j] && v < w-1e-9*quota {
+					t.Fatalf("broker %d demands more than %d (%v > %v) but gets less (%v < %v)", i, j, demand[i], demand[j], v, w)
+				}
+			}
+		}
+	})
 }
