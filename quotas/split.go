@@ -1,0 +1,99 @@
+package quotas
+
+import "math"
+
+// DefaultFloor is the fraction of an even share that Split guarantees every
+// broker, so that a broker that saw no traffic for a tenant lately can still
+// admit a burst when a client connects to it. The floors of idle brokers are
+// not available to busy ones: with all of a tenant's traffic on one broker
+// of three, the cell admits 1 − 0.1 × 2/3 ≈ 93% of the quota.
+const DefaultFloor = 0.1
+
+// Split divides a tenant's cell-wide quota (units per second) among the
+// brokers of a cell, given each broker's demand for that tenant over the last
+// window (what it recorded, in units per second). It writes one share per
+// broker into out (reallocated if too short) and returns it.
+//
+// Every broker gets a floor of floor × quota / n. The rest is divided in
+// proportion to each broker's demand above its floor, so a broker whose
+// clients use less than the floor does not hold back any of the rest. The
+// shares always sum to quota. When no broker has demand above the floor the
+// split is even.
+//
+// Demand is what brokers admitted, and a throttled broker admits about its
+// share; splitting the demand above the floor (not the whole demand) is what
+// lets a busy broker's share grow each window until the brokers with little
+// traffic hold only what they use, so the cell as a whole reaches its quota.
+//
+// A quota of zero or less means no limit and is copied to every share.
+// floor is clamped to [0, 1]; negative or NaN demand counts as none.
+func Split(quota float64, demand []float64, floor float64, out []float64) []float64 {
+	n := len(demand)
+	out = resize(out, n)
+	if n == 0 {
+		return out
+	}
+	if quota <= 0 || math.IsNaN(quota) {
+		for i := range out {
+			out[i] = quota
+		}
+		return out
+	}
+	if !(floor >= 0) { // also catches NaN
+		floor = 0
+	}
+	floor = min(floor, 1)
+	each := floor * quota / float64(n)
+	var excess float64
+	for _, d := range demand {
+		if d > each && !math.IsInf(d, 1) {
+			excess += d - each
+		}
+	}
+	if excess == 0 {
+		return EvenSplit(quota, n, out)
+	}
+	rest := quota - each*float64(n)
+	var sum float64
+	largest := 0
+	for i, d := range demand {
+		out[i] = each
+		if d > each && !math.IsInf(d, 1) {
+			out[i] += rest * (d - each) / excess
+		}
+		sum += out[i]
+		if out[i] > out[largest] {
+			largest = i
+		}
+	}
+	// Rounding may leave the sum an ulp or two off; the largest share
+	// absorbs it so the cell never admits more than its quota.
+	out[largest] += quota - sum
+	return out
+}
+
+// EvenSplit gives each of n brokers quota / n: the split a broker falls back
+// to when it cannot learn the others' demand. It writes into out
+// (reallocated if too short) and returns it. A quota of zero or less means
+// no limit and is copied to every share.
+func EvenSplit(quota float64, n int, out []float64) []float64 {
+	out = resize(out, n)
+	for i := range out {
+		if quota <= 0 {
+			out[i] = quota
+		} else {
+			out[i] = quota / float64(n)
+		}
+	}
+	return out
+}
+
+func resize(s []float64, n int) []float64 {
+	if n < 0 {
+		n = 0
+	}
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
