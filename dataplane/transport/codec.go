@@ -24,8 +24,9 @@ import (
 //	...   payload of the kind (see the encode* functions)
 //
 // A connection starts with a hello (see writeHello) and then carries frames
-// only, except a snapshot connection, where the InstallSnapshot request frame
-// is followed by exactly Size raw bytes of snapshot data.
+// only, except a snapshot connection: the InstallSnapshot request frame, a
+// kindSnapshotAccept (or kindError) frame back, then exactly Size raw bytes
+// of snapshot data, then the response frame.
 
 const (
 	kindAppendEntries   uint8 = 1
@@ -33,6 +34,7 @@ const (
 	kindRequestPreVote  uint8 = 3
 	kindTimeoutNow      uint8 = 4
 	kindInstallSnapshot uint8 = 5
+	kindSnapshotAccept  uint8 = 0x7e // receiver is ready for snapshot data
 	kindError           uint8 = 0x7f
 	kindResponse        uint8 = 0x80 // or-ed into a request kind
 )
@@ -176,6 +178,10 @@ func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) 
 		b = appendHeader(b, m.RPCHeader)
 		b = binary.AppendUvarint(b, m.Term)
 		b = appendBool(b, m.Success)
+	case nil:
+		if kind != kindSnapshotAccept {
+			return nil, 0, errors.New("encode frame: nil message")
+		}
 	case *wireError:
 		b = append(b, m.code)
 		b = appendBytes(b, []byte(m.msg))
@@ -332,6 +338,7 @@ func decodeFrame(buf []byte) (frame, error) {
 		m.Term = d.uv()
 		m.Success = d.bool()
 		f.msg = m
+	case kindSnapshotAccept:
 	case kindError:
 		code := d.u8()
 		f.msg = &wireError{code: code, msg: string(d.bytes())}

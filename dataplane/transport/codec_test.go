@@ -56,6 +56,7 @@ func codecCases() []struct {
 			LastLogIndex: 100, LastLogTerm: 9, Configuration: []byte("conf"), ConfigurationIndex: 50, Size: 1 << 33,
 		}},
 		{"install snapshot response", kindInstallSnapshot | kindResponse, &raft.InstallSnapshotResponse{RPCHeader: testHeader(), Term: 9, Success: true}},
+		{"snapshot accept", kindSnapshotAccept, nil},
 		{"error", kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"}},
 	}
 }

@@ -272,25 +272,41 @@ func (g *GroupTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAdd
 	if _, err := bufs.WriteTo(nc); err != nil {
 		return fmt.Errorf("install snapshot to %s: write header: %w", id, err)
 	}
+	br := bufio.NewReader(nc)
+	// The receiver accepts (or refuses) before any data is sent, so a
+	// refusal is not lost in a reset of a connection still being written.
+	if _, err := readSnapshotFrame(br, n.cfg.MaxFrameSize, id, kindSnapshotAccept); err != nil {
+		return err
+	}
 	if _, err := io.CopyN(nc, data, args.Size); err != nil {
 		return fmt.Errorf("install snapshot to %s: write data: %w", id, err)
 	}
-	buf, err := readFrame(bufio.NewReader(nc), n.cfg.MaxFrameSize)
+	f, err := readSnapshotFrame(br, n.cfg.MaxFrameSize, id, kindInstallSnapshot|kindResponse)
 	if err != nil {
-		return fmt.Errorf("install snapshot to %s: read response: %w", id, err)
+		return err
+	}
+	*resp = *f.msg.(*raft.InstallSnapshotResponse)
+	return nil
+}
+
+// readSnapshotFrame reads one frame of the given kind from a snapshot
+// connection; an error frame becomes the peer's error.
+func readSnapshotFrame(br *bufio.Reader, maxFrame int, id raft.ServerID, kind uint8) (frame, error) {
+	buf, err := readFrame(br, maxFrame)
+	if err != nil {
+		return frame{}, fmt.Errorf("install snapshot to %s: read response: %w", id, err)
 	}
 	f, err := decodeFrame(buf)
 	if err != nil {
-		return fmt.Errorf("install snapshot to %s: %w", id, err)
+		return frame{}, fmt.Errorf("install snapshot to %s: %w", id, err)
 	}
-	switch m := f.msg.(type) {
-	case *wireError:
-		return fmt.Errorf("install snapshot: %w", m.toError(string(id)))
-	case *raft.InstallSnapshotResponse:
-		*resp = *m
-		return nil
+	if we, ok := f.msg.(*wireError); ok {
+		return frame{}, fmt.Errorf("install snapshot: %w", we.toError(string(id)))
 	}
-	return fmt.Errorf("install snapshot to %s: unexpected response kind %#x", id, f.kind)
+	if f.kind != kind {
+		return frame{}, fmt.Errorf("install snapshot to %s: unexpected response kind %#x", id, f.kind)
+	}
+	return f, nil
 }
 
 // push queues a request for serveInbox; false if the group is closed or its
@@ -444,6 +460,11 @@ func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 // AppendEntries implements raft.AppendPipeline. It blocks while the window
 // is full, until a response arrives or the pipeline or group closes.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	select {
+	case <-p.stop: // checked first: a select picks among ready cases at random
+		return nil, raft.ErrPipelineShutdown
+	default:
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-p.stop:

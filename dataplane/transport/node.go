@@ -451,6 +451,7 @@ func (n *Node) serveSnapshot(nc net.Conn, br *bufio.Reader, from string) {
 		respond(kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"})
 		return
 	}
+	respond(kindSnapshotAccept, nil)
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: req, Reader: io.LimitReader(br, req.Size), RespChan: respCh}
 	timer := time.NewTimer(timeout)
