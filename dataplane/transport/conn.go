@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // laneKind names what a connection carries.
@@ -96,7 +98,8 @@ type call struct {
 
 // conn is one TCP connection of a lane, either dialed (client: it sends
 // requests and reads responses) or accepted (server: it reads requests and
-// sends responses). It owns two goroutines, readLoop and writeLoop, both
+// sends responses). It owns two goroutines, readLoop and writeLoop (which
+// writes only when callers hand it a backlog, see enqueue), both
 // tracked by the Node's WaitGroup and ended by close.
 type conn struct {
 	node   *Node
@@ -107,26 +110,31 @@ type conn struct {
 	client bool
 
 	wake     chan struct{} // capacity 1: frames are queued
+	linger   *time.Timer   // flushes lazy frames; read by writeLoop
 	done     chan struct{} // closed by close
 	once     sync.Once
 	lastRead atomic.Int64 // unix nanos of the last frame read
 	nextID   atomic.Uint64
 
 	// mu guards the fields below.
-	mu      sync.Mutex
-	closed  bool
-	err     error
-	queue   net.Buffers // frames waiting for writeLoop
-	spare   net.Buffers
-	pending map[uint64]*call // client only
+	mu        sync.Mutex
+	closed    bool
+	err       error
+	writing   bool        // a goroutine is writing; others queue
+	lingering bool        // linger is armed for queued lazy frames
+	queue     net.Buffers // frames waiting to be written
+	spare     net.Buffers
+	pending   map[uint64]*call // client only
 }
 
 func newConn(n *Node, nc net.Conn, br *bufio.Reader, lane laneKind, peer string, client bool) *conn {
 	c := &conn{
 		node: n, nc: nc, br: br, lane: lane, peer: peer, client: client,
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+		linger: time.NewTimer(time.Hour),
 	}
+	c.linger.Stop()
 	if client {
 		c.pending = map[uint64]*call{}
 	}
@@ -176,8 +184,16 @@ func (c *conn) close(err error) {
 	})
 }
 
-// enqueue queues one encoded frame for writeLoop.
-func (c *conn) enqueue(frame net.Buffers) error {
+// enqueue sends one encoded frame. A lazy frame (idle traffic: heartbeats,
+// empty appends and their responses) may wait up to Config.Linger so that
+// frames of many groups share one write and one read; any other frame is
+// written at once, with whatever lazy frames are queued. When no write is in progress the
+// calling goroutine writes at once (with whatever else is queued), which
+// saves a goroutine hand-off per message on idle connections; otherwise the
+// frame is queued and the writer in progress, or writeLoop, sends it. A
+// caller never writes more than one batch: if more frames queued up during
+// its write, it hands them to writeLoop.
+func (c *conn) enqueue(frame net.Buffers, lazy bool) error {
 	c.mu.Lock()
 	if c.closed {
 		err := c.err
@@ -185,49 +201,105 @@ func (c *conn) enqueue(frame net.Buffers) error {
 		return fmt.Errorf("%s connection to %s: %w", c.lane, c.peer, err)
 	}
 	c.queue = append(c.queue, frame...)
+	if c.writing {
+		c.mu.Unlock()
+		return nil
+	}
+	if lazy {
+		// Wait up to Config.Linger for more frames to share the write.
+		if !c.lingering {
+			c.lingering = true
+			c.linger.Reset(c.node.cfg.Linger)
+		}
+		c.mu.Unlock()
+		return nil
+	}
+	c.writing = true
+	more, err := c.writeBatch() // unlocks and relocks c.mu
+	if err == nil && more {
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		return nil
+	}
+	c.writing = false
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if err != nil {
+		c.close(err)
+		return fmt.Errorf("%s connection to %s: %w", c.lane, c.peer, err)
 	}
 	return nil
 }
 
-// writeLoop writes whatever is queued with one writev per batch, so frames
-// of many groups that queue up together cost one system call.
+// writeBatch writes everything queued with one writev. It is called with
+// c.mu held and c.writing set by the caller, releases c.mu during the
+// write, and returns with c.mu held, reporting whether more frames queued
+// up meanwhile.
+func (c *conn) writeBatch() (more bool, err error) {
+	bufs := c.queue
+	c.queue = c.spare[:0]
+	c.spare = nil
+	c.mu.Unlock()
+	keep := bufs
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.node.cfg.WriteTimeout))
+	_, err = bufs.WriteTo(c.nc)
+	if err == nil {
+		c.node.stats.laneBytes[c.lane].Add(uint64(n))
+	}
+	clear(keep)
+	c.mu.Lock()
+	if c.spare == nil && cap(keep) <= 1024 {
+		c.spare = keep[:0]
+	}
+	if err != nil {
+		return false, fmt.Errorf("write: %w", err)
+	}
+	return len(c.queue) > 0, nil
+}
+
+// writeLoop takes over writing when a caller handed it queued frames, and
+// flushes lazy frames when their linger ends.
 func (c *conn) writeLoop() {
-	timeout := c.node.cfg.WriteTimeout
+	defer c.linger.Stop()
 	for {
 		select {
 		case <-c.wake:
+		case <-c.linger.C:
 		case <-c.done:
 			return
 		}
 		c.mu.Lock()
-		bufs := c.queue
-		c.queue = c.spare[:0]
-		c.spare = nil
-		c.mu.Unlock()
-		if len(bufs) == 0 {
-			continue
+		c.lingering = false
+		if c.writing {
+			c.mu.Unlock()
+			continue // the writer in progress takes the queue
 		}
-		keep := bufs
-		var n int64
-		for _, b := range bufs {
-			n += int64(len(b))
+		c.writing = true
+		for {
+			if c.closed || len(c.queue) == 0 {
+				c.writing = false
+				c.mu.Unlock()
+				break
+			}
+			more, err := c.writeBatch()
+			if err != nil {
+				c.writing = false
+				c.mu.Unlock()
+				c.close(err)
+				return
+			}
+			if !more {
+				c.writing = false
+				c.mu.Unlock()
+				break
+			}
 		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-		if _, err := bufs.WriteTo(c.nc); err != nil {
-			c.close(fmt.Errorf("write: %w", err))
-			return
-		}
-		c.node.stats.laneBytes[c.lane].Add(uint64(n))
-		clear(keep)
-		c.mu.Lock()
-		if c.spare == nil && cap(keep) <= 1024 {
-			c.spare = keep[:0]
-		}
-		c.mu.Unlock()
 	}
 }
 
@@ -285,7 +357,7 @@ func (c *conn) send(kind uint8, group string, msg any) (uint64, *call, error) {
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
-	if err := c.enqueue(bufs); err != nil {
+	if err := c.enqueue(bufs, c.node.cfg.Linger > 0 && isIdleTraffic(kind, msg)); err != nil {
 		c.forget(id)
 		return 0, nil, err
 	}
@@ -310,15 +382,23 @@ func (c *conn) timedOut(id uint64, cl *call) {
 }
 
 // reply queues a response (or error) frame on a server connection.
-func (c *conn) reply(kind uint8, reqID uint64, group []byte, msg any) {
+func (c *conn) reply(kind uint8, reqID uint64, group []byte, msg any, lazy bool) {
 	bufs, _, err := encodeFrame(kind, reqID, string(group), msg, c.node.cfg.MaxFrameSize)
 	if err != nil {
 		c.node.log.Warn("encode raft response", "lane", c.lane.String(), "error", err)
 		return
 	}
-	_ = c.enqueue(bufs) // a closed connection drops the response
+	_ = c.enqueue(bufs, lazy && c.node.cfg.Linger > 0) // a closed connection drops the response
 }
 
 func (c *conn) replyError(reqID uint64, group []byte, code uint8, msg string) {
-	c.reply(kindError, reqID, group, &wireError{code: code, msg: msg})
+	c.reply(kindError, reqID, group, &wireError{code: code, msg: msg}, false)
+}
+
+// isIdleTraffic reports whether a request is the kind an idle group sends
+// all the time (a heartbeat or an AppendEntries without entries), which may
+// linger to share writes.
+func isIdleTraffic(kind uint8, msg any) bool {
+	ae, ok := msg.(*raft.AppendEntriesRequest)
+	return ok && kind == kindAppendEntries && len(ae.Entries) == 0
 }

@@ -383,7 +383,7 @@ func (g *GroupTransport) respond(c *conn, f frame, r raft.RPCResponse) {
 		c.replyError(f.reqID, f.group, codeGeneric, "no response")
 		return
 	}
-	c.reply(f.kind|kindResponse, f.reqID, f.group, r.Response)
+	c.reply(f.kind|kindResponse, f.reqID, f.group, r.Response, isIdleTraffic(f.kind, f.msg))
 }
 
 // heartbeat runs the heartbeat fast path on the connection's read

@@ -91,6 +91,12 @@ type Config struct {
 	// have in flight to one peer. Default 2; negative disables pipelining
 	// (AppendEntriesPipeline returns ErrPipelineReplicationNotSupported).
 	PipelineWindow int
+	// Linger is how long idle traffic (heartbeats, AppendEntries without
+	// entries, and their responses) may wait so that frames of many groups
+	// share one write and one read. Default 5ms; negative disables. It adds
+	// at most 2×Linger to a heartbeat round trip, nothing to appends that
+	// carry entries or to votes.
+	Linger time.Duration
 	// InboxSize bounds the RPCs queued for one group before the receiver
 	// answers ErrGroupBusy. Default 64.
 	InboxSize int
@@ -133,6 +139,9 @@ func (c *Config) validate() error {
 	}
 	if c.PipelineWindow == 0 {
 		c.PipelineWindow = 2
+	}
+	if c.Linger == 0 {
+		c.Linger = 5 * time.Millisecond
 	}
 	if c.InboxSize <= 0 {
 		c.InboxSize = 64
