@@ -92,7 +92,11 @@ func newNodes(t testing.TB, n int, faults *Faults, mod func(*Config)) []*Node {
 	return nodes
 }
 
-func newCell(t testing.TB, brokers, groups int, mod func(*Config)) *cell {
+// newCell starts the cell. With batch > 0 groups start batch at a time,
+// each batch waiting for its leaders, as groups are created over time in a
+// real cell (starting a thousand elections at once on two cores starves
+// heartbeats and elections never settle).
+func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell {
 	t.Helper()
 	c := &cell{
 		t: t, faults: NewFaults(),
@@ -139,6 +143,9 @@ func newCell(t testing.TB, brokers, groups int, mod func(*Config)) *cell {
 			c.fsms[g] = append(c.fsms[g], fsm)
 			c.trans[g] = append(c.trans[g], tr)
 		}
+		if batch > 0 && (gi+1)%batch == 0 {
+			c.waitLeaders(5 * time.Minute)
+		}
 	}
 	return c
 }
@@ -166,6 +173,29 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// leaderless counts the groups without exactly one leader.
+func (c *cell) leaderless() int {
+	n := 0
+	for _, g := range c.groups {
+		if c.leader(g) < 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// settle polls until every group has one leader; false at the deadline.
+func (c *cell) settle(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for c.leaderless() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
 }
 
 func (c *cell) waitLeaders(timeout time.Duration, skip ...int) {

@@ -18,7 +18,7 @@ func TestCellRaftGroups(t *testing.T) {
 		t.Skip("starts 90 Raft instances")
 	}
 	const groups = 30
-	c := newCell(t, 3, groups, nil)
+	c := newCell(t, 3, groups, 0, nil)
 	c.waitLeaders(60 * time.Second)
 	t.Logf("leaders per node after election: %v", c.leaderSpread())
 

@@ -122,6 +122,7 @@ type conn struct {
 	err       error
 	writing   bool        // a goroutine is writing; others queue
 	lingering bool        // linger is armed for queued lazy frames
+	handoff   bool        // a caller left writing set for writeLoop to take over
 	queue     net.Buffers // frames waiting to be written
 	spare     net.Buffers
 	pending   map[uint64]*call // client only
@@ -217,6 +218,7 @@ func (c *conn) enqueue(frame net.Buffers, lazy bool) error {
 	c.writing = true
 	more, err := c.writeBatch() // unlocks and relocks c.mu
 	if err == nil && more {
+		c.handoff = true // writing stays set: writeLoop now owns it
 		c.mu.Unlock()
 		select {
 		case c.wake <- struct{}{}:
@@ -276,11 +278,14 @@ func (c *conn) writeLoop() {
 		}
 		c.mu.Lock()
 		c.lingering = false
-		if c.writing {
+		if c.handoff {
+			c.handoff = false // a caller handed its writing over to us
+		} else if c.writing {
 			c.mu.Unlock()
 			continue // the writer in progress takes the queue
+		} else {
+			c.writing = true
 		}
-		c.writing = true
 		for {
 			if c.closed || len(c.queue) == 0 {
 				c.writing = false

@@ -167,8 +167,8 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// mu guards the fields below. Lock order: Node.mu, then lane.mu, then
-	// conn.mu, then group.mu; never call out of the package under any.
+	// mu guards the fields below. Lock order: lane.mu, then Node.mu;
+	// conn.mu and GroupTransport.mu are leaves. Nothing blocks under mu.
 	mu     sync.Mutex
 	closed bool
 	groups map[string]*GroupTransport

@@ -276,3 +276,37 @@ func TestCloseWaitsForGoroutines(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestConcurrentCallsShareConnection runs many concurrent RPCs of many
+// groups over one lane, so callers keep finding a write in progress and
+// hand their frames over to the connection's writer; every call must be
+// answered. (A lost hand-off once left frames queued forever.)
+func TestConcurrentCallsShareConnection(t *testing.T) {
+	nodes := newNodes(t, 2, nil, nil)
+	a, b := nodes[0], nodes[1]
+	const groups, calls = 20, 200
+	var senders []*GroupTransport
+	for i := range groups {
+		id := fmt.Sprintf("g%d", i)
+		serveVotes(t, b, id)
+		senders = append(senders, mustGroup(t, a, id))
+	}
+	errc := make(chan error, groups)
+	for _, g := range senders {
+		go func() {
+			for range calls {
+				var resp raft.RequestVoteResponse
+				if err := g.RequestVote(b.ID(), b.Addr(), &raft.RequestVoteRequest{Term: 1}, &resp); err != nil || !resp.Granted {
+					errc <- fmt.Errorf("group %s: %v %+v", g.ID(), err, resp)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range groups {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
