@@ -1,0 +1,634 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+var (
+	// ErrUnknownGroup is returned (wrapped) by an RPC to a group that does
+	// not exist, or no longer exists, on the receiving broker.
+	ErrUnknownGroup = errors.New("unknown raft group")
+	// ErrGroupBusy is returned (wrapped) when the receiving group's inbound
+	// queue is full.
+	ErrGroupBusy = errors.New("raft group busy")
+	// ErrTimeout is returned (wrapped) when an RPC got no response in time.
+	ErrTimeout = errors.New("raft rpc timed out")
+	// ErrClosed is returned (wrapped) by calls on a closed Node or group.
+	ErrClosed = errors.New("transport closed")
+)
+
+// RemoteError is an error the receiving Raft returned for an RPC.
+type RemoteError struct {
+	Peer    string // broker id of the receiver
+	Message string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("raft rpc to %s: %s", e.Peer, e.Message)
+}
+
+func (e *wireError) toError(peer string) error {
+	switch e.code {
+	case codeUnknownGroup:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrUnknownGroup)
+	case codeBusy:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrGroupBusy)
+	case codeTimeout:
+		return fmt.Errorf("raft rpc to %s: receiver: %w", peer, ErrTimeout)
+	}
+	return &RemoteError{Peer: peer, Message: e.msg}
+}
+
+// Config configures a Node. Zero values take the defaults named on each
+// field.
+type Config struct {
+	// ID is this broker's id, used as the Raft ServerID of every group.
+	// Required.
+	ID raft.ServerID
+	// ListenAddr is the host:port to listen on ("127.0.0.1:0" in tests).
+	// Required.
+	ListenAddr string
+	// AdvertiseAddr is the address peers dial, used as the Raft
+	// ServerAddress of every group. Default: the listener's address.
+	AdvertiseAddr string
+	// Logger receives transport logs. Default: discard.
+	Logger *slog.Logger
+	// Faults, if set, injects network faults on send (tests only).
+	Faults *Faults
+	// DialTimeout bounds connecting to a peer. Default 2s.
+	DialTimeout time.Duration
+	// ControlTimeout bounds a control-lane RPC (heartbeat, votes,
+	// TimeoutNow). Default 2s.
+	ControlTimeout time.Duration
+	// AppendTimeout bounds an AppendEntries RPC, including the time the
+	// receiving Raft takes to store the entries. Default 10s.
+	AppendTimeout time.Duration
+	// WriteTimeout bounds one write system call batch on a connection.
+	// Default 10s.
+	WriteTimeout time.Duration
+	// SnapshotTimeout bounds an InstallSnapshot, on top of 1s per 10 MiB
+	// of snapshot data. Default 30s.
+	SnapshotTimeout time.Duration
+	// MaxFrameSize bounds a frame read or written. Default
+	// DefaultMaxFrameSize (80 MiB).
+	MaxFrameSize int
+	// AppendLanes is the number of append-lane connections per peer; a
+	// group always uses the same one. Default 1.
+	AppendLanes int
+	// PipelineWindow is the number of pipelined AppendEntries a group may
+	// have in flight to one peer. Default 2; negative disables pipelining
+	// (AppendEntriesPipeline returns ErrPipelineReplicationNotSupported).
+	PipelineWindow int
+	// Linger is how long idle traffic (heartbeats, AppendEntries without
+	// entries, and their responses) may wait so that frames of many groups
+	// share one write and one read. Default 5ms; negative disables. It adds
+	// at most 2×Linger to a heartbeat round trip, nothing to appends that
+	// carry entries or to votes.
+	Linger time.Duration
+	// InboxSize bounds the RPCs queued for one group before the receiver
+	// answers ErrGroupBusy. Default 64.
+	InboxSize int
+}
+
+func (c *Config) validate() error {
+	if c.ID == "" {
+		return errors.New("config: ID is required")
+	}
+	if len(c.ID) > maxGroupIDLen {
+		return fmt.Errorf("config: ID longer than %d bytes", maxGroupIDLen)
+	}
+	if c.ListenAddr == "" {
+		return errors.New("config: ListenAddr is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.DialTimeout, 2*time.Second)
+	def(&c.ControlTimeout, 2*time.Second)
+	def(&c.AppendTimeout, 10*time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.SnapshotTimeout, 30*time.Second)
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if c.MaxFrameSize > 1<<30 {
+		return errors.New("config: MaxFrameSize above 1 GiB")
+	}
+	if c.AppendLanes <= 0 {
+		c.AppendLanes = 1
+	}
+	if c.AppendLanes > 16 {
+		return errors.New("config: AppendLanes above 16")
+	}
+	if c.PipelineWindow == 0 {
+		c.PipelineWindow = 2
+	}
+	if c.Linger == 0 {
+		c.Linger = 5 * time.Millisecond
+	}
+	if c.InboxSize <= 0 {
+		c.InboxSize = 64
+	}
+	return nil
+}
+
+// Node is one broker's Raft transport: it owns the listener, the lanes to
+// every peer broker and the registry of groups. Create it with New, get a
+// raft.Transport per group with Group, and Close it last.
+type Node struct {
+	cfg    Config
+	id     string
+	addr   raft.ServerAddress
+	ln     net.Listener
+	log    *slog.Logger
+	faults *Faults
+	ctx    context.Context // cancelled by Close; aborts dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the Node and its groups start
+	stats  nodeStats
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// mu guards the fields below. Lock order: lane.mu, then Node.mu;
+	// conn.mu and GroupTransport.mu are leaves. Nothing blocks under mu.
+	mu     sync.Mutex
+	closed bool
+	groups map[string]*GroupTransport
+	peers  map[raft.ServerAddress]*peer
+	conns  map[*conn]struct{}
+	snaps  map[net.Conn]struct{} // live snapshot connections
+}
+
+// New listens on cfg.ListenAddr and starts accepting peer connections.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("new raft transport: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("new raft transport: listen: %w", err)
+	}
+	addr := cfg.AdvertiseAddr
+	if addr == "" {
+		addr = ln.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg: cfg, id: string(cfg.ID), addr: raft.ServerAddress(addr), ln: ln,
+		log: cfg.Logger, faults: cfg.Faults, ctx: ctx, cancel: cancel,
+		groups: map[string]*GroupTransport{},
+		peers:  map[raft.ServerAddress]*peer{},
+		conns:  map[*conn]struct{}{},
+		snaps:  map[net.Conn]struct{}{},
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.acceptLoop()
+	}()
+	return n, nil
+}
+
+// ID returns this broker's id.
+func (n *Node) ID() raft.ServerID { return n.cfg.ID }
+
+// Addr returns the address peers use for this broker (its ServerAddress).
+func (n *Node) Addr() raft.ServerAddress { return n.addr }
+
+// Close closes the listener, every connection and every group, and waits
+// for every goroutine the Node started. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		groups := make([]*GroupTransport, 0, len(n.groups))
+		for _, g := range n.groups {
+			groups = append(groups, g)
+		}
+		conns := make([]*conn, 0, len(n.conns))
+		for c := range n.conns {
+			conns = append(conns, c)
+		}
+		for s := range n.snaps {
+			_ = s.Close()
+		}
+		n.mu.Unlock()
+		n.cancel()
+		if err := n.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			n.closeErr = fmt.Errorf("close raft transport listener: %w", err)
+		}
+		for _, g := range groups {
+			_ = g.Close()
+		}
+		for _, c := range conns {
+			c.close(ErrClosed)
+		}
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// Group registers a Raft group on this Node and returns its transport. The
+// transport implements raft.Transport, raft.WithPreVote and raft.WithClose;
+// its Close (called by raft.Raft.Shutdown) unregisters the group. It fails
+// if the Node is closed or the group id is in use or longer than 255 bytes.
+func (n *Node) Group(groupID string) (*GroupTransport, error) {
+	if groupID == "" || len(groupID) > maxGroupIDLen {
+		return nil, fmt.Errorf("register raft group: id must have 1 to %d bytes", maxGroupIDLen)
+	}
+	g := &GroupTransport{
+		node:    n,
+		id:      groupID,
+		consume: make(chan raft.RPC),
+		inbox:   make(chan inbound, n.cfg.InboxSize),
+		done:    make(chan struct{}),
+		lane:    int(hashString(groupID) % uint32(n.cfg.AppendLanes)),
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, fmt.Errorf("register raft group %q: %w", groupID, ErrClosed)
+	}
+	if _, ok := n.groups[groupID]; ok {
+		return nil, fmt.Errorf("register raft group %q: already registered", groupID)
+	}
+	n.groups[groupID] = g
+	g.wg.Add(1)
+	n.spawnLocked(func() {
+		defer g.wg.Done()
+		g.serveInbox()
+	})
+	return g, nil
+}
+
+// spawn runs f on a goroutine tracked by the Node's WaitGroup; false (and
+// f not run) if the Node is closed, so no Add races Close's Wait.
+func (n *Node) spawn(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.spawnLocked(f)
+	return true
+}
+
+// spawnLocked is spawn with n.mu held and n.closed checked.
+func (n *Node) spawnLocked(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+func (n *Node) removeGroup(g *GroupTransport) {
+	n.mu.Lock()
+	if n.groups[g.id] == g {
+		delete(n.groups, g.id)
+	}
+	n.mu.Unlock()
+}
+
+func (n *Node) lookup(group []byte) *GroupTransport {
+	n.mu.Lock()
+	g := n.groups[string(group)]
+	n.mu.Unlock()
+	return g
+}
+
+func (n *Node) untrack(c *conn) {
+	n.mu.Lock()
+	delete(n.conns, c)
+	n.mu.Unlock()
+}
+
+func (n *Node) trackSnap(nc net.Conn) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.snaps[nc] = struct{}{}
+	return true
+}
+
+func (n *Node) untrackSnap(nc net.Conn) {
+	n.mu.Lock()
+	delete(n.snaps, nc)
+	n.mu.Unlock()
+	_ = nc.Close()
+}
+
+func (n *Node) acceptLoop() {
+	for {
+		nc, err := n.ln.Accept()
+		if err != nil {
+			if n.ctx.Err() == nil {
+				n.log.Error("raft transport accept", "error", err)
+			}
+			return
+		}
+		if !n.trackSnap(nc) { // tracked until the hello is read
+			_ = nc.Close()
+			return
+		}
+		if !n.spawn(func() { n.handshake(nc) }) {
+			n.untrackSnap(nc)
+			return
+		}
+	}
+}
+
+// handshake reads the hello of an accepted connection and starts serving it.
+func (n *Node) handshake(nc net.Conn) {
+	_ = nc.SetReadDeadline(time.Now().Add(n.cfg.DialTimeout))
+	br := bufio.NewReaderSize(nc, 64<<10)
+	lane, from, err := readHello(br)
+	if err != nil {
+		n.log.Warn("raft transport handshake", "remote", nc.RemoteAddr().String(), "error", err)
+		n.untrackSnap(nc)
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	if lane == laneSnapshot {
+		defer n.untrackSnap(nc)
+		n.serveSnapshot(nc, br, from)
+		return
+	}
+	n.mu.Lock()
+	delete(n.snaps, nc)
+	n.mu.Unlock()
+	c := newConn(n, nc, br, lane, from, false)
+	if !c.start() {
+		_ = nc.Close()
+	}
+}
+
+// handleRequest runs on a server connection's read goroutine: it answers
+// at once what it can (unknown group, heartbeats) and queues the rest to
+// the group, so one slow group never blocks the connection.
+func (n *Node) handleRequest(c *conn, f frame) {
+	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot {
+		c.close(fmt.Errorf("unexpected frame kind %#x on %s lane", f.kind, c.lane))
+		return
+	}
+	n.stats.received[f.kind].Add(1)
+	g := n.lookup(f.group)
+	if g == nil {
+		n.stats.unknownGroup.Add(1)
+		c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+		return
+	}
+	if f.kind == kindAppendEntries {
+		if req := f.msg.(*raft.AppendEntriesRequest); isHeartbeat(req) {
+			if fn := g.heartbeatFn.Load(); fn != nil {
+				g.heartbeat(c, f, *fn)
+				return
+			}
+		}
+	}
+	if !g.push(inbound{c: c, f: f}) {
+		if g.isClosed() {
+			c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+			return
+		}
+		c.replyError(f.reqID, f.group, codeBusy, "group busy")
+	}
+}
+
+// isHeartbeat reports whether req has the shape of a hashicorp/raft
+// heartbeat (the same test its own NetworkTransport makes).
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	leader := req.Addr
+	if len(leader) == 0 {
+		leader = req.Leader
+	}
+	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
+// serveSnapshot serves one InstallSnapshot on a dedicated connection: the
+// request frame, then Size bytes of data read by the receiving Raft, then
+// one response frame.
+func (n *Node) serveSnapshot(nc net.Conn, br *bufio.Reader, from string) {
+	_ = nc.SetReadDeadline(time.Now().Add(n.cfg.ControlTimeout))
+	buf, err := readFrame(br, n.cfg.MaxFrameSize)
+	if err != nil {
+		n.log.Warn("read install snapshot", "peer", from, "error", err)
+		return
+	}
+	f, err := decodeFrame(buf)
+	if err != nil || f.kind != kindInstallSnapshot {
+		n.log.Warn("decode install snapshot", "peer", from, "kind", f.kind, "error", err)
+		return
+	}
+	n.stats.received[kindInstallSnapshot].Add(1)
+	req := f.msg.(*raft.InstallSnapshotRequest)
+	timeout := n.snapshotTimeout(req.Size)
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	respond := func(kind uint8, msg any) {
+		bufs, _, err := encodeFrame(kind, f.reqID, string(f.group), msg, n.cfg.MaxFrameSize)
+		if err == nil {
+			_, err = bufs.WriteTo(nc)
+		}
+		if err != nil {
+			n.log.Warn("write install snapshot response", "peer", from, "error", err)
+		}
+	}
+	g := n.lookup(f.group)
+	if g == nil {
+		n.stats.unknownGroup.Add(1)
+		respond(kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"})
+		return
+	}
+	respond(kindSnapshotAccept, nil)
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: req, Reader: io.LimitReader(br, req.Size), RespChan: respCh}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case g.consume <- rpc:
+	case <-g.done:
+		respond(kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"})
+		return
+	case <-timer.C:
+		respond(kindError, &wireError{code: codeTimeout, msg: "timeout"})
+		return
+	}
+	select {
+	case r := <-respCh:
+		if r.Error != nil {
+			respond(kindError, &wireError{code: codeGeneric, msg: r.Error.Error()})
+			return
+		}
+		respond(kindInstallSnapshot|kindResponse, r.Response)
+	case <-g.done:
+	case <-timer.C:
+	}
+}
+
+func (n *Node) snapshotTimeout(size int64) time.Duration {
+	return n.cfg.SnapshotTimeout + time.Duration(size/(10<<20))*time.Second
+}
+
+// peer holds the lanes to one peer broker address.
+type peer struct {
+	addr    raft.ServerAddress
+	control *lane
+	appends []*lane
+}
+
+func (n *Node) peer(addr raft.ServerAddress) *peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[addr]
+	if p == nil {
+		p = &peer{addr: addr, control: &lane{node: n, addr: addr, kind: laneControl}}
+		for range n.cfg.AppendLanes {
+			p.appends = append(p.appends, &lane{node: n, addr: addr, kind: laneAppend})
+		}
+		n.peers[addr] = p
+	}
+	return p
+}
+
+// lane is the dialing side of one connection to a peer, redialed on demand.
+type lane struct {
+	node *Node
+	addr raft.ServerAddress
+	kind laneKind
+
+	// mu guards the fields below; it is held while dialing, so callers of
+	// one lane wait for one dial (bounded by DialTimeout).
+	mu       sync.Mutex
+	c        *conn
+	lastFail time.Time
+	lastErr  error
+}
+
+// redialBackoff: after a failed dial, calls fail fast for this long instead
+// of every group dialing again.
+const redialBackoff = 100 * time.Millisecond
+
+func (l *lane) get(peerID string) (*conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil && !l.c.isClosed() {
+		return l.c, nil
+	}
+	l.c = nil
+	if l.lastErr != nil && time.Since(l.lastFail) < redialBackoff {
+		return nil, l.lastErr
+	}
+	c, err := l.dial(peerID)
+	if err != nil {
+		l.lastFail, l.lastErr = time.Now(), err
+		return nil, err
+	}
+	l.lastErr = nil
+	l.c = c
+	return c, nil
+}
+
+func (l *lane) dial(peerID string) (*conn, error) {
+	n := l.node
+	nc, err := dialPeer(n, l.addr, l.kind)
+	if err != nil {
+		return nil, err
+	}
+	c := newConn(n, nc, bufio.NewReaderSize(nc, 64<<10), l.kind, peerID, true)
+	if !c.start() {
+		_ = nc.Close()
+		return nil, fmt.Errorf("dial %s lane to %s: %w", l.kind, l.addr, ErrClosed)
+	}
+	return c, nil
+}
+
+func dialPeer(n *Node, addr raft.ServerAddress, kind laneKind) (net.Conn, error) {
+	d := net.Dialer{Timeout: n.cfg.DialTimeout}
+	nc, err := d.DialContext(n.ctx, "tcp", string(addr))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(n.cfg.DialTimeout))
+	if err := writeHello(nc, kind, n.id); err != nil {
+		_ = nc.Close()
+		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
+	}
+	_ = nc.SetWriteDeadline(time.Time{})
+	return nc, nil
+}
+
+func hashString(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// Stats are counters since the Node started.
+type Stats struct {
+	// Sent and Received count RPCs by kind: "append_entries",
+	// "heartbeat" (sent only), "request_vote", "request_pre_vote",
+	// "timeout_now", "install_snapshot".
+	Sent, Received map[string]uint64
+	// UnknownGroup counts RPCs answered with ErrUnknownGroup.
+	UnknownGroup uint64
+	// LaneBytes counts bytes written per lane kind ("control", "append";
+	// snapshot data is not counted).
+	LaneBytes map[string]uint64
+}
+
+type nodeStats struct {
+	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
+	unknownGroup   atomic.Uint64
+	laneBytes      [4]atomic.Uint64
+}
+
+var kindNames = [8]string{
+	0:                   "heartbeat",
+	kindAppendEntries:   "append_entries",
+	kindRequestVote:     "request_vote",
+	kindRequestPreVote:  "request_pre_vote",
+	kindTimeoutNow:      "timeout_now",
+	kindInstallSnapshot: "install_snapshot",
+}
+
+// Stats returns a snapshot of the Node's counters.
+func (n *Node) Stats() Stats {
+	s := Stats{Sent: map[string]uint64{}, Received: map[string]uint64{}, LaneBytes: map[string]uint64{}}
+	for k, name := range kindNames {
+		if name == "" {
+			continue
+		}
+		s.Sent[name] = n.stats.sent[k].Load()
+		if k != 0 {
+			s.Received[name] = n.stats.received[k].Load()
+		}
+	}
+	s.UnknownGroup = n.stats.unknownGroup.Load()
+	s.LaneBytes[laneControl.String()] = n.stats.laneBytes[laneControl].Load()
+	s.LaneBytes[laneAppend.String()] = n.stats.laneBytes[laneAppend].Load()
+	return s
+}
