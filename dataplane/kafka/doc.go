@@ -1,0 +1,12 @@
+// Package kafka is a broker's Kafka listener: it accepts Kafka clients,
+// authenticates them with SASL/PLAIN against per-tenant API keys, scopes
+// every topic name to the caller's tenant, checks ACLs, and serves
+// ApiVersions, Metadata, Produce, Fetch (zero-copy on plaintext
+// connections), ListOffsets and DescribeConfigs over the partitions this
+// broker holds.
+//
+// The partitions themselves are behind the Partitions interface, which the
+// replication layer implements; package localpart holds a single-replica
+// implementation for tests and development. tenantd wires a Server up;
+// nothing else in dataplane imports this package.
+package kafka
