@@ -41,9 +41,10 @@ type brokerOpts struct {
 	logger          *slog.Logger
 }
 
-// startBroker starts a control plane whose three seeded brokers all
-// advertise this one listener, a state syncer for the cell, local
-// partitions and the Kafka server. Everything stops in t.Cleanup.
+// startBroker starts a control plane, a state syncer for the cell, local
+// partitions and the Kafka server of node 1. The seeded nodes 2 and 3 have
+// no Kafka address, so Metadata lists only node 1, which leads every
+// local partition. Everything stops in t.Cleanup.
 func startBroker(t testing.TB, o brokerOpts) *broker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,7 +52,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	cp := cptest.Start(t, cptest.Brokers{KafkaAddrs: []string{addr, addr, addr}})
+	cp := cptest.Start(t, cptest.Brokers{KafkaAddrs: []string{addr}})
 	pw := &panicWatch{}
 	logger := o.logger
 	if logger == nil {
