@@ -44,7 +44,7 @@ func produceN(b *testing.B, cl *kgo.Client, n int) {
 }
 
 // BenchmarkProduce: franz-go producing 1 KiB records with acks=all, no compression and
-// its default batching (up to 1 MB per partition) to one broker on loopback, over local single-replica
+// its default batching (linger 10 ms, up to 1 MB per batch) to one broker on loopback, over local single-replica
 // partitions (append + fsync per commit round; no replication).
 func BenchmarkProduce(b *testing.B) {
 	br := startBroker(b, brokerOpts{})
