@@ -30,6 +30,8 @@ import (
 type broker struct {
 	cp     *cptest.Env
 	state  *state.Syncer
+	store  *localpart.Store
+	logger *slog.Logger
 	srv    *kafka.Server
 	addr   string
 	panics *panicWatch
@@ -99,7 +101,34 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 			t.Error("a connection panicked (see the log)")
 		}
 	})
-	return &broker{cp: cp, state: syncer, srv: srv, addr: addr, panics: pw}
+	return &broker{cp: cp, state: syncer, store: store, logger: logger, srv: srv, addr: addr, panics: pw}
+}
+
+// startServer starts another listener over the same state and partitions,
+// configured by edit, and returns its address.
+func (b *broker) startServer(t testing.TB, edit func(*kafka.Config)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.Config{Listener: ln, NodeID: 1, State: b.state, Partitions: b.store, Logger: b.logger}
+	edit(&cfg)
+	srv, err := kafka.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
 }
 
 // createTopic creates a topic through the control plane and waits until
@@ -192,6 +221,10 @@ func dialRaw(t testing.TB, addr string) *rawConn {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return wrapRaw(t, c)
+}
+
+func wrapRaw(t testing.TB, c net.Conn) *rawConn {
 	t.Cleanup(func() { c.Close() })
 	return &rawConn{t: t, c: c, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw-test"))}
 }

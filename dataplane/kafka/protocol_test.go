@@ -275,6 +275,56 @@ func TestProtocolRules(t *testing.T) {
 				t.Fatalf("got code %d, %d bytes, hw %d", fp.ErrorCode, len(fp.RecordBatches), fp.HighWatermark)
 			}
 		}},
+		{"list offsets: earliest, latest and by timestamp", func(t *testing.T) {
+			rc := authed(t)
+			before := time.Now().Add(-time.Hour).UnixMilli()
+			p := produce(t, rc, 10, makeBatch("timed"))
+			if p.ErrorCode != 0 {
+				t.Fatalf("produce: %d", p.ErrorCode)
+			}
+			ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
+				lo := kmsg.NewPtrListOffsetsRequest()
+				lo.Version = 7
+				lp := kmsg.NewListOffsetsRequestTopicPartition()
+				lp.Timestamp = ts
+				lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "small", Partitions: []kmsg.ListOffsetsRequestTopicPartition{lp}}}
+				resp, err := rc.roundTrip(lo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+			}
+			if e := ask(-2); e.ErrorCode != 0 || e.Offset != 0 {
+				t.Fatalf("earliest: %+v", e)
+			}
+			if l := ask(-1); l.ErrorCode != 0 || l.Offset != p.BaseOffset+1 {
+				t.Fatalf("latest: %+v, produced at %d", l, p.BaseOffset)
+			}
+			if o := ask(before); o.ErrorCode != 0 || o.Offset != 0 {
+				t.Fatalf("an hour ago: %+v", o)
+			}
+			if o := ask(time.Now().Add(time.Hour).UnixMilli()); o.ErrorCode != 0 || o.Offset != -1 {
+				t.Fatalf("in an hour: %+v", o)
+			}
+		}},
+		{"describe configs returns the topic's effective config", func(t *testing.T) {
+			rc := authed(t)
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			r.Version = 4
+			r.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "small"}}
+			resp, err := rc.roundTrip(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := resp.(*kmsg.DescribeConfigsResponse).Resources[0]
+			got := map[string]string{}
+			for _, c := range res.Configs {
+				got[c.Name] = *c.Value
+			}
+			if res.ErrorCode != 0 || got["max.message.bytes"] != "2048" || got["cleanup.policy"] != "delete" {
+				t.Fatalf("got code %d, %v", res.ErrorCode, got)
+			}
+		}},
 		{"a frame above MaxRequestBytes closes the connection", func(t *testing.T) {
 			rc := authed(t)
 			if _, err := rc.c.Write(binary.BigEndian.AppendUint32(nil, 2<<20)); err != nil {
