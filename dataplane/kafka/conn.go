@@ -33,7 +33,7 @@ type conn struct {
 	mechanism bool // SaslHandshake chose PLAIN
 	rawSASL   bool // SaslHandshake v0: the next frame is a bare PLAIN token
 
-	rbuf, wbuf []byte
+	wbuf []byte // reused for responses
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -79,14 +79,15 @@ func (c *conn) serve() {
 		} else {
 			c.nc.SetReadDeadline(c.s.cfg.Now().Add(c.s.cfg.IdleTimeout))
 		}
-		frame, err := readFrame(c.br, limit, c.rbuf)
+		// A fresh buffer per request: Produce hands the batch bytes to the
+		// partition, which may keep them after it returns.
+		frame, err := readFrame(c.br, limit, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Info("kafka connection closed", "err", err)
 			}
 			return
 		}
-		c.rbuf = frame[:0]
 		if c.rawSASL {
 			if err := c.rawAuthenticate(frame); err != nil {
 				log.Info("kafka authentication failed", "err", err)

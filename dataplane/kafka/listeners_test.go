@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -151,4 +152,45 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// TestCloseEndsLongPoll: Close ends a fetch that is waiting for data,
+// closes its connection, waits for the server's goroutines, and is
+// idempotent; Serve returns nil.
+func TestCloseEndsLongPoll(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("alpha", "developer")
+	b.createTopic(t, a, "orders", 1, nil)
+	b.waitForKey(t, a)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: 1, State: b.state, Partitions: b.store, Logger: b.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	rc := dialRaw(t, ln.Addr().String())
+	rc.authenticate(a.KeyID, a.Secret)
+	r := kmsg.NewPtrFetchRequest()
+	r.Version, r.MaxBytes, r.MinBytes, r.MaxWaitMillis, r.SessionEpoch = 12, 1<<20, 1, 30_000, -1
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.PartitionMaxBytes = 1 << 20
+	r.Topics = []kmsg.FetchRequestTopic{{Topic: "orders", Partitions: []kmsg.FetchRequestTopicPartition{p}}}
+	rc.send(r)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	rc.expectClosed(5 * time.Second)
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		t.Fatal("listener still accepting after Close")
+	}
 }

@@ -25,7 +25,8 @@ type Partition interface {
 	// (a majority of replicas has it on stable storage), with its base
 	// offset. It fails with a *NotLeaderError when this replica does not
 	// lead, and with ctx's error when ctx ends first; the batch may then
-	// still commit later.
+	// still commit later. Produce owns batch from the call on: it may
+	// stamp it in place and keep it after returning.
 	Produce(ctx context.Context, batch []byte) (baseOffset int64, err error)
 	// Fetch returns committed batches from the one containing offset: whole
 	// batches only, at least one when any is committed at or after offset,

@@ -168,8 +168,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		defer s.wg.Done()
 		s.watchKeys()
 	}()
-	stop := context.AfterFunc(ctx, func() { go s.Close() })
-	defer stop()
+	unhook := context.AfterFunc(ctx, func() { s.stop() })
+	defer unhook()
 	defer s.wg.Done()
 	s.cfg.Logger.Info("kafka listener serving", "addr", s.ln.Addr().String(), "node", s.cfg.NodeID, "tls", s.cfg.TLS != nil, "dev_tenant", s.cfg.DevTenant != "")
 	var backoff time.Duration
@@ -180,7 +180,7 @@ func (s *Server) Serve(ctx context.Context) error {
 				return nil
 			}
 			if errors.Is(err, net.ErrClosed) {
-				go s.Close()
+				s.stop()
 				return fmt.Errorf("accept kafka connection: %w", err)
 			}
 			// Anything else (out of file descriptors, an aborted
@@ -227,23 +227,30 @@ func (s *Server) startConn(nc net.Conn) {
 // Close stops accepting, closes every connection and waits for every
 // goroutine the server started. It is idempotent.
 func (s *Server) Close() error {
+	err := s.stop()
+	s.wg.Wait()
+	return err
+}
+
+// stop closes the listener and every connection without waiting; the
+// first call does the work.
+func (s *Server) stop() error {
 	s.mu.Lock()
-	first := !s.closed
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
 	s.closed = true
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	var err error
-	if first {
-		s.cancel()
-		err = s.ln.Close()
-		for _, c := range conns {
-			c.nc.Close()
-		}
+	s.cancel()
+	err := s.ln.Close()
+	for _, c := range conns {
+		c.nc.Close()
 	}
-	s.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
