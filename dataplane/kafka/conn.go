@@ -151,6 +151,8 @@ func (c *conn) handle(req *request) error {
 		return c.fetch(req, r)
 	case *kmsg.ListOffsetsRequest:
 		resp = c.listOffsets(r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		resp = c.offsetForLeaderEpoch(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
 	default:

@@ -2,8 +2,8 @@
 // authenticates them with SASL/PLAIN against per-tenant API keys, scopes
 // every topic name to the caller's tenant, checks ACLs, and serves
 // ApiVersions, Metadata, Produce, Fetch (zero-copy on plaintext
-// connections), ListOffsets and DescribeConfigs over the partitions this
-// broker holds.
+// connections), ListOffsets, OffsetForLeaderEpoch and DescribeConfigs over
+// the partitions this broker holds.
 //
 // The partitions themselves are behind the Partitions interface, which the
 // replication layer implements; package localpart holds a single-replica

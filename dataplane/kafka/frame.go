@@ -31,6 +31,7 @@ var apis = map[int16]apiRange{
 	3:  {0, 12}, // Metadata
 	17: {0, 1},  // SaslHandshake
 	18: {0, 3},  // ApiVersions
+	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate
 }

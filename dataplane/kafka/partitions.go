@@ -47,6 +47,12 @@ type Partition interface {
 	// OffsetForTimestamp returns the first committed offset whose batch
 	// holds a timestamp ≥ ts; found is false if there is none.
 	OffsetForTimestamp(ts int64) (offset int64, found bool, err error)
+	// EpochEnd answers OffsetForLeaderEpoch: for a consumer whose last
+	// record had leader epoch epoch, the largest epoch ≤ epoch in this
+	// log and the offset where it ends (the next epoch's first offset, or
+	// the high watermark for the current epoch). ok is false when the log
+	// knows no such epoch.
+	EpochEnd(epoch int32) (leaderEpoch int32, endOffset int64, ok bool, err error)
 	// Watch arranges a non-blocking send on wake once the high watermark
 	// is above hw, or leadership changes; it sends at once if that is
 	// already so. cancel removes the arrangement and may be called more

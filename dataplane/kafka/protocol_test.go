@@ -97,7 +97,7 @@ func TestProtocolRules(t *testing.T) {
 			for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
 				keys[k.ApiKey] = true
 			}
-			for _, k := range []int16{0, 1, 2, 3, 17, 18, 32, 36} {
+			for _, k := range []int16{0, 1, 2, 3, 17, 18, 23, 32, 36} {
 				if !keys[k] {
 					t.Errorf("api %s missing", kmsg.NameForKey(k))
 				}
@@ -323,6 +323,29 @@ func TestProtocolRules(t *testing.T) {
 			}
 			if res.ErrorCode != 0 || got["max.message.bytes"] != "2048" || got["cleanup.policy"] != "delete" {
 				t.Fatalf("got code %d, %v", res.ErrorCode, got)
+			}
+		}},
+		{"offset for leader epoch: the current epoch ends at the high watermark", func(t *testing.T) {
+			rc := authed(t)
+			p := produce(t, rc, 10, makeBatch("epoch"))
+			ask := func(epoch, current int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+				r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+				r.Version, r.ReplicaID = 4, -1
+				r.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{{Topic: "small", Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 0, LeaderEpoch: epoch, CurrentLeaderEpoch: current}}}}
+				resp, err := rc.roundTrip(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]
+			}
+			if got := ask(0, 0); got.ErrorCode != 0 || got.LeaderEpoch != 0 || got.EndOffset != p.BaseOffset+1 {
+				t.Fatalf("epoch 0: %+v (produced at %d)", got, p.BaseOffset)
+			}
+			if got := ask(0, 3); got.ErrorCode != 75 {
+				t.Fatalf("a newer current epoch: code %d, want 75 (UNKNOWN_LEADER_EPOCH)", got.ErrorCode)
+			}
+			if got := ask(5, -1); got.ErrorCode != 0 || got.EndOffset != -1 {
+				t.Fatalf("an unknown epoch: %+v", got)
 			}
 		}},
 		{"a frame above MaxRequestBytes closes the connection", func(t *testing.T) {

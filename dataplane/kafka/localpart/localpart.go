@@ -259,6 +259,14 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
 	return p.log.OffsetForTimestamp(ts)
 }
 
+// EpochEnd knows the one epoch, 0, which ends at the high watermark.
+func (p *Partition) EpochEnd(epoch int32) (int32, int64, bool, error) {
+	if epoch != 0 {
+		return -1, -1, false, nil
+	}
+	return 0, p.HighWatermark(), true, nil
+}
+
 // Watch wakes the caller once the high watermark is above hw.
 func (p *Partition) Watch(hw int64, wake chan<- struct{}) func() {
 	p.mu.Lock()
