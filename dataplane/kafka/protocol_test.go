@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/api"
 )
 
 // TestRevokedKeyIsDisconnected: revoking a key closes its open connections
@@ -35,6 +37,31 @@ func TestRevokedKeyIsDisconnected(t *testing.T) {
 		t.Fatalf("revoked key authenticates: code %d", resp.ErrorCode)
 	}
 	rc2.expectClosed(5 * time.Second)
+}
+
+// TestExpiredKeyIsDisconnected: a key that expires while its connection
+// is open loses the connection soon after, with no state change to
+// trigger the check.
+func TestExpiredKeyIsDisconnected(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("alpha", "developer")
+	expires := time.Now().Add(5 * time.Second)
+	k, err := a.Owner.CreateAPIKey(context.Background(), api.CreateAPIKeyRequest{Description: "short lived", Role: "developer", ExpiresAt: &expires})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the short-lived key to reach the broker", func() bool {
+		_, err := b.state.View().Authenticate(k.ID, k.Secret, time.Now())
+		return err == nil
+	})
+	rc := dialRaw(t, b.addr)
+	if resp := rc.authenticate(k.ID, k.Secret); resp.ErrorCode != 0 {
+		t.Skipf("the key expired before the connection authenticated (slow machine): %d", resp.ErrorCode)
+	}
+	rc.expectClosed(time.Until(expires) + 10*time.Second)
+	if time.Now().Before(expires) {
+		t.Fatal("closed before the key expired")
+	}
 }
 
 // TestProtocolRules covers the rules real clients rarely exercise, one
