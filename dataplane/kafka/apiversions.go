@@ -26,6 +26,14 @@ var clientSoftwareRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z
 func (c *conn) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys
+	if c.s.cfg.ControlPlane == nil {
+		resp.ApiKeys = nil
+		for _, k := range apiKeys {
+			if !adminAPIs[k.ApiKey] {
+				resp.ApiKeys = append(resp.ApiKeys, k)
+			}
+		}
+	}
 	if r.Version >= 3 && (!clientSoftwareRE.MatchString(r.ClientSoftwareName) || !clientSoftwareRE.MatchString(r.ClientSoftwareVersion)) {
 		resp.ErrorCode, _ = entryCode(catalog.InvalidRequest, "")
 	}

@@ -30,6 +30,8 @@ type conn struct {
 	principal atomic.Pointer[state.Principal] // nil until authenticated
 	dev       bool                            // principal is the DevTenant's, not a key's
 
+	secret string // the key's secret, for control-plane calls as the caller
+
 	mechanism bool // SaslHandshake chose PLAIN
 	rawSASL   bool // SaslHandshake v0: the next frame is a bare PLAIN token
 
@@ -96,6 +98,9 @@ func (c *conn) serve() {
 			continue
 		}
 		req, err := parseRequest(frame)
+		if err == nil && adminAPIs[req.key] && c.s.cfg.ControlPlane == nil {
+			err = fmt.Errorf("%w %d (no control plane configured)", errUnknownAPI, req.key)
+		}
 		if err != nil {
 			if errors.Is(err, errUnsupportedVer) && req.key == 18 {
 				// The client retries with an older version after this.
@@ -153,6 +158,10 @@ func (c *conn) handle(req *request) error {
 		resp = c.listOffsets(r)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		resp = c.offsetForLeaderEpoch(r)
+	case *kmsg.CreateTopicsRequest:
+		resp = c.createTopics(r)
+	case *kmsg.DeleteTopicsRequest:
+		resp = c.deleteTopics(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
 	default:

@@ -3,7 +3,8 @@
 // every topic name to the caller's tenant, checks ACLs, and serves
 // ApiVersions, Metadata, Produce, Fetch (zero-copy on plaintext
 // connections), ListOffsets, OffsetForLeaderEpoch and DescribeConfigs over
-// the partitions this broker holds.
+// the partitions this broker holds; CreateTopics and DeleteTopics go to the
+// control plane's public API with the caller's own key.
 //
 // The partitions themselves are behind the Partitions interface, which the
 // replication layer implements; package localpart holds a single-replica

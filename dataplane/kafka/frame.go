@@ -31,6 +31,8 @@ var apis = map[int16]apiRange{
 	3:  {0, 12}, // Metadata
 	17: {0, 1},  // SaslHandshake
 	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics (with Config.ControlPlane)
+	20: {0, 6},  // DeleteTopics (with Config.ControlPlane)
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
@@ -41,6 +42,7 @@ type brokerOpts struct {
 	maxRequestBytes int32
 	authTimeout     time.Duration
 	logger          *slog.Logger
+	controlPlane    bool // serve CreateTopics/DeleteTopics through the control plane
 }
 
 // startBroker starts a control plane, a state syncer for the cell, local
@@ -76,8 +78,12 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
-		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout})
+	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout}
+	if o.controlPlane {
+		cfg.ControlPlane = client.New(cp.URL)
+	}
+	srv, err := kafka.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,7 @@ func (c *conn) authenticate(token []byte) error {
 		return catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
 	}
 	c.dev = false
+	c.secret = secret
 	c.principal.Store(p)
 	c.s.cfg.Logger.Debug("kafka client authenticated", "remote", c.remote, "key_id", p.KeyID, "tenant_id", p.TenantID)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	State *state.Syncer
 	// Partitions are the replicas this broker holds; required.
 	Partitions Partitions
+	// ControlPlane, when set, is a client of the control plane's public API
+	// without a credential: CreateTopics and DeleteTopics are then served
+	// by calling it with the caller's own API key. Unset, they are not
+	// advertised.
+	ControlPlane *client.Client
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxRequestBytes is the largest request frame accepted; a larger one
