@@ -150,7 +150,13 @@ func (c *conn) handle(req *request) error {
 	case *kmsg.ProduceRequest:
 		resp = c.produce(r)
 		if r.Acks == 0 {
-			return nil // acks=0: the client expects no response
+			// acks=0: the client expects no response. As Kafka does, a
+			// failure closes the connection instead, the only signal such
+			// a client gets to refresh its metadata.
+			if produceFailed(resp.(*kmsg.ProduceResponse)) {
+				return errors.New("acks=0 produce failed")
+			}
+			return nil
 		}
 	case *kmsg.FetchRequest:
 		return c.fetch(req, r)

@@ -127,3 +127,15 @@ func hasPartition(ps []wire.Partition, p int32) bool {
 	}
 	return false
 }
+
+// produceFailed reports whether any partition of a produce failed.
+func produceFailed(r *kmsg.ProduceResponse) bool {
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

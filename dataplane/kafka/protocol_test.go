@@ -227,6 +227,14 @@ func TestProtocolRules(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"a failed acks=0 produce closes the connection", func(t *testing.T) {
+			rc := authed(t)
+			r := kmsg.NewPtrProduceRequest()
+			r.Version, r.Acks, r.TimeoutMillis = 8, 0, 5000
+			r.Topics = []kmsg.ProduceRequestTopic{{Topic: "small", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 7, Records: makeBatch("lost")}}}}
+			rc.send(r)
+			rc.expectClosed(5 * time.Second)
+		}},
 		{"fetching past the end is OFFSET_OUT_OF_RANGE", func(t *testing.T) {
 			rc := authed(t)
 			r := kmsg.NewPtrFetchRequest()
