@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -49,24 +50,26 @@ type request struct {
 }
 
 // readFrame reads one size-prefixed frame into buf (grown as needed) and
-// returns it. A size above max, negative, or too small for a request header
+// returns it. A size above limit, negative, or too small for a request header
 // is an error; the frame's bytes are then not read.
-func readFrame(r io.Reader, max int32, buf []byte) ([]byte, error) {
+func readFrame(r io.Reader, limit int32, buf []byte) ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(r, sz[:]); err != nil {
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 0 || n > max {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d allowed", errFrameTooLarge, uint32(n), max)
+	if n < 0 || n > limit {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d allowed", errFrameTooLarge, uint32(n), limit)
 	}
-	// Grow with the data that actually arrives, so a peer that announces a
-	// large frame and sends little cannot make the broker allocate it all.
-	buf = buf[:0]
+	// Allocate up to 8 MiB at once (a typical request in one allocation);
+	// beyond that, grow with the data that actually arrives, so a peer
+	// that announces a large frame and sends little cannot make the broker
+	// allocate it all.
+	buf = slices.Grow(buf[:0], int(min(n, 8<<20)))
 	for int32(len(buf)) < n {
-		chunk := min(n-int32(len(buf)), 1<<20)
 		start := len(buf)
-		buf = append(buf, make([]byte, chunk)...)
+		want := int(min(n-int32(start), max(int32(cap(buf)-start), 1<<20)))
+		buf = slices.Grow(buf, want)[:start+want]
 		if _, err := io.ReadFull(r, buf[start:]); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF

@@ -2,6 +2,9 @@ package kafka
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -89,4 +92,24 @@ func FuzzDecodeRequest(f *testing.F) {
 			_ = req.body.AppendTo(nil)
 		}
 	})
+}
+
+// TestReadFrameLarge: frames beyond the first allocation arrive whole; a
+// frame cut short is an error, not a short read.
+func TestReadFrameLarge(t *testing.T) {
+	body := make([]byte, 20<<20+3)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	framed := append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	got, err := readFrame(bytes.NewReader(framed), 32<<20, nil)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("whole frame: %d bytes, %v", len(got), err)
+	}
+	if _, err := readFrame(bytes.NewReader(framed[:len(framed)/2]), 32<<20, nil); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut frame: %v", err)
+	}
+	if _, err := readFrame(bytes.NewReader(framed), 16<<20, nil); !errors.Is(err, errFrameTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
 }
