@@ -8,6 +8,6 @@
 //
 // The partitions themselves are behind the Partitions interface, which the
 // replication layer implements; package localpart holds a single-replica
-// implementation for tests and development. tenantd wires a Server up;
-// nothing else in dataplane imports this package.
+// implementation for tests and development. tenantd is to wire a Server up
+// (not done yet); nothing else in dataplane imports this package.
 package kafka
