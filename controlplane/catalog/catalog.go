@@ -56,6 +56,11 @@ const (
 	kafkaResourceNotFound           int16 = 91
 	kafkaBrokerNotAvailable         int16 = 8
 	kafkaCoordinatorNotAvailable    int16 = 15
+	kafkaOffsetOutOfRange           int16 = 1
+	kafkaRequestTimedOut            int16 = 7
+	kafkaUnsupportedVersion         int16 = 35
+	kafkaFencedLeaderEpoch          int16 = 74
+	kafkaUnknownLeaderEpoch         int16 = 75
 )
 
 // The catalogue. Codes are stable API: add new ones, never rename.
@@ -96,6 +101,11 @@ var (
 	UnsupportedMechanism = def("unsupported_sasl_mechanism", http.StatusBadRequest, kafkaUnsupportedSaslMechanism, false, "the SASL mechanism is not supported")
 	InvalidFetchSize     = def("invalid_fetch_size", http.StatusBadRequest, kafkaInvalidFetchSize, false, "the fetch size is not valid")
 	Unavailable          = def("unavailable", http.StatusServiceUnavailable, kafkaUnknownServerError, true, "the service is temporarily unavailable")
+	OffsetOutOfRange     = def("offset_out_of_range", http.StatusRequestedRangeNotSatisfiable, kafkaOffsetOutOfRange, false, "the offset is outside the partition's retained range")
+	RequestTimedOut      = def("request_timed_out", http.StatusGatewayTimeout, kafkaRequestTimedOut, true, "the request timed out before it was committed")
+	UnsupportedVersion   = def("unsupported_version", http.StatusBadRequest, kafkaUnsupportedVersion, false, "this version of the request is not supported")
+	FencedLeaderEpoch    = def("fenced_leader_epoch", http.StatusConflict, kafkaFencedLeaderEpoch, true, "the leader epoch in the request is older than the partition's")
+	UnknownLeaderEpoch   = def("unknown_leader_epoch", http.StatusConflict, kafkaUnknownLeaderEpoch, true, "the leader epoch in the request is newer than the partition's")
 	Internal             = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
 )
 

@@ -1,0 +1,225 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// conn is one client connection. Its goroutine (serve) owns everything but
+// principal, which the server's key watcher reads.
+type conn struct {
+	s      *Server
+	nc     net.Conn // *net.TCPConn or *tls.Conn; Fetch hands it to sendfile
+	br     *bufio.Reader
+	remote string
+
+	principal atomic.Pointer[state.Principal] // nil until authenticated
+	dev       bool                            // principal is the DevTenant's, not a key's
+
+	secret string // the key's secret, for control-plane calls as the caller
+
+	mechanism bool // SaslHandshake chose PLAIN
+	rawSASL   bool // SaslHandshake v0: the next frame is a bare PLAIN token
+
+	wbuf []byte // reused for responses
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), remote: nc.RemoteAddr().String()}
+	if s.cfg.DevTenant != "" && isLoopback(nc.RemoteAddr()) {
+		c.dev = true
+		c.principal.Store(&state.Principal{TenantID: s.cfg.DevTenant, Role: authz.RoleAdmin})
+	}
+	return c
+}
+
+// errCloseAfterReply asks serve to close the connection once the response
+// is written (a failed authentication).
+var errCloseAfterReply = errors.New("close after reply")
+
+// serve reads, handles and answers requests one at a time until the peer
+// leaves, a request is not acceptable, or the server closes.
+func (c *conn) serve() {
+	log := c.s.cfg.Logger.With("remote", c.remote)
+	defer c.nc.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("kafka connection panicked; closed", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	authBy := c.s.cfg.Now().Add(c.s.cfg.AuthTimeout)
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		c.nc.SetDeadline(authBy)
+		ctx, cancel := context.WithDeadline(c.s.ctx, authBy)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			log.Debug("tls handshake failed", "err", err)
+			return
+		}
+		c.nc.SetDeadline(time.Time{})
+	}
+	for c.s.ctx.Err() == nil {
+		limit := c.s.cfg.MaxRequestBytes
+		if c.principal.Load() == nil {
+			c.nc.SetReadDeadline(authBy)
+			limit = min(limit, maxUnauthenticatedBytes)
+		} else {
+			c.nc.SetReadDeadline(c.s.cfg.Now().Add(c.s.cfg.IdleTimeout))
+		}
+		// A fresh buffer per request: Produce hands the batch bytes to the
+		// partition, which may keep them after it returns.
+		frame, err := readFrame(c.br, limit, nil)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				log.Info("kafka connection closed", "err", err)
+			}
+			return
+		}
+		if c.rawSASL {
+			if err := c.rawAuthenticate(frame); err != nil {
+				log.Info("kafka authentication failed", "err", err)
+				return
+			}
+			continue
+		}
+		req, err := parseRequest(frame)
+		if err == nil && adminAPIs[req.key] && c.s.cfg.ControlPlane == nil {
+			err = fmt.Errorf("%w %d (no control plane configured)", errUnknownAPI, req.key)
+		}
+		if err != nil {
+			if errors.Is(err, errUnsupportedVer) && req.key == 18 {
+				// The client retries with an older version after this.
+				if werr := c.write(req, unsupportedApiVersions()); werr != nil {
+					return
+				}
+				continue
+			}
+			log.Info("kafka request rejected; connection closed", "err", err)
+			return
+		}
+		p := c.principal.Load()
+		switch req.key {
+		case 18, 17, 36:
+		default:
+			if p == nil {
+				log.Info("kafka request before authentication; connection closed", "api", kmsg.NameForKey(req.key))
+				return
+			}
+			if !c.dev && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
+				log.Info("kafka key no longer valid; connection closed", "key_id", p.KeyID)
+				return
+			}
+		}
+		if err := c.handle(req); err != nil {
+			if !errors.Is(err, errCloseAfterReply) {
+				log.Info("kafka connection closed", "api", kmsg.NameForKey(req.key), "err", err)
+			}
+			return
+		}
+	}
+}
+
+// handle serves one request and writes its response, if it has one.
+func (c *conn) handle(req *request) error {
+	var resp kmsg.Response
+	var after error
+	switch r := req.body.(type) {
+	case *kmsg.ApiVersionsRequest:
+		resp = c.apiVersions(r)
+	case *kmsg.SASLHandshakeRequest:
+		resp = c.saslHandshake(r)
+	case *kmsg.SASLAuthenticateRequest:
+		resp, after = c.saslAuthenticate(r)
+	case *kmsg.MetadataRequest:
+		resp = c.metadata(r)
+	case *kmsg.ProduceRequest:
+		resp = c.produce(r)
+		if r.Acks == 0 {
+			// acks=0: the client expects no response. As Kafka does, a
+			// failure closes the connection instead, the only signal such
+			// a client gets to refresh its metadata.
+			if produceFailed(resp.(*kmsg.ProduceResponse)) {
+				return errors.New("acks=0 produce failed")
+			}
+			return nil
+		}
+	case *kmsg.FetchRequest:
+		return c.fetch(req, r)
+	case *kmsg.ListOffsetsRequest:
+		resp = c.listOffsets(r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		resp = c.offsetForLeaderEpoch(r)
+	case *kmsg.CreateTopicsRequest:
+		resp = c.createTopics(r)
+	case *kmsg.DeleteTopicsRequest:
+		resp = c.deleteTopics(r)
+	case *kmsg.DescribeConfigsRequest:
+		resp = c.describeConfigs(r)
+	default:
+		return fmt.Errorf("%w %d", errUnknownAPI, req.key)
+	}
+	if err := c.write(req, resp); err != nil {
+		return err
+	}
+	return after
+}
+
+// appendHeader starts a response frame: a size placeholder, the
+// correlation id and, for flexible requests other than ApiVersions, an
+// empty tag section.
+func appendHeader(b []byte, req *request) []byte {
+	b = append(b, 0, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(req.corr))
+	if req.flexible && req.key != 18 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// write sends one kmsg response.
+func (c *conn) write(req *request, resp kmsg.Response) error {
+	b := appendHeader(c.wbuf[:0], req)
+	b = resp.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	c.wbuf = b[:0]
+	c.nc.SetWriteDeadline(c.s.cfg.Now().Add(c.s.cfg.WriteTimeout))
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// tenant is the authenticated caller's tenant id.
+func (c *conn) tenant() string { return c.principal.Load().TenantID }
+
+// allowed checks the caller's ACLs on one of its topics.
+func (c *conn) allowed(v *state.View, topic, op string) bool {
+	if c.dev {
+		return true
+	}
+	return v.Allowed(c.principal.Load(), authz.ResourceTopic, topic, op)
+}
+
+// describable reports whether the caller may learn that its topic exists:
+// describe, or any operation that implies it.
+func (c *conn) describable(v *state.View, topic string) bool {
+	for _, op := range []string{authz.OpDescribe, authz.OpRead, authz.OpWrite} {
+		if c.allowed(v, topic, op) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,66 @@
+package kafka
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+// configTypes are the Kafka types of the topic configs Sluice knows.
+var configTypes = map[string]kmsg.ConfigType{
+	"cleanup.policy":    kmsg.ConfigTypeList,
+	"max.message.bytes": kmsg.ConfigTypeInt,
+	"retention.bytes":   kmsg.ConfigTypeLong,
+	"retention.ms":      kmsg.ConfigTypeLong,
+	"segment.bytes":     kmsg.ConfigTypeInt,
+	"segment.ms":        kmsg.ConfigTypeLong,
+}
+
+// describeConfigs answers for the caller's topics with their effective
+// configuration from the cell state. Broker resources get an empty list:
+// brokers are the service's, not the tenant's.
+func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
+	v := c.s.cfg.State.View()
+	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range r.Resources {
+		or := kmsg.NewDescribeConfigsResponseResource()
+		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			t, ok := v.Topic(c.tenant(), rr.ResourceName)
+			switch {
+			case !ok:
+				or.ErrorCode, or.ErrorMessage = entryCode(catalog.TopicNotFound, "")
+			case !c.describable(v, rr.ResourceName):
+				or.ErrorCode, or.ErrorMessage = entryCode(catalog.TopicAccessDenied, "")
+			default:
+				names := make([]string, 0, len(t.Config))
+				for k := range t.Config {
+					if rr.ConfigNames == nil || slices.Contains(rr.ConfigNames, k) {
+						names = append(names, k)
+					}
+				}
+				sort.Strings(names)
+				for _, k := range names {
+					val := t.Config[k]
+					cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
+					cfg.Name, cfg.Value = k, &val
+					cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
+					cfg.ConfigType = configTypes[k]
+					if cfg.ConfigType == 0 {
+						cfg.ConfigType = kmsg.ConfigTypeString
+					}
+					or.Configs = append(or.Configs, cfg)
+				}
+			}
+		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		default:
+			or.ErrorCode, or.ErrorMessage = entryCode(catalog.InvalidRequest, "only topic and broker resources can be described")
+		}
+		resp.Resources = append(resp.Resources, or)
+	}
+	return resp
+}

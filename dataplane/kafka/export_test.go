@@ -1,0 +1,4 @@
+package kafka
+
+// MakeBatch is makeBatch for the external tests.
+var MakeBatch = makeBatch

@@ -1,0 +1,320 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// broker is one Kafka listener over local single-replica partitions, fed
+// by a real control plane.
+type broker struct {
+	cp     *cptest.Env
+	state  *state.Syncer
+	store  *localpart.Store
+	logger *slog.Logger
+	srv    *kafka.Server
+	addr   string
+	panics *panicWatch
+}
+
+type brokerOpts struct {
+	maxRequestBytes int32
+	authTimeout     time.Duration
+	logger          *slog.Logger
+	controlPlane    bool // serve CreateTopics/DeleteTopics through the control plane
+}
+
+// startBroker starts a control plane, a state syncer for the cell, local
+// partitions and the Kafka server of node 1. The seeded nodes 2 and 3 have
+// no Kafka address, so Metadata lists only node 1, which leads every
+// local partition. Everything stops in t.Cleanup.
+func startBroker(t testing.TB, o brokerOpts) *broker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	cp := cptest.Start(t, cptest.Brokers{KafkaAddrs: []string{addr}})
+	pw := &panicWatch{}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(&testWriter{t: t, pw: pw}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
+		Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		syncer.Run(ctx)
+	}()
+	store, err := localpart.New(localpart.Config{Dir: t.TempDir(), NodeID: 1, State: syncer, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout}
+	if o.controlPlane {
+		cfg.ControlPlane = client.New(cp.URL)
+	}
+	srv, err := kafka.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ctx); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := srv.Close(); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+		wg.Wait()
+		if err := store.Close(); err != nil {
+			t.Errorf("close partitions: %v", err)
+		}
+		if pw.seen() {
+			t.Error("a connection panicked (see the log)")
+		}
+	})
+	return &broker{cp: cp, state: syncer, store: store, logger: logger, srv: srv, addr: addr, panics: pw}
+}
+
+// startServer starts another listener over the same state and partitions,
+// configured by edit, and returns its address.
+func (b *broker) startServer(t testing.TB, edit func(*kafka.Config)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kafka.Config{Listener: ln, NodeID: 1, State: b.state, Partitions: b.store, Logger: b.logger}
+	edit(&cfg)
+	srv, err := kafka.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close server: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// createTopic creates a topic through the control plane and waits until
+// the broker's state has it.
+func (b *broker) createTopic(t testing.TB, tn *cptest.Tenant, name string, partitions int, config map[string]string) {
+	t.Helper()
+	if _, err := tn.Key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: name, Partitions: partitions, Config: config}); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	waitFor(t, "topic "+name+" to reach the broker", func() bool {
+		_, ok := b.state.View().Topic(tn.Tenant.ID, name)
+		return ok
+	})
+}
+
+// waitForTenant waits until the broker knows the tenant's key.
+func (b *broker) waitForKey(t testing.TB, tn *cptest.Tenant) {
+	t.Helper()
+	waitFor(t, "key of "+tn.Tenant.Name+" to reach the broker", func() bool {
+		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
+		return err == nil
+	})
+}
+
+// client is a franz-go client authenticated with the tenant's key.
+func (b *broker) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{
+		kgo.SeedBrokers(b.addr),
+		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
+		kgo.RetryTimeout(20 * time.Second),
+	}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testWriter sends log lines to the test and notes panics.
+type testWriter struct {
+	t  testing.TB
+	pw *panicWatch
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("panicked")) {
+		w.pw.set()
+	}
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+type panicWatch struct {
+	mu  sync.Mutex
+	hit bool
+}
+
+func (p *panicWatch) set() { p.mu.Lock(); p.hit = true; p.mu.Unlock() }
+func (p *panicWatch) seen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hit
+}
+
+// rawConn speaks the Kafka protocol by hand, for what real clients never
+// send.
+type rawConn struct {
+	t    testing.TB
+	c    net.Conn
+	fmt  *kmsg.RequestFormatter
+	corr int32
+}
+
+func dialRaw(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrapRaw(t, c)
+}
+
+func wrapRaw(t testing.TB, c net.Conn) *rawConn {
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw-test"))}
+}
+
+// send writes one request.
+func (r *rawConn) send(req kmsg.Request) {
+	r.t.Helper()
+	r.corr++
+	if _, err := r.c.Write(r.fmt.AppendRequest(nil, req, r.corr)); err != nil {
+		r.t.Fatalf("write %s: %v", kmsg.NameForKey(req.Key()), err)
+	}
+}
+
+// roundTrip sends req and decodes its response.
+func (r *rawConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
+	r.t.Helper()
+	r.send(req)
+	resp := req.ResponseKind()
+	body, err := r.readFrame()
+	if err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != r.corr {
+		r.t.Fatalf("correlation id %d, want %d", got, r.corr)
+	}
+	body = body[4:]
+	if req.IsFlexible() && req.Key() != 18 {
+		if len(body) == 0 || body[0] != 0 {
+			r.t.Fatalf("response header tags: % x", body[:min(len(body), 4)])
+		}
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		r.t.Fatalf("decode %s response: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
+
+func (r *rawConn) readFrame() ([]byte, error) {
+	r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var sz [4]byte
+	if _, err := io.ReadFull(r.c, sz[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	_, err := io.ReadFull(r.c, b)
+	return b, err
+}
+
+// expectClosed waits (bounded) for the server to close the connection.
+func (r *rawConn) expectClosed(within time.Duration) {
+	r.t.Helper()
+	r.c.SetReadDeadline(time.Now().Add(within))
+	buf := make([]byte, 4096)
+	for {
+		_, err := r.c.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			r.t.Fatalf("connection still open after %s", within)
+		}
+		return
+	}
+}
+
+// authenticate runs SaslHandshake v1 and SaslAuthenticate with PLAIN.
+func (r *rawConn) authenticate(keyID, secret string) *kmsg.SASLAuthenticateResponse {
+	r.t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	resp, err := r.roundTrip(hs)
+	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+		r.t.Fatalf("handshake: %v %+v", err, resp)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version = 1
+	au.SASLAuthBytes = []byte("\x00" + keyID + "\x00" + secret)
+	aresp, err := r.roundTrip(au)
+	if err != nil {
+		r.t.Fatalf("authenticate: %v", err)
+	}
+	return aresp.(*kmsg.SASLAuthenticateResponse)
+}
+
+var makeBatch = kafka.MakeBatch

@@ -1,0 +1,106 @@
+package kafka
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
+	v := c.s.cfg.State.View()
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	cluster := v.Cell
+	resp.ClusterID = &cluster
+	resp.ControllerID = int32(c.s.cfg.NodeID)
+	for _, b := range v.Brokers {
+		host, port, err := net.SplitHostPort(b.KafkaAddr)
+		if err != nil {
+			continue // a broker without a Kafka address yet
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, int32(p)
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	if all {
+		for _, t := range v.Topics(c.tenant()) {
+			if c.describable(v, t.Name) {
+				resp.Topics = append(resp.Topics, c.topicMetadata(t))
+			}
+		}
+		return resp
+	}
+	for _, rt := range r.Topics {
+		name := ""
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(v, name))
+	}
+	return resp
+}
+
+// namedTopicMetadata answers for one topic the client named. A topic of
+// another tenant is never found: lookups are by (tenant, name).
+func (c *conn) namedTopicMetadata(v *state.View, name string) kmsg.MetadataResponseTopic {
+	t, ok := v.Topic(c.tenant(), name)
+	if !ok {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.ErrorCode, _ = entryCode(catalog.TopicNotFound, "")
+		return mt
+	}
+	if !c.describable(v, name) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = &name
+		mt.ErrorCode, _ = entryCode(catalog.TopicAccessDenied, "")
+		return mt
+	}
+	return c.topicMetadata(t)
+}
+
+func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	for _, wp := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(wp.Partition)
+		mp.Leader, mp.LeaderEpoch = -1, -1
+		if len(wp.Replicas) > 0 {
+			mp.Leader = int32(wp.Replicas[0]) // the preferred leader, until a replica knows better
+		}
+		if p, ok := c.s.cfg.Partitions.Get(t.ID, int32(wp.Partition)); ok {
+			mp.LeaderEpoch = p.LeaderEpoch()
+			if node, ok := p.Leader(); ok {
+				mp.Leader = int32(node)
+			} else {
+				mp.ErrorCode = catalog.NotLeader.KafkaCode // an election is under way
+			}
+		}
+		for _, n := range wp.Replicas {
+			mp.Replicas = append(mp.Replicas, int32(n))
+			mp.ISR = append(mp.ISR, int32(n))
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// maxMessageBytes is the topic's max.message.bytes (Kafka's default when
+// the state does not say).
+func maxMessageBytes(t *wire.Topic) int {
+	if n, err := strconv.Atoi(t.Config["max.message.bytes"]); err == nil && n > 0 {
+		return n
+	}
+	return 1 << 20
+}

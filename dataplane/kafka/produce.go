@@ -1,0 +1,141 @@
+package kafka
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/log"
+)
+
+// maxProduceWait bounds how long a produce waits for commit, whatever the
+// request's timeout says.
+const maxProduceWait = 2 * time.Minute
+
+// produce validates every partition's batch, appends the valid ones through
+// their leaders, all partitions at once, and waits for their commit.
+func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
+	v := c.s.cfg.State.View()
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	wait := time.Duration(r.TimeoutMillis) * time.Millisecond
+	if wait <= 0 || wait > maxProduceWait {
+		wait = maxProduceWait
+	}
+	ctx, cancel := context.WithTimeout(c.s.ctx, wait)
+	defer cancel()
+
+	type job struct {
+		part  Partition
+		batch []byte
+		out   *kmsg.ProduceResponseTopicPartition
+	}
+	var jobs []job
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
+	for i := range r.Topics {
+		rt := &r.Topics[i]
+		ot := &resp.Topics[i]
+		ot.Default()
+		ot.Topic = rt.Topic
+		ot.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		t, found := v.Topic(c.tenant(), rt.Topic)
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			op := &ot.Partitions[j]
+			op.Default()
+			op.Partition = rp.Partition
+			op.BaseOffset = -1
+			fail := func(e *catalog.Entry, msg string) {
+				op.ErrorCode, op.ErrorMessage = entryCode(e, msg)
+			}
+			switch {
+			case !found || !hasPartition(t.Partitions, rp.Partition):
+				fail(catalog.TopicNotFound, "no such topic or partition")
+				continue
+			case !c.allowed(v, rt.Topic, authz.OpWrite):
+				fail(catalog.TopicAccessDenied, "")
+				continue
+			case r.TransactionID != nil:
+				fail(catalog.InvalidRequest, "transactions are not supported yet")
+				continue
+			}
+			if len(rp.Records) > maxMessageBytes(t) {
+				fail(catalog.MessageTooLarge, "the record batch is larger than the topic's max.message.bytes")
+				continue
+			}
+			h, err := log.ValidateClientBatch(rp.Records)
+			if err != nil {
+				op.ErrorCode, op.ErrorMessage = errCode(err)
+				continue
+			}
+			if h.ProducerID >= 0 || h.IsTransactional() {
+				fail(catalog.InvalidRequest, "idempotent and transactional producers are not supported yet; disable idempotence")
+				continue
+			}
+			part, ok := c.s.cfg.Partitions.Get(t.ID, rp.Partition)
+			if !ok {
+				fail(catalog.NotLeader, "")
+				continue
+			}
+			if node, ok := part.Leader(); !ok || node != c.s.cfg.NodeID {
+				fail(catalog.NotLeader, "")
+				continue
+			}
+			jobs = append(jobs, job{part: part, batch: rp.Records, out: op})
+		}
+	}
+
+	// Partitions commit independently; wait for all of them together.
+	run := func(j job) {
+		base, err := j.part.Produce(ctx, j.batch)
+		if err != nil {
+			j.out.ErrorCode, j.out.ErrorMessage = errCode(err)
+			if ce := catalogued(err); ce.Entry == catalog.Internal {
+				c.s.cfg.Logger.Error("produce failed", "remote", c.remote, "err", err)
+			}
+			return
+		}
+		j.out.BaseOffset = base
+		j.out.LogStartOffset = j.part.LogStartOffset()
+	}
+	if len(jobs) == 1 {
+		run(jobs[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(j)
+			}()
+		}
+		wg.Wait()
+	}
+	return resp
+}
+
+// hasPartition reports whether the topic has partition p.
+func hasPartition(ps []wire.Partition, p int32) bool {
+	for _, x := range ps {
+		if int32(x.Partition) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// produceFailed reports whether any partition of a produce failed.
+func produceFailed(r *kmsg.ProduceResponse) bool {
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

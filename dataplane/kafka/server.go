@@ -1,0 +1,295 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the address to listen on, such as "127.0.0.1:9092". Ignored
+	// when Listener is set; one of the two is required.
+	Addr string
+	// Listener, when set, is used instead of listening on Addr. The Server
+	// closes it.
+	Listener net.Listener
+	// NodeID is this broker's node id in its cell; required (≥ 1).
+	NodeID int
+	// State is the broker's view of its cell; required.
+	State *state.Syncer
+	// Partitions are the replicas this broker holds; required.
+	Partitions Partitions
+	// ControlPlane, when set, is a client of the control plane's public API
+	// without a credential: CreateTopics and DeleteTopics are then served
+	// by calling it with the caller's own API key. Unset, they are not
+	// advertised.
+	ControlPlane *client.Client
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// MaxRequestBytes is the largest request frame accepted; a larger one
+	// closes the connection. Default 100 MiB.
+	MaxRequestBytes int32
+	// TLS, when set, makes the listener TLS (SASL_SSL). Fetches then copy
+	// record bytes through user space instead of sendfile.
+	TLS *tls.Config
+	// DevTenant, when set, serves unauthenticated connections as an admin
+	// of this tenant. Only for `tenantd dev`: the listener and every
+	// client must be on loopback. Off unless set.
+	DevTenant string
+	// AuthTimeout bounds how long a connection may take to authenticate.
+	// Default 10 s.
+	AuthTimeout time.Duration
+	// IdleTimeout closes an authenticated connection that sends nothing for
+	// this long (Kafka's connections.max.idle.ms). Default 10 min.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds writing one response. Default 30 s.
+	WriteTimeout time.Duration
+	// MaxFetchWait caps a Fetch request's MaxWaitMillis. Default 30 s.
+	MaxFetchWait time.Duration
+	// RecheckEvery is how often open connections' keys are re-checked for
+	// expiry, besides on every state change. Default 1 s.
+	RecheckEvery time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.
+const DefaultMaxRequestBytes = 100 << 20
+
+// maxUnauthenticatedBytes caps frames before authentication, so that an
+// anonymous peer cannot make the broker buffer large requests.
+const maxUnauthenticatedBytes = 64 << 10
+
+func (c *Config) validate() error {
+	if c.Listener == nil && c.Addr == "" {
+		return errors.New("kafka config: Addr or Listener is required")
+	}
+	if c.NodeID < 1 {
+		return fmt.Errorf("kafka config: NodeID must be at least 1, got %d", c.NodeID)
+	}
+	if c.State == nil {
+		return errors.New("kafka config: State is required")
+	}
+	if c.Partitions == nil {
+		return errors.New("kafka config: Partitions is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxRequestBytes < 1024 {
+		return fmt.Errorf("kafka config: MaxRequestBytes must be at least 1024, got %d", c.MaxRequestBytes)
+	}
+	if c.DevTenant != "" && c.TLS != nil {
+		return errors.New("kafka config: DevTenant is for plaintext loopback listeners only; unset TLS")
+	}
+	for _, d := range []*time.Duration{&c.AuthTimeout, &c.IdleTimeout, &c.WriteTimeout, &c.MaxFetchWait, &c.RecheckEvery} {
+		if *d < 0 {
+			return errors.New("kafka config: timeouts must not be negative")
+		}
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.MaxFetchWait == 0 {
+		c.MaxFetchWait = 30 * time.Second
+	}
+	if c.RecheckEvery == 0 {
+		c.RecheckEvery = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Server is a broker's Kafka listener.
+type Server struct {
+	cfg    Config
+	ln     net.Listener
+	ctx    context.Context // ends at Close; bounds every wait of a request
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	closed  bool
+	serving bool
+	conns   map[*conn]struct{}
+}
+
+// New checks cfg and starts listening; Serve accepts connections.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listen for kafka clients: %w", err)
+		}
+	}
+	if cfg.DevTenant != "" && !isLoopback(ln.Addr()) {
+		ln.Close()
+		return nil, fmt.Errorf("kafka config: DevTenant needs a loopback listener, not %s", ln.Addr())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}, nil
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until ctx ends or Close is called, then closes
+// the server and returns nil. It may be called once.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || s.serving {
+		s.mu.Unlock()
+		return errors.New("kafka: server closed or already serving")
+	}
+	s.serving = true
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.watchKeys()
+	}()
+	unhook := context.AfterFunc(ctx, func() { s.stop() })
+	defer unhook()
+	defer s.wg.Done()
+	s.cfg.Logger.Info("kafka listener serving", "addr", s.ln.Addr().String(), "node", s.cfg.NodeID, "tls", s.cfg.TLS != nil, "dev_tenant", s.cfg.DevTenant != "")
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.stop()
+				return fmt.Errorf("accept kafka connection: %w", err)
+			}
+			// Anything else (out of file descriptors, an aborted
+			// handshake) passes: back off and keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Logger.Warn("accept kafka connection", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	if s.cfg.TLS != nil {
+		nc = tls.Server(nc, s.cfg.TLS)
+	}
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+		c.serve()
+	}()
+}
+
+// Close stops accepting, closes every connection and waits for every
+// goroutine the server started. It is idempotent.
+func (s *Server) Close() error {
+	err := s.stop()
+	s.wg.Wait()
+	return err
+}
+
+// stop closes the listener and every connection without waiting; the
+// first call does the work.
+func (s *Server) stop() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	err := s.ln.Close()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// watchKeys closes the connections whose API key was revoked, expired or
+// whose tenant was suspended: at every state change, and every
+// RecheckEvery for expiry.
+func (s *Server) watchKeys() {
+	t := time.NewTicker(s.cfg.RecheckEvery)
+	defer t.Stop()
+	for {
+		changed := s.cfg.State.Changed()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+		v, now := s.cfg.State.View(), s.cfg.Now()
+		s.mu.Lock()
+		for c := range s.conns {
+			if p := c.principal.Load(); p != nil && !c.dev && !v.Valid(p, now) {
+				s.cfg.Logger.Info("closing kafka connection: key no longer valid", "key_id", p.KeyID, "tenant_id", p.TenantID, "remote", c.remote)
+				c.nc.Close()
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
