@@ -84,6 +84,7 @@ func (s *Server) routes() *echo.Echo {
 	in := e.Group("/internal/v1/cells/:cell")
 	in.GET("/state", s.cellState)
 	in.POST("/report", s.cellReport)
+	in.POST("/producer-ids", s.producerIDs)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	return e

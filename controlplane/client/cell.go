@@ -32,3 +32,16 @@ func (c *Client) CellState(ctx context.Context, cell string, after int64, wait t
 func (c *Client) CellReport(ctx context.Context, cell string, r wire.Report) error {
 	return c.Do(ctx, http.MethodPost, "/internal/v1/cells/"+esc(cell)+"/report", r, nil)
 }
+
+// AllocateProducerIDs reserves n consecutive producer ids for a broker of
+// cell and returns the first. The client must carry a cell key.
+func (c *Client) AllocateProducerIDs(ctx context.Context, cell string, n int) (int64, error) {
+	var b wire.ProducerIDBlock
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/internal/v1/cells/%s/producer-ids?n=%d", esc(cell), n), nil, &b); err != nil {
+		return 0, err
+	}
+	if b.Count != n {
+		return 0, fmt.Errorf("allocate producer ids: asked for %d, got %d", n, b.Count)
+	}
+	return b.First, nil
+}

@@ -115,3 +115,10 @@ type PartitionStatus struct {
 	HighWatermark  int64  `json:"high_watermark"`
 	SizeBytes      int64  `json:"size_bytes"`
 }
+
+// ProducerIDBlock is a range of producer ids [First, First+Count) that one
+// broker may hand to idempotent producers; no other broker gets any of them.
+type ProducerIDBlock struct {
+	First int64 `json:"first"`
+	Count int   `json:"count"`
+}
