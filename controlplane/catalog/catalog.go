@@ -61,6 +61,8 @@ const (
 	kafkaUnsupportedVersion         int16 = 35
 	kafkaFencedLeaderEpoch          int16 = 74
 	kafkaUnknownLeaderEpoch         int16 = 75
+	kafkaOutOfOrderSequenceNumber   int16 = 45
+	kafkaInvalidProducerEpoch       int16 = 47
 )
 
 // The catalogue. Codes are stable API: add new ones, never rename.
@@ -106,6 +108,8 @@ var (
 	UnsupportedVersion   = def("unsupported_version", http.StatusBadRequest, kafkaUnsupportedVersion, false, "this version of the request is not supported")
 	FencedLeaderEpoch    = def("fenced_leader_epoch", http.StatusConflict, kafkaFencedLeaderEpoch, true, "the leader epoch in the request is older than the partition's")
 	UnknownLeaderEpoch   = def("unknown_leader_epoch", http.StatusConflict, kafkaUnknownLeaderEpoch, true, "the leader epoch in the request is newer than the partition's")
+	OutOfOrderSequence   = def("out_of_order_sequence", http.StatusConflict, kafkaOutOfOrderSequenceNumber, false, "the producer's sequence number does not follow its previous batch")
+	InvalidProducerEpoch = def("invalid_producer_epoch", http.StatusConflict, kafkaInvalidProducerEpoch, false, "the producer was fenced by a newer epoch of the same producer id")
 	Internal             = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
 )
 

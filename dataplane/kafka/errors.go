@@ -8,15 +8,21 @@ import (
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 
+// leaderNoder is how a replication layer's not-leader errors are told
+// apart without this package importing it: LeaderNode is the leader's
+// broker node id, ok false when unknown.
+type leaderNoder interface{ LeaderNode() (node int, ok bool) }
+
 // catalogued turns an error of the partition layer into the catalogue's
 // caller-safe form. Unknown errors become Internal; their cause goes to the
 // log only.
 func catalogued(err error) *catalog.Error {
 	var ce *catalog.Error
+	var ln leaderNoder
 	switch {
 	case errors.As(err, &ce):
 		return ce
-	case errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrNotLeader), errors.As(err, &ln):
 		return catalog.NotLeader.Wrap(err, "")
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return catalog.OffsetOutOfRange.Wrap(err, "")

@@ -77,5 +77,9 @@ func (e *NotLeaderError) Error() string {
 	return fmt.Sprintf("not the leader (epoch %d, leader is node %d)", e.Epoch, e.Leader)
 }
 
+// LeaderNode is the leader's node id, ok false when unknown. Errors of
+// other packages with this method are treated as not-leader errors too.
+func (e *NotLeaderError) LeaderNode() (int, bool) { return e.Leader, e.Leader >= 0 }
+
 // Is makes errors.Is(err, ErrNotLeader) true.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

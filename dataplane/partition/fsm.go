@@ -27,12 +27,19 @@ type fsmState struct {
 	// LogStartOffset is the partition's log start offset as of the
 	// snapshot; retention moves it.
 	LogStartOffset int64 `json:"log_start_offset"`
+	// Producers is the idempotent-producer state by producer id: what the
+	// leader checks sequences against, rebuilt by every replica from the
+	// entries it applies.
+	Producers map[int64]*ProducerState `json:"producers,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
 // Snapshot; readers call state.
 type fsm struct {
 	store interface{ LogStartOffset() int64 }
+	// advanced, if set, is called (outside mu) with the new high
+	// watermark after each entry that moved it.
+	advanced func(hw int64)
 
 	// mu guards the field below.
 	mu sync.Mutex
@@ -54,13 +61,29 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
-	if h.NextOffset() > f.st.HighWatermark {
+	moved := h.NextOffset() > f.st.HighWatermark
+	if moved {
 		f.st.HighWatermark = h.NextOffset()
 	}
+	hw := f.st.HighWatermark
 	if n := len(f.st.Epochs); n == 0 || f.st.Epochs[n-1].Epoch < h.LeaderEpoch {
 		f.st.Epochs = append(f.st.Epochs, EpochStart{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset})
 	}
+	if h.ProducerID >= 0 {
+		if f.st.Producers == nil {
+			f.st.Producers = map[int64]*ProducerState{}
+		}
+		ps := f.st.Producers[h.ProducerID]
+		if ps == nil {
+			ps = &ProducerState{Epoch: h.ProducerEpoch}
+			f.st.Producers[h.ProducerID] = ps
+		}
+		ps.record(h.ProducerEpoch, h.BaseSequence, lastSeq(h), h.BaseOffset)
+	}
 	f.mu.Unlock()
+	if moved && f.advanced != nil {
+		f.advanced(hw)
+	}
 	return applyResult{base: h.BaseOffset}
 }
 
@@ -68,6 +91,13 @@ func (f *fsm) highWatermark() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st.HighWatermark
+}
+
+// producer returns a copy of a producer id's state, nil if unknown.
+func (f *fsm) producer(pid int64) *ProducerState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.Producers[pid].clone()
 }
 
 func (f *fsm) epochs() []EpochStart {
@@ -80,6 +110,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	st := f.st
 	st.Epochs = append([]EpochStart(nil), f.st.Epochs...)
+	st.Producers = make(map[int64]*ProducerState, len(f.st.Producers))
+	for pid, ps := range f.st.Producers {
+		st.Producers[pid] = ps.clone()
+	}
 	f.mu.Unlock()
 	st.LogStartOffset = f.store.LogStartOffset()
 	return snapshot(st), nil
@@ -97,7 +131,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
 	f.st = st
+	hw := st.HighWatermark
 	f.mu.Unlock()
+	if f.advanced != nil {
+		f.advanced(hw)
+	}
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,9 +28,9 @@ var (
 	ErrNotLeader = errors.New("partition: not the leader")
 	// ErrRemoved: the replica was removed from its group's configuration
 	// and has shut down.
-	ErrRemoved = errors.New("partition: replica removed from the group")
+	ErrRemoved error = goneError("partition: replica removed from the group")
 	// ErrClosed: the replica was closed.
-	ErrClosed = errors.New("partition: replica closed")
+	ErrClosed error = goneError("partition: replica closed")
 	// ErrFencedLeaderEpoch: the caller's leader epoch is older than this
 	// leader's (Kafka FENCED_LEADER_EPOCH); refresh and retry.
 	ErrFencedLeaderEpoch = errors.New("partition: caller's leader epoch is fenced")
@@ -37,14 +39,30 @@ var (
 	ErrUnknownLeaderEpoch = errors.New("partition: leader epoch newer than this replica's")
 )
 
+// goneError is a replica that no longer serves anything. Like a
+// NotLeaderError, it tells a client to look for the leader elsewhere.
+type goneError string
+
+func (e goneError) Error() string { return string(e) }
+
+// LeaderNode knows no leader: see NotLeaderError.LeaderNode.
+func (e goneError) LeaderNode() (int, bool) { return -1, false }
+
 // NotLeaderError says who the leader is, as far as this replica knows
 // (empty if unknown). Cause is the Raft error, if any; after
 // raft.ErrLeadershipLost the produce may still have been committed.
 type NotLeaderError struct {
 	Leader raft.ServerID
 	Addr   raft.ServerAddress
-	Cause  error
+	// Node is the leader's broker node id (Config.NodeID), -1 if unknown.
+	Node  int
+	Cause error
 }
+
+// LeaderNode is the leader's broker node id. Front ends that must not
+// import this package (the Kafka listener) match not-leader errors by
+// this method.
+func (e *NotLeaderError) LeaderNode() (int, bool) { return e.Node, e.Node >= 0 }
 
 func (e *NotLeaderError) Error() string {
 	msg := "partition: not the leader"
@@ -96,6 +114,14 @@ type Config struct {
 	LogCacheEntries int
 	// Logger gets lifecycle lines. Nil discards them.
 	Logger *slog.Logger
+	// NodeID maps a replica's server id to its broker's node id, for
+	// Leader and NotLeaderError.Node. Default: the server id in decimal.
+	NodeID func(raft.ServerID) (int, bool)
+}
+
+func decimalNodeID(id raft.ServerID) (int, bool) {
+	n, err := strconv.Atoi(string(id))
+	return n, err == nil && n >= 0
 }
 
 func (c *Config) validate() error {
@@ -125,6 +151,9 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.NodeID == nil {
+		c.NodeID = decimalNodeID
 	}
 	return nil
 }
@@ -167,6 +196,31 @@ type Replica struct {
 	failing    map[raft.ServerID]bool // peers the leader cannot heartbeat
 	removed    bool
 	shutdown   bool
+
+	// seqMu serializes idempotent produces from their sequence check to
+	// their raft.Apply, so that entries enter the log in checked order;
+	// it guards inflight.
+	seqMu    sync.Mutex
+	inflight map[int64][]*pendingBatch // by producer id, in log order
+
+	// watchMu guards watchers.
+	watchMu  sync.Mutex
+	watchers map[*watcher]struct{}
+}
+
+// pendingBatch is an idempotent batch handed to Raft and not yet applied
+// (or failed). done closes once base and err are set.
+type pendingBatch struct {
+	epoch       int16
+	first, last int32
+	done        chan struct{}
+	base        int64
+	err         error
+}
+
+type watcher struct {
+	above int64
+	wake  chan<- struct{}
 }
 
 // Open opens the replica's store from cfg.Dir and starts its Raft member.
@@ -197,14 +251,16 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{
-		cfg:     cfg,
-		store:   store,
-		fsm:     &fsm{store: store.Log()},
-		notify:  make(chan bool, 8),
-		obs:     make(chan raft.Observation, 64),
-		stop:    make(chan struct{}),
-		failing: map[raft.ServerID]bool{},
+		cfg:      cfg,
+		store:    store,
+		notify:   make(chan bool, 8),
+		obs:      make(chan raft.Observation, 64),
+		stop:     make(chan struct{}),
+		failing:  map[raft.ServerID]bool{},
+		inflight: map[int64][]*pendingBatch{},
+		watchers: map[*watcher]struct{}{},
 	}
+	r.fsm = &fsm{store: store.Log(), advanced: r.wake}
 	rc := *cfg.Raft
 	rc.LocalID = cfg.ID
 	rc.NotifyCh = r.notify
@@ -278,10 +334,24 @@ func (r *Replica) readyEpoch() (uint64, bool) {
 // IsLeader reports whether this replica leads and serves produce and fetch.
 func (r *Replica) IsLeader() bool { return r.ready() }
 
-// Leader returns the leader this replica knows of, or "" if none.
-func (r *Replica) Leader() (raft.ServerID, raft.ServerAddress) {
+// LeaderID returns the leader this replica knows of, or "" if none.
+func (r *Replica) LeaderID() (raft.ServerID, raft.ServerAddress) {
 	addr, id := r.raft.LeaderWithID()
 	return id, addr
+}
+
+// Leader is the broker node id of the serving leader as far as this
+// replica knows; ok is false while there is none, including while this
+// replica is elected but has not yet passed its barrier.
+func (r *Replica) Leader() (node int, ok bool) {
+	if r.ready() {
+		return r.cfg.NodeID(r.cfg.ID)
+	}
+	id, _ := r.LeaderID()
+	if id == "" || id == r.cfg.ID {
+		return -1, false
+	}
+	return r.cfg.NodeID(id)
 }
 
 // LeaderEpoch is the current Raft term as a Kafka leader epoch (-1 if it
@@ -312,11 +382,17 @@ func (r *Replica) notLeader(cause error) error {
 	if shut {
 		return ErrClosed
 	}
-	id, addr := r.Leader()
+	id, addr := r.LeaderID()
 	if id == r.cfg.ID {
 		id, addr = "", "" // elected but not yet serving: no better hint
 	}
-	return &NotLeaderError{Leader: id, Addr: addr, Cause: cause}
+	node := -1
+	if id != "" {
+		if n, ok := r.cfg.NodeID(id); ok {
+			node = n
+		}
+	}
+	return &NotLeaderError{Leader: id, Addr: addr, Node: node, Cause: cause}
 }
 
 // Produce appends one client record batch (as ValidateClientBatch accepts
@@ -324,27 +400,46 @@ func (r *Replica) notLeader(cause error) error {
 // have it durably and the leader applied it. Produce takes ownership of
 // batch: its base offset and leader epoch are stamped in place. A context
 // that ends first leaves the outcome unknown, like a lost connection.
+//
+// A batch with a producer id (idempotent producer) is checked first
+// against the producer's state, in-flight batches included: a duplicate of
+// a batch in the producer's window returns that batch's base offset and
+// appends nothing; a sequence gap fails with ErrOutOfOrderSequence, an
+// older epoch with ErrInvalidProducerEpoch.
 func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
-	if _, err := log.ValidateClientBatch(batch); err != nil {
+	h, err := log.ValidateClientBatch(batch)
+	if err != nil {
 		return 0, fmt.Errorf("produce: %w", err)
 	}
 	if !r.ready() {
 		return 0, r.notLeader(nil)
 	}
-	timeout := r.cfg.ApplyTimeout
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d), time.Millisecond)
+	if h.ProducerID >= 0 {
+		return r.produceIdempotent(ctx, h, batch)
 	}
-	f := r.raft.Apply(batch, timeout)
+	f := r.raft.Apply(batch, r.applyTimeout(ctx))
 	done := make(chan struct{})
-	var err error
-	go func() { err = f.Error(); close(done) }()
+	var base int64
+	go func() { base, err = r.applyResult(f); close(done) }()
 	select {
 	case <-done:
+		return base, err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("produce: %w", ctx.Err())
 	}
-	if err != nil {
+}
+
+func (r *Replica) applyTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return r.cfg.ApplyTimeout
+}
+
+// applyResult waits for an Apply future and returns the entry's base
+// offset.
+func (r *Replica) applyResult(f raft.ApplyFuture) (int64, error) {
+	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 			errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
@@ -362,6 +457,95 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	return res.base, nil
 }
 
+func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []byte) (int64, error) {
+	pid, epoch, first, last := h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq(h)
+	r.seqMu.Lock()
+	if !r.ready() {
+		r.seqMu.Unlock()
+		return 0, r.notLeader(nil)
+	}
+	pend := r.inflight[pid]
+	// A retry of a batch still in flight gets that batch's outcome.
+	for _, p := range pend {
+		if p.epoch == epoch && p.first == first && p.last == last {
+			r.seqMu.Unlock()
+			return waitPending(ctx, p)
+		}
+	}
+	st := r.producerView(pid, pend)
+	base, dup, err := st.check(pid, epoch, first, last)
+	if err != nil || dup {
+		r.seqMu.Unlock()
+		return base, err
+	}
+	p := &pendingBatch{epoch: epoch, first: first, last: last, done: make(chan struct{})}
+	r.inflight[pid] = append(pend, p)
+	f := r.raft.Apply(batch, r.applyTimeout(ctx))
+	r.seqMu.Unlock()
+	go func() {
+		p.base, p.err = r.applyResult(f)
+		r.seqMu.Lock()
+		ps := r.inflight[pid]
+		if i := slices.Index(ps, p); i >= 0 {
+			ps = slices.Delete(ps, i, i+1)
+		}
+		if len(ps) == 0 {
+			delete(r.inflight, pid)
+		} else {
+			r.inflight[pid] = ps
+		}
+		r.seqMu.Unlock()
+		close(p.done)
+	}()
+	return waitPending(ctx, p)
+}
+
+// producerView is the producer's applied state with its in-flight batches
+// on top: those after the last batch the FSM has applied. A batch's future
+// completes only after the FSM applied it, so every batch of this
+// leader's term is in one of the two. The caller holds seqMu.
+func (r *Replica) producerView(pid int64, pend []*pendingBatch) *ProducerState {
+	st := r.fsm.producer(pid)
+	if len(pend) == 0 {
+		return st
+	}
+	from := 0
+	if st != nil && len(st.Batches) > 0 {
+		lb := st.Batches[len(st.Batches)-1]
+		for i, p := range pend {
+			if p.epoch == st.Epoch && p.first == lb.FirstSeq && p.last == lb.LastSeq {
+				from = i + 1
+			}
+		}
+	}
+	for _, p := range pend[from:] {
+		if st == nil {
+			st = &ProducerState{Epoch: p.epoch}
+		}
+		st.record(p.epoch, p.first, p.last, -1) // base unknown until applied
+	}
+	return st
+}
+
+func waitPending(ctx context.Context, p *pendingBatch) (int64, error) {
+	select {
+	case <-p.done:
+		return p.base, p.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("produce: %w", ctx.Err())
+	}
+}
+
+// Producer returns a copy of the applied state of a producer id on this
+// replica; ok is false if it knows none.
+func (r *Replica) Producer(pid int64) (ProducerState, bool) {
+	st := r.fsm.producer(pid)
+	if st == nil {
+		return ProducerState{}, false
+	}
+	return *st, true
+}
+
 // FetchResult is what a fetch returns. The caller must Release Slice.
 type FetchResult struct {
 	Slice         log.Slice
@@ -371,10 +555,77 @@ type FetchResult struct {
 
 // Fetch returns whole batches from offset, up to maxBytes (at least one
 // batch), stopping at the high watermark, which it also returns. Only the
-// serving leader answers. The caller must Release the Slice.
-func (r *Replica) Fetch(offset int64, maxBytes int) (log.Slice, int64, error) {
-	res, err := r.FetchEpoch(-1, offset, maxBytes)
+// serving leader answers: one whose barrier in its current term completed,
+// so its high watermark is at least any an earlier leader exposed. A
+// deposed leader that has not noticed yet may still answer; a reader that
+// must never see its high watermark go back passes its newest epoch to
+// FetchEpoch (the Kafka listener checks CurrentLeaderEpoch against
+// LeaderEpoch, which is the same term). The caller must Release the Slice.
+func (r *Replica) Fetch(offset int64, maxBytes int32) (log.Slice, int64, error) {
+	res, err := r.FetchEpoch(-1, offset, int(max(maxBytes, 1)))
 	return res.Slice, res.HighWatermark, err
+}
+
+// LogStartOffset is the first offset the partition log still holds.
+func (r *Replica) LogStartOffset() int64 { return r.store.Log().LogStartOffset() }
+
+// OffsetForTimestamp returns the base offset of the first batch holding a
+// timestamp ≥ ts; found is false if there is none. Callers bound it by
+// the high watermark.
+func (r *Replica) OffsetForTimestamp(ts int64) (int64, bool, error) {
+	return r.store.Log().OffsetForTimestamp(ts)
+}
+
+// EpochEnd answers OffsetForLeaderEpoch from the epoch checkpoints: the
+// largest epoch ≤ epoch that wrote data here, and where it ends (the next
+// such epoch's first offset, or the high watermark for the last one). ok
+// is false when no epoch ≤ epoch wrote anything.
+func (r *Replica) EpochEnd(epoch int32) (int32, int64, bool, error) {
+	r.fsm.mu.Lock()
+	defer r.fsm.mu.Unlock()
+	eps := r.fsm.st.Epochs
+	i := sort.Search(len(eps), func(i int) bool { return eps[i].Epoch > epoch }) - 1
+	if i < 0 {
+		return -1, -1, false, nil
+	}
+	end := r.fsm.st.HighWatermark
+	if i+1 < len(eps) {
+		end = eps[i+1].StartOffset
+	}
+	return eps[i].Epoch, end, true, nil
+}
+
+// Watch arranges a non-blocking send on wake once the high watermark is
+// above hw or this replica's leadership changes; it sends at once if the
+// high watermark already is. cancel removes the arrangement.
+func (r *Replica) Watch(hw int64, wake chan<- struct{}) (cancel func()) {
+	w := &watcher{above: hw, wake: wake}
+	r.watchMu.Lock()
+	r.watchers[w] = struct{}{}
+	r.watchMu.Unlock()
+	if r.fsm.highWatermark() > hw {
+		r.wake(r.fsm.highWatermark())
+	}
+	return func() {
+		r.watchMu.Lock()
+		delete(r.watchers, w)
+		r.watchMu.Unlock()
+	}
+}
+
+// wake notifies the watchers waiting below hw; hw < 0 wakes them all.
+func (r *Replica) wake(hw int64) {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for w := range r.watchers {
+		if hw < 0 || hw > w.above {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			delete(r.watchers, w)
+		}
+	}
 }
 
 // FetchEpoch is Fetch with Kafka's CurrentLeaderEpoch check: a caller that
@@ -429,6 +680,7 @@ func (r *Replica) monitor() {
 			r.readyTerm = 0
 			clear(r.failing)
 			r.mu.Unlock()
+			r.wake(-1) // long polls re-check who leads
 			if leader {
 				r.wg.Add(1)
 				go r.barrier(r.raft.CurrentTerm())
@@ -479,6 +731,7 @@ func (r *Replica) barrier(term uint64) {
 		r.leaderFrom = time.Now()
 	}
 	r.mu.Unlock()
+	r.wake(-1)
 	r.cfg.Logger.Info("partition leader serving", "replica", r.cfg.ID, "term", term, "high_watermark", r.fsm.highWatermark())
 }
 
