@@ -26,10 +26,10 @@ var clientSoftwareRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z
 func (c *conn) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys
-	if c.s.cfg.ControlPlane == nil {
+	if c.s.cfg.ControlPlane == nil || c.s.cfg.ProducerIDs == nil {
 		resp.ApiKeys = nil
 		for _, k := range apiKeys {
-			if !adminAPIs[k.ApiKey] {
+			if c.s.serves(k.ApiKey) {
 				resp.ApiKeys = append(resp.ApiKeys, k)
 			}
 		}
@@ -38,6 +38,21 @@ func (c *conn) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 		resp.ErrorCode, _ = entryCode(catalog.InvalidRequest, "")
 	}
 	return resp
+}
+
+// serves reports whether the server's configuration lets it serve an API
+// of the table: the admin APIs need a control plane, InitProducerId a
+// producer id source (without it franz-go and librdkafka turn idempotence
+// off by themselves).
+func (s *Server) serves(key int16) bool {
+	switch {
+	case adminAPIs[key]:
+		return s.cfg.ControlPlane != nil
+	case key == 22:
+		return s.cfg.ProducerIDs != nil
+	}
+	_, ok := apis[key]
+	return ok
 }
 
 // unsupportedApiVersions is the v0 answer to an ApiVersions request of a

@@ -98,8 +98,8 @@ func (c *conn) serve() {
 			continue
 		}
 		req, err := parseRequest(frame)
-		if err == nil && adminAPIs[req.key] && c.s.cfg.ControlPlane == nil {
-			err = fmt.Errorf("%w %d (no control plane configured)", errUnknownAPI, req.key)
+		if err == nil && !c.s.serves(req.key) {
+			err = fmt.Errorf("%w %d (not configured on this listener)", errUnknownAPI, req.key)
 		}
 		if err != nil {
 			if errors.Is(err, errUnsupportedVer) && req.key == 18 {
@@ -170,6 +170,8 @@ func (c *conn) handle(req *request) error {
 		resp = c.deleteTopics(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
+	case *kmsg.InitProducerIDRequest:
+		resp = c.initProducerID(r)
 	default:
 		return fmt.Errorf("%w %d", errUnknownAPI, req.key)
 	}

@@ -72,8 +72,14 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				op.ErrorCode, op.ErrorMessage = errCode(err)
 				continue
 			}
-			if h.ProducerID >= 0 || h.IsTransactional() {
-				fail(catalog.InvalidRequest, "idempotent and transactional producers are not supported yet; disable idempotence")
+			if h.IsTransactional() {
+				fail(catalog.InvalidRequest, "transactional producers are not supported yet")
+				continue
+			}
+			if h.ProducerID >= 0 && c.s.cfg.ProducerIDs == nil {
+				// Without InitProducerId there is no producer id this
+				// listener handed out, and its partitions may not dedupe.
+				fail(catalog.InvalidRequest, "idempotent producers are not served by this listener; disable idempotence")
 				continue
 			}
 			part, ok := c.s.cfg.Partitions.Get(t.ID, rp.Partition)

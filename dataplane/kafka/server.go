@@ -34,6 +34,13 @@ type Config struct {
 	// by calling it with the caller's own API key. Unset, they are not
 	// advertised.
 	ControlPlane *client.Client
+	// ProducerIDs, when set, serves InitProducerId, so clients produce
+	// idempotently (producer id, epoch and sequence in each batch); the
+	// Partitions must then deduplicate and fence as partition.Replica
+	// does. Unset, InitProducerId is not advertised and clients turn
+	// idempotence off. Production: a ProducerIDBlocks over the control
+	// plane's cell API.
+	ProducerIDs ProducerIDs
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxRequestBytes is the largest request frame accepted; a larger one

@@ -1,0 +1,242 @@
+package celltests
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// The seam: a Raft replica is a Kafka partition.
+var _ kafka.Partition = (*partition.Replica)(nil)
+
+// cell is a control plane, a replicated cell and a Kafka listener per
+// broker. Broker b of the celltest cell is node b+1 of the control plane.
+type cell struct {
+	t      testing.TB
+	cp     *cptest.Env
+	cell   *celltest.Cell
+	addrs  []string
+	states []*state.Syncer
+	ids    kafka.ProducerIDs
+	logger *slog.Logger
+
+	// topicID is the one topic whose partitions are the cell's groups.
+	topicID string
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	servers []*server // nil while a broker is down
+}
+
+type server struct {
+	srv  *kafka.Server
+	done chan error
+}
+
+// startCell starts everything with parts partitions (Raft groups) for one
+// topic, and creates that topic for a new tenant. Everything stops in
+// t.Cleanup.
+func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
+	t.Helper()
+	c := &cell{t: t, servers: make([]*server, 3)}
+	lns := make([]net.Listener, 3)
+	for b := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[b] = ln
+		c.addrs = append(c.addrs, ln.Addr().String())
+	}
+	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
+	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.cell = celltest.New(t, celltest.Options{Partitions: parts})
+	cellAPI := c.cp.CellClient()
+	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
+		return cellAPI.AllocateProducerIDs(ctx, cptest.Cell, n)
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for b := 0; b < 3; b++ {
+		st, err := state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
+			Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.states = append(c.states, st)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.Run(ctx)
+		}()
+	}
+	t.Cleanup(func() {
+		for b := range c.servers {
+			c.stopServer(b)
+		}
+		cancel()
+		wg.Wait()
+	})
+
+	tn := c.cp.Signup("acme", "admin")
+	if _, err := tn.Key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	celltest.WaitFor(t, 20*time.Second, "topic and key on every broker", func() bool {
+		for _, st := range c.states {
+			v := st.View()
+			tt, ok := v.Topic(tn.Tenant.ID, topic)
+			if !ok {
+				return false
+			}
+			c.topicID = tt.ID
+			if _, err := v.Authenticate(tn.KeyID, tn.Secret, time.Now()); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for b := 0; b < 3; b++ {
+		c.startServer(b, lns[b])
+	}
+	return c, tn
+}
+
+// startServer starts broker b's listener, on ln or else on its address.
+func (c *cell) startServer(b int, ln net.Listener) {
+	c.t.Helper()
+	if ln == nil {
+		var err error
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ln, err = net.Listen("tcp", c.addrs[b])
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("listen again on %s: %v", c.addrs[b], err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
+		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	s := &server{srv: srv, done: make(chan error, 1)}
+	go func() { s.done <- srv.Serve(context.Background()) }()
+	c.mu.Lock()
+	c.servers[b] = s
+	c.mu.Unlock()
+}
+
+func (c *cell) stopServer(b int) {
+	c.mu.Lock()
+	s := c.servers[b]
+	c.servers[b] = nil
+	c.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if err := s.srv.Close(); err != nil {
+		c.t.Errorf("close listener %d: %v", b, err)
+	}
+	if err := <-s.done; err != nil {
+		c.t.Errorf("serve %d: %v", b, err)
+	}
+}
+
+// kill stops broker b as a process exit would: its listener and replicas.
+func (c *cell) kill(b int) {
+	c.stopServer(b)
+	c.cell.StopBroker(b)
+}
+
+// restart starts broker b's replicas from disk and then its listener.
+func (c *cell) restart(b int) {
+	c.cell.StartBroker(b)
+	c.startServer(b, nil)
+}
+
+// client is a franz-go client of the tenant seeded with every broker.
+func (c *cell) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{
+		kgo.SeedBrokers(c.addrs...),
+		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
+		kgo.RetryTimeout(60 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// partitions is broker b's replicas, as the listener sees them.
+type partitions struct {
+	c *cell
+	b int
+}
+
+func (p partitions) Get(topicID string, part int32) (kafka.Partition, bool) {
+	if topicID != p.c.topicID || part < 0 || int(part) >= p.c.cell.Partitions() {
+		return nil, false
+	}
+	r := p.c.cell.Replica(p.b, int(part))
+	if r == nil {
+		return nil, false
+	}
+	return replica{r}, true
+}
+
+// replica maps celltest's server ids ("b0") to node ids (1): celltest
+// opens its replicas with the default decimal NodeID, which does not know
+// its names.
+type replica struct{ *partition.Replica }
+
+func (r replica) Leader() (int, bool) {
+	if r.IsLeader() {
+		return nodeOf(r.ID())
+	}
+	id, _ := r.LeaderID()
+	if id == "" || id == r.ID() {
+		return -1, false
+	}
+	return nodeOf(id)
+}
+
+func nodeOf(id raft.ServerID) (int, bool) {
+	var b int
+	if _, err := fmt.Sscanf(string(id), "b%d", &b); err != nil {
+		return -1, false
+	}
+	return b + 1, true
+}
+
+type testLog struct{ t testing.TB }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
