@@ -2,12 +2,14 @@
 // authenticates them with SASL/PLAIN against per-tenant API keys, scopes
 // every topic name to the caller's tenant, checks ACLs, and serves
 // ApiVersions, Metadata, Produce, Fetch (zero-copy on plaintext
-// connections), ListOffsets, OffsetForLeaderEpoch and DescribeConfigs over
-// the partitions this broker holds; CreateTopics and DeleteTopics go to the
-// control plane's public API with the caller's own key.
+// connections), ListOffsets, OffsetForLeaderEpoch, DescribeConfigs and
+// InitProducerId (idempotent producers) over the partitions this broker
+// holds; CreateTopics and DeleteTopics go to the control plane's public
+// API with the caller's own key.
 //
-// The partitions themselves are behind the Partitions interface, which the
-// replication layer implements; package localpart holds a single-replica
+// The partitions themselves are behind the Partitions interface, which
+// *partition.Replica implements (package celltests runs it in a
+// three-broker cell); package localpart holds a single-replica
 // implementation for tests and development. tenantd is to wire a Server up
 // (not done yet); nothing else in dataplane imports this package.
 package kafka
