@@ -149,6 +149,14 @@ func (c *conn) handle(req *request) error {
 		resp = c.metadata(r)
 	case *kmsg.ProduceRequest:
 		resp = c.produce(r)
+		if c.s.ctx.Err() != nil {
+			// The listener is closing and cut the commit waits short: the
+			// outcome is unknown, as when a broker dies. Close without an
+			// answer, so the client retries on another connection (an
+			// idempotent producer's retry is deduplicated) instead of
+			// failing the records on a non-retriable error code.
+			return errors.New("listener closing during produce")
+		}
 		if r.Acks == 0 {
 			// acks=0: the client expects no response. As Kafka does, a
 			// failure closes the connection instead, the only signal such
