@@ -196,3 +196,78 @@ func TestManagersFollowControlPlane(t *testing.T) {
 		t.Fatal("a closed replica accepted a produce")
 	}
 }
+
+// viewOf builds a View through a Syncer, as a broker gets it.
+func viewOf(t *testing.T, st wire.CellState) *state.View {
+	t.Helper()
+	s, err := state.New(state.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Version, st.Cell = wire.Version, "c1"
+	if err := s.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	return s.View()
+}
+
+// A topic deleted while the broker was down: the restarted broker's first
+// real state no longer lists it, so its data goes; the empty state a broker
+// has before its first sync deletes nothing.
+func TestOrphanedReplicaDeletedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tn.Close() })
+	com := raftlog.NewCommitter(log.SyncFiles)
+	t.Cleanup(com.Close)
+	open := func() *replicas.Manager {
+		m, err := replicas.New(replicas.Config{NodeID: 1, DataDir: dir, Transport: tn, Committer: com, Raft: celltest.TestRaftConfig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	brokers := []wire.Broker{{ID: "b1", NodeID: 1, RaftAddr: string(tn.Addr())}}
+	withTopic := viewOf(t, wire.CellState{StateVersion: 1, Brokers: brokers,
+		Topics: []wire.Topic{{ID: "tp_a", Name: "a", Partitions: []wire.Partition{{Partition: 0, Replicas: []int{1}}}}}})
+	ctx := context.Background()
+
+	m := open()
+	if err := m.Apply(ctx, withTopic); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := m.Get("tp_a", 0)
+	if !ok {
+		t.Fatal("replica not opened")
+	}
+	celltest.WaitFor(t, wait, "the single replica to lead", r.IsLeader)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	replicaDir := filepath.Join(dir, "tp_a", "0")
+	if _, err := os.Stat(replicaDir); err != nil {
+		t.Fatalf("replica data after close: %v", err)
+	}
+
+	m = open()
+	t.Cleanup(func() { _ = m.Close() })
+	empty := viewOf(t, wire.CellState{StateVersion: 0})
+	if err := m.Apply(ctx, empty); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(replicaDir); err != nil {
+		t.Fatalf("the pre-sync empty state deleted data: %v", err)
+	}
+	if err := m.Apply(ctx, viewOf(t, wire.CellState{StateVersion: 2, Brokers: brokers})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tp_a")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("orphaned topic directory: %v", err)
+	}
+	if len(m.Status()) != 0 {
+		t.Fatalf("status after delete: %+v", m.Status())
+	}
+}
