@@ -9,9 +9,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	dlog "github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 // brokerConfig is what one broker needs.
@@ -21,17 +28,25 @@ type brokerConfig struct {
 	CellKeyID      string
 	CellKeySecret  string
 	DataDir        string
+	// RaftListen and RaftAdvertise override the raft_addr the cell state
+	// lists for this broker (listen defaults to advertise).
+	RaftListen, RaftAdvertise string
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
-		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID)}
+		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise}
 }
 
+// applyRetry is how soon a failed reconciliation of the replicas is tried
+// again when the state does not change meanwhile.
+const applyRetry = 5 * time.Second
+
 // runBroker wires one broker: its cached view of the cell's state, kept
-// current from the control plane, and its reports back. It returns when ctx
-// ends and every subsystem has stopped.
+// current from the control plane; its partition replicas, reconciled with
+// every new view over the broker's Raft transport; and its reports back. It
+// returns when ctx ends and every subsystem has stopped.
 func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	log = log.With("broker", cfg.BrokerID)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -42,15 +57,23 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log})
+	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
+	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+		Partitions: func() []wire.PartitionStatus {
+			if m := manager.Load(); m != nil {
+				return m.Status()
+			}
+			return []wire.PartitionStatus{}
+		}})
 	if err != nil {
 		return err
 	}
+	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, log) }
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, run := range []func(context.Context) error{syncer.Run, reporter.Run} {
+	errs := make(chan error, 3)
+	for _, run := range []func(context.Context) error{syncer.Run, reporter.Run, runReplicas} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -63,4 +86,86 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// runReplicas waits for a cell state that lists this broker, starts the
+// broker's Raft transport, group committer and replica manager, and applies
+// every new view until ctx ends; then it closes them, replicas first.
+func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], log *slog.Logger) error {
+	self, err := waitForSelf(ctx, syncer, cfg.BrokerID, log)
+	if err != nil {
+		return err
+	}
+	advertise := cfg.RaftAdvertise
+	if advertise == "" {
+		advertise = self.RaftAddr
+	}
+	if advertise == "" {
+		return fmt.Errorf("broker %s has no raft_addr in the cell state: set it (tenantd admin) or pass -raft-advertise", cfg.BrokerID)
+	}
+	if self.RaftAddr != "" && advertise != self.RaftAddr {
+		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
+	}
+	listen := cfg.RaftListen
+	if listen == "" {
+		listen = advertise
+	}
+	node, err := transport.New(transport.Config{ID: replicas.ServerID(self.NodeID), ListenAddr: listen, AdvertiseAddr: advertise, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	com := raftlog.NewCommitter(dlog.SyncFiles)
+	defer com.Close()
+	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		slot.Store(nil)
+		if err := m.Close(); err != nil {
+			log.Error("close replicas", "err", err)
+		}
+	}()
+	slot.Store(m)
+	log.Info("raft transport listening", "raft_listen", listen, "raft_advertise", advertise, "node_id", self.NodeID)
+	retry := time.NewTimer(applyRetry)
+	retry.Stop()
+	for {
+		changed := syncer.Changed()
+		var retryC <-chan time.Time // nil unless the last Apply failed
+		if err := m.Apply(ctx, syncer.View()); err != nil && ctx.Err() == nil {
+			log.Warn("reconcile replicas with the cell state; will retry", "err", err)
+			retry.Reset(applyRetry)
+			retryC = retry.C
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-retryC:
+		}
+		retry.Stop()
+	}
+}
+
+// waitForSelf returns this broker's entry in the cell state, waiting for a
+// state that lists it (a new broker has none until its first sync).
+func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log *slog.Logger) (wire.Broker, error) {
+	for {
+		changed := syncer.Changed()
+		for _, b := range syncer.View().Brokers {
+			if b.ID == brokerID {
+				return b, nil
+			}
+		}
+		if syncer.View().StateVersion > 0 {
+			log.Warn("the cell state does not list this broker; waiting")
+		}
+		select {
+		case <-ctx.Done():
+			return wire.Broker{}, ctx.Err()
+		case <-changed:
+		}
+	}
 }

@@ -33,6 +33,13 @@ type Config struct {
 	BrokerID string `json:"broker_id"`
 	APIURL   string `json:"api_url"`
 	CellKey  string `json:"cell_key"`
+	// RaftListen is the broker's Raft transport listen address; default
+	// its advertised address. In dev mode it is the first dev broker's
+	// address, the others taking the next ports (port 0: free ports).
+	RaftListen string `json:"raft_listen"`
+	// RaftAdvertise is the Raft address peers dial; default the raft_addr
+	// the cell state lists for this broker.
+	RaftAdvertise string `json:"raft_advertise"`
 }
 
 func defaultConfig() Config {
@@ -44,7 +51,19 @@ func (c *Config) validate(cmd string) error {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise} {
+			if a != "" {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					return fmt.Errorf("raft address %q is not host:port: %w", a, err)
+				}
+			}
+		}
 		return nil
+	}
+	if c.RaftListen != "" {
+		if _, _, err := net.SplitHostPort(c.RaftListen); err != nil {
+			return fmt.Errorf("raft listen address %q is not host:port: %w", c.RaftListen, err)
+		}
 	}
 	if cmd != "dev" && c.DatabaseURL == "" {
 		return errors.New("no database: set SLUICE_DATABASE_URL (or DATABASE_URL), database_url in the config file, or -database-url")
@@ -83,6 +102,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
 	apiURL := fs.String("api", "", "broker: the control plane's URL (env SLUICE_API_URL)")
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
+	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
+	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -112,6 +133,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_BROKER_ID"}, &cfg.BrokerID},
 		{[]string{"SLUICE_API_URL"}, &cfg.APIURL},
 		{[]string{"SLUICE_CELL_KEY"}, &cfg.CellKey},
+		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
+		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -127,7 +150,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		v   string
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
-		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey}} {
+		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

@@ -54,3 +54,20 @@ func TestConfigLayers(t *testing.T) {
 		})
 	}
 }
+
+// A broker's Raft addresses come from flags or the environment and must be
+// host:port.
+func TestBrokerRaftConfig(t *testing.T) {
+	base := []string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}
+	env := map[string]string{"SLUICE_RAFT_ADVERTISE": "10.0.0.1:7001"}
+	cfg, err := loadConfig("broker", append(base, "-raft-listen", "0.0.0.0:7001"), func(k string) string { return env[k] })
+	if err != nil || cfg.RaftListen != "0.0.0.0:7001" || cfg.RaftAdvertise != "10.0.0.1:7001" {
+		t.Fatalf("raft addresses: %+v %v", cfg, err)
+	}
+	if bc := brokerConfigOf(cfg); bc.RaftListen != cfg.RaftListen || bc.RaftAdvertise != cfg.RaftAdvertise {
+		t.Fatalf("broker config: %+v", bc)
+	}
+	if _, err := loadConfig("broker", append(base, "-raft-listen", "nope"), func(string) string { return "" }); err == nil {
+		t.Fatal("accepted a raft listen address without a port")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -25,6 +26,42 @@ var devBrokers = []api.CreateBrokerRequest{
 	{ID: "dev-b1", CellID: "dev-cell-1", NodeID: 1, KafkaAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:8081", RaftAddr: "127.0.0.1:7001"},
 	{ID: "dev-b2", CellID: "dev-cell-1", NodeID: 2, KafkaAddr: "127.0.0.1:9093", HTTPAddr: "127.0.0.1:8082", RaftAddr: "127.0.0.1:7002"},
 	{ID: "dev-b3", CellID: "dev-cell-1", NodeID: 3, KafkaAddr: "127.0.0.1:9094", HTTPAddr: "127.0.0.1:8083", RaftAddr: "127.0.0.1:7003"},
+}
+
+// devRaftListen is the first dev broker's Raft address; the others take the
+// next ports (devBrokers lists the same).
+const devRaftListen = "127.0.0.1:7001"
+
+// devRaftAddrs returns the dev brokers' Raft addresses: from first on, one
+// port apart, or free ports of first's host when its port is 0 (reserved by
+// listening and released just before the brokers listen again, for tests
+// that run next to another tenantd).
+func devRaftAddrs(first string) ([]string, error) {
+	if first == "" {
+		first = devRaftListen
+	}
+	host, portStr, err := net.SplitHostPort(first)
+	if err != nil {
+		return nil, fmt.Errorf("dev raft address %q: %w", first, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("dev raft address %q: bad port", first)
+	}
+	addrs := make([]string, len(devBrokers))
+	for i := range addrs {
+		if port != 0 {
+			addrs[i] = net.JoinHostPort(host, strconv.Itoa(port+i))
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("pick a dev raft port: %w", err)
+		}
+		addrs[i] = ln.Addr().String()
+		defer ln.Close()
+	}
+	return addrs, nil
 }
 
 // dev runs the control plane on a local Postgres and prints how to use it.
@@ -63,7 +100,12 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return
 		}
 		op := client.New(apiURL, client.WithAPIKey(id, secret))
-		if err := seedDevFleet(ctx, op); err != nil {
+		raftAddrs, err := devRaftAddrs(cfg.RaftListen)
+		if err != nil {
+			readyErr = err
+			return
+		}
+		if err := seedDevFleet(ctx, op, raftAddrs); err != nil {
 			readyErr = err
 			return
 		}
@@ -87,7 +129,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 Sluice is running.
   Console:   %[1]s/
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
-  Cell:      %[5]s with brokers %[6]s (state and reports only: the data plane is not served yet)
+  Cell:      %[5]s with brokers %[6]s (partitions replicate over Raft; no Kafka or HTTP data listener yet)
   Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
@@ -166,8 +208,9 @@ func brokerIDs() string {
 	return strings.Join(ids, ", ")
 }
 
-// seedDevFleet creates the dev pool, cell and brokers unless they exist.
-func seedDevFleet(ctx context.Context, op *client.Client) error {
+// seedDevFleet creates the dev pool, cell and brokers unless they exist, and
+// sets the brokers' Raft addresses to raftAddrs.
+func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs []string) error {
 	ignoreExists := func(_ any, err error) error {
 		if client.IsCode(err, "already_exists") {
 			return nil
@@ -180,9 +223,13 @@ func seedDevFleet(ctx context.Context, op *client.Client) error {
 	if err := ignoreExists(op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "dev-cell-1", PoolID: "dev-shared"})); err != nil {
 		return fmt.Errorf("seed cell: %w", err)
 	}
-	for _, b := range devBrokers {
+	for i, b := range devBrokers {
+		b.RaftAddr = raftAddrs[i]
 		if err := ignoreExists(op.AdminCreateBroker(ctx, b)); err != nil {
 			return fmt.Errorf("seed broker %s: %w", b.ID, err)
+		}
+		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i]}); err != nil {
+			return fmt.Errorf("set raft address of broker %s: %w", b.ID, err)
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
@@ -39,8 +42,10 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Skip("builds and runs tenantd")
 	}
 	bin := buildTenantd(t)
-	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.New(t), "SLUICE_LOG_LEVEL=warn")
+	dbURL := pgtest.New(t)
+	// Free Raft ports, so the test runs beside another tenantd dev.
+	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SLUICE_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +161,36 @@ func TestDevReadmeFlow(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("brokers did not report within 20 s: %s", out)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	// The topic's three partitions replicate across the dev brokers: each
+	// elects a leader, which all three replicas report to the control
+	// plane (partition_status).
+	db, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	deadline = time.After(30 * time.Second)
+	for {
+		var led int
+		err := db.QueryRow(context.Background(), `SELECT count(*) FROM (
+			SELECT ps.partition FROM partition_status ps JOIN topics t ON t.id = ps.topic_id
+			WHERE t.name = 'orders' GROUP BY ps.partition
+			HAVING count(*) = 3 AND min(ps.leader_node) > 0 AND min(ps.leader_node) = max(ps.leader_node)) led`).Scan(&led)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if led == 3 {
+			break
+		}
+		select {
+		case <-deadline:
+			rows, _ := db.Query(context.Background(), `SELECT partition, broker_id, leader_node, leader_epoch FROM partition_status`)
+			got, _ := pgx.CollectRows(rows, pgx.RowToMap)
+			t.Fatalf("partitions without an agreed leader after 30 s (%d of 3 led): %v\n%s", led, got, stderr.String())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 

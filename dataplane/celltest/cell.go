@@ -31,7 +31,8 @@ type Options struct {
 	// CheckInterval is the replicas' removal and preferred-leader check
 	// interval; default 200ms.
 	CheckInterval time.Duration
-	// Network connects the replicas; default an InmemNetwork.
+	// Network connects the replicas; default a TransportNetwork (real
+	// transport on loopback), which the cell closes when it closes.
 	Network Network
 	// Dir is the root of the brokers' data directories; default t.TempDir().
 	Dir string
@@ -50,9 +51,10 @@ func TestRaftConfig() *raft.Config {
 
 // Cell is three (or Options.Brokers) brokers in one process.
 type Cell struct {
-	t    testing.TB
-	opts Options
-	net  Network
+	t      testing.TB
+	opts   Options
+	net    Network
+	ownNet *TransportNetwork // the default network, closed by Close
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -80,13 +82,17 @@ func New(t testing.TB, opts Options) *Cell {
 	if opts.CheckInterval == 0 {
 		opts.CheckInterval = 200 * time.Millisecond
 	}
-	if opts.Network == nil {
-		opts.Network = NewInmemNetwork(opts.Brokers)
-	}
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
 	c := &Cell{t: t, opts: opts, net: opts.Network}
+	if c.net == nil {
+		tn, err := NewTransportNetwork(opts.Brokers, nil)
+		if err != nil {
+			t.Fatalf("new cell: %v", err)
+		}
+		c.net, c.ownNet = tn, tn
+	}
 	for b := 0; b < opts.Brokers; b++ {
 		c.brokers = append(c.brokers, &broker{dir: filepath.Join(opts.Dir, fmt.Sprintf("broker-%d", b))})
 	}
@@ -117,7 +123,7 @@ func (c *Cell) peers(part int) []raft.Server {
 	for i := 0; i < c.opts.Brokers; i++ {
 		// Rotate so that preferred leaders spread over the brokers.
 		b := (part + i) % c.opts.Brokers
-		s = append(s, raft.Server{Suffrage: raft.Voter, ID: BrokerID(b), Address: Addr(b, part)})
+		s = append(s, raft.Server{Suffrage: raft.Voter, ID: BrokerID(b), Address: c.net.Addr(b, part)})
 	}
 	return s
 }
@@ -134,12 +140,16 @@ func (c *Cell) StartBroker(b int) {
 	}
 	br.committer = raftlog.NewCommitter(log.SyncFiles)
 	for p := 0; p < c.opts.Partitions; p++ {
+		tr, err := c.net.Attach(b, p)
+		if err != nil {
+			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+		}
 		r, err := partition.Open(context.Background(), partition.Config{
 			ID:            BrokerID(b),
 			Dir:           filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
 			Peers:         c.peers(p),
 			Bootstrap:     true,
-			Transport:     c.net.Attach(b, p),
+			Transport:     tr,
 			Committer:     br.committer,
 			Log:           c.opts.Log,
 			Raft:          c.opts.Raft(),
@@ -260,10 +270,15 @@ func pause(ctx context.Context) error {
 	}
 }
 
-// Close stops every broker.
+// Close stops every broker, then the default network.
 func (c *Cell) Close() {
 	for b := range c.brokers {
 		c.StopBroker(b)
+	}
+	if c.ownNet != nil {
+		if err := c.ownNet.Close(); err != nil {
+			c.t.Errorf("close cell network: %v", err)
+		}
 	}
 }
 

@@ -9,13 +9,15 @@ import (
 )
 
 // Network gives each replica its Raft transport and cuts links between
-// brokers. The in-memory one below stands in until dataplane/transport
-// (with its Faults) lands; a Network over it only has to implement these
-// methods.
+// brokers. TransportNetwork (dataplane/transport on loopback, the default)
+// is what brokers run; InmemNetwork is raft.InmemTransport, kept for
+// comparing against the transport's cost in benchmarks.
 type Network interface {
+	// Addr is the Raft ServerAddress of the replica of part on broker b.
+	Addr(b, part int) raft.ServerAddress
 	// Attach returns a fresh transport for the replica of partition part on
 	// broker b, connected to the other brokers' replicas unless cut off.
-	Attach(b, part int) raft.Transport
+	Attach(b, part int) (raft.Transport, error)
 	// Detach disconnects that replica, as when its broker stops.
 	Detach(b, part int)
 	// Isolate cuts every link between broker b and the others.
@@ -24,8 +26,10 @@ type Network interface {
 	Heal()
 }
 
-// Addr is the Raft address of the replica of part on broker b.
-func Addr(b, part int) raft.ServerAddress { return raft.ServerAddress(fmt.Sprintf("b%d/p%d", b, part)) }
+// inmemAddr is the in-memory Raft address of the replica of part on broker b.
+func inmemAddr(b, part int) raft.ServerAddress {
+	return raft.ServerAddress(fmt.Sprintf("b%d/p%d", b, part))
+}
 
 // InmemNetwork is a Network over raft.InmemTransport.
 type InmemNetwork struct {
@@ -44,22 +48,25 @@ func NewInmemNetwork(brokers int) *InmemNetwork {
 
 func (n *InmemNetwork) linked(a, b int) bool { return a != b && !n.isolated[a] && !n.isolated[b] }
 
+// Addr implements Network.
+func (n *InmemNetwork) Addr(b, part int) raft.ServerAddress { return inmemAddr(b, part) }
+
 // Attach implements Network.
-func (n *InmemNetwork) Attach(b, part int) raft.Transport {
+func (n *InmemNetwork) Attach(b, part int) (raft.Transport, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if old := n.trans[[2]int{b, part}]; old != nil {
 		n.detachLocked(b, part, old)
 	}
-	_, t := raft.NewInmemTransport(Addr(b, part))
+	_, t := raft.NewInmemTransport(inmemAddr(b, part))
 	n.trans[[2]int{b, part}] = t
 	for o := 0; o < n.brokers; o++ {
 		if p := n.trans[[2]int{o, part}]; p != nil && n.linked(b, o) {
-			t.Connect(Addr(o, part), p)
-			p.Connect(Addr(b, part), t)
+			t.Connect(inmemAddr(o, part), p)
+			p.Connect(inmemAddr(b, part), t)
 		}
 	}
-	return &copyTransport{InmemTransport: t}
+	return &copyTransport{InmemTransport: t}, nil
 }
 
 // Detach implements Network.
@@ -76,7 +83,7 @@ func (n *InmemNetwork) detachLocked(b, part int, t *raft.InmemTransport) {
 	t.DisconnectAll()
 	for o := 0; o < n.brokers; o++ {
 		if p := n.trans[[2]int{o, part}]; p != nil && o != b {
-			p.Disconnect(Addr(b, part))
+			p.Disconnect(inmemAddr(b, part))
 		}
 	}
 }
@@ -92,8 +99,8 @@ func (n *InmemNetwork) Isolate(b int) {
 		}
 		for o := 0; o < n.brokers; o++ {
 			if p := n.trans[[2]int{o, k[1]}]; p != nil && o != b {
-				t.Disconnect(Addr(o, k[1]))
-				p.Disconnect(Addr(b, k[1]))
+				t.Disconnect(inmemAddr(o, k[1]))
+				p.Disconnect(inmemAddr(b, k[1]))
 			}
 		}
 	}
@@ -107,7 +114,7 @@ func (n *InmemNetwork) Heal() {
 	for k, t := range n.trans {
 		for o := 0; o < n.brokers; o++ {
 			if p := n.trans[[2]int{o, k[1]}]; p != nil && o != k[0] {
-				t.Connect(Addr(o, k[1]), p)
+				t.Connect(inmemAddr(o, k[1]), p)
 			}
 		}
 	}

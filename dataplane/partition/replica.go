@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
+	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 // Errors. Callers match them with errors.Is.
@@ -158,17 +159,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// DefaultRaftConfig returns timeouts for hundreds of groups per broker:
-// heartbeat and election 2s, lease 1s, commit 500ms (an idle leader sends
-// an empty AppendEntries every commit timeout).
-func DefaultRaftConfig() *raft.Config {
-	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 2 * time.Second
-	c.ElectionTimeout = 2 * time.Second
-	c.LeaderLeaseTimeout = time.Second
-	c.CommitTimeout = 500 * time.Millisecond
-	return c
-}
+// DefaultRaftConfig returns transport.RaftConfig, the timeouts for hundreds
+// of groups per broker sharing one transport (heartbeat and election 2s,
+// lease 1s, commit 500ms): one definition, so the replicas and the
+// transport's own benchmarks agree. Open sets LocalID.
+func DefaultRaftConfig() *raft.Config { return transport.RaftConfig("") }
 
 // snapshotThreshold: FSM snapshots are a few hundred bytes, so take them
 // often enough to bound replay after a restart. They never remove data.

@@ -1,0 +1,347 @@
+// Package replicas owns a broker's partition replicas: it turns the cell's
+// desired state (a state.View) into open partition.Replicas, one Raft group
+// per partition assigned to this broker, over the broker's shared transport
+// Node and group Committer. It opens the replicas of new partitions (every
+// replica bootstraps its group with the same configuration, so a new topic
+// elects leaders with no operator action), closes and deletes the replicas
+// of partitions no longer assigned here, serves the front doors' lookups
+// (Get) and the reporter's observations (Status).
+//
+// tenantd's broker wiring imports it; the front doors (Kafka listener, HTTP
+// data API) use Get. It imports the data plane and the control plane's wire
+// package only.
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/transport"
+)
+
+// ErrClosed is returned by Apply after Close.
+var ErrClosed = errors.New("replicas: manager closed")
+
+// Config configures a Manager.
+type Config struct {
+	// NodeID is this broker's node id in the cell (wire.Broker.NodeID).
+	// Required.
+	NodeID int
+	// DataDir holds one directory per topic id, with one replica directory
+	// per partition inside. The Manager owns everything in it. Required.
+	DataDir string
+	// Transport is the broker's Raft transport; its ID must be
+	// ServerID(NodeID). Required.
+	Transport *transport.Node
+	// Committer is the broker's group committer. Required.
+	Committer *raftlog.Committer
+	// Raft returns the base Raft config of a replica; default
+	// partition.DefaultRaftConfig (timeouts for hundreds of groups).
+	Raft func() *raft.Config
+	// Log configures every partition log; zero is the log package's
+	// defaults.
+	Log log.Config
+	// CheckInterval is each replica's removal and preferred-leader check
+	// interval; default partition's (1s).
+	CheckInterval time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.NodeID <= 0:
+		return errors.New("replicas config: NodeID is required: this broker's node id in the cell")
+	case c.DataDir == "":
+		return errors.New("replicas config: DataDir is required")
+	case c.Transport == nil:
+		return errors.New("replicas config: Transport is required: the broker's raft transport")
+	case c.Committer == nil:
+		return errors.New("replicas config: Committer is required: the broker's group committer")
+	case c.Transport.ID() != ServerID(c.NodeID):
+		return fmt.Errorf("replicas config: transport id %q is not ServerID(%d) = %q", c.Transport.ID(), c.NodeID, ServerID(c.NodeID))
+	}
+	if c.Raft == nil {
+		c.Raft = partition.DefaultRaftConfig
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// ServerID is the Raft server id of the broker with node id node, in every
+// group and on its transport.
+func ServerID(node int) raft.ServerID { return raft.ServerID(strconv.Itoa(node)) }
+
+// GroupID is the Raft group id of a partition on the transport.
+func GroupID(topicID string, part int32) string {
+	return topicID + "/" + strconv.Itoa(int(part))
+}
+
+type key struct {
+	topic string
+	part  int32
+}
+
+// Manager keeps a broker's replicas in line with the cell's state.
+type Manager struct {
+	cfg Config
+
+	// applyMu serializes Apply and Close: only they open, close or delete
+	// replicas. Lock order: applyMu, then mu.
+	applyMu sync.Mutex
+
+	// mu guards the fields below.
+	mu       sync.RWMutex
+	replicas map[key]*partition.Replica
+	closed   bool
+}
+
+// New checks cfg and returns a Manager with no replicas; Apply opens them.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create replicas dir: %w", err)
+	}
+	return &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}}, nil
+}
+
+// dir is the replica directory of a partition.
+func (m *Manager) dir(k key) string {
+	return filepath.Join(m.cfg.DataDir, k.topic, strconv.Itoa(int(k.part)))
+}
+
+// Apply reconciles the replicas with v: it opens a replica for every
+// partition whose replica list contains this broker, and closes every
+// replica not assigned here any more and deletes its data. Directories under
+// DataDir of topics v does not assign here (deleted while the broker was
+// down) are deleted too, unless v is the empty state a broker starts with
+// before its first sync. A partition that fails to open is skipped and
+// reported in the error; the next Apply tries it again.
+func (m *Manager) Apply(ctx context.Context, v *state.View) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	want := map[key]wire.Partition{}
+	for _, t := range v.CellState.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				if r == m.cfg.NodeID {
+					want[key{t.ID, int32(p.Partition)}] = p
+				}
+			}
+		}
+	}
+	var errs []error
+
+	// Close and delete what is no longer assigned here.
+	m.mu.Lock()
+	var gone []key
+	for k := range m.replicas {
+		if _, ok := want[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range gone {
+		if err := m.remove(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if v.StateVersion > 0 {
+		if err := m.removeOrphans(want); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	// Open what is new.
+	for k, p := range want {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		m.mu.RLock()
+		_, open := m.replicas[k]
+		m.mu.RUnlock()
+		if open {
+			continue
+		}
+		r, err := m.open(ctx, v, k, p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("open replica of %s partition %d: %w", k.topic, k.part, err))
+			continue
+		}
+		m.mu.Lock()
+		m.replicas[k] = r
+		m.mu.Unlock()
+		m.cfg.Logger.Info("replica opened", "topic_id", k.topic, "partition", k.part, "replicas", p.Replicas)
+	}
+	return errors.Join(errs...)
+}
+
+// open starts the replica of partition k. Every replica of a new group
+// bootstraps it with the same configuration (the partition's replicas in
+// order, so the first is the preferred leader); hashicorp/raft accepts
+// identical bootstraps on all voters, and a replica with existing state
+// ignores it.
+func (m *Manager) open(ctx context.Context, v *state.View, k key, p wire.Partition) (*partition.Replica, error) {
+	peers := make([]raft.Server, 0, len(p.Replicas))
+	for _, node := range p.Replicas {
+		b, ok := v.Broker(node)
+		if !ok || b.RaftAddr == "" {
+			return nil, fmt.Errorf("broker node %d has no raft address in the cell state", node)
+		}
+		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: ServerID(node), Address: raft.ServerAddress(b.RaftAddr)})
+	}
+	tr, err := m.cfg.Transport.Group(GroupID(k.topic, k.part))
+	if err != nil {
+		return nil, err
+	}
+	r, err := partition.Open(ctx, partition.Config{
+		ID:            ServerID(m.cfg.NodeID),
+		Dir:           m.dir(k),
+		Peers:         peers,
+		Bootstrap:     true,
+		Transport:     tr,
+		Committer:     m.cfg.Committer,
+		Log:           m.cfg.Log,
+		Raft:          m.cfg.Raft(),
+		CheckInterval: m.cfg.CheckInterval,
+		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
+	})
+	if err != nil {
+		_ = tr.Close() // Raft never started, so nothing else closes it
+		return nil, err
+	}
+	return r, nil
+}
+
+// remove closes the replica of k and deletes its directory.
+func (m *Manager) remove(k key) error {
+	m.mu.Lock()
+	r := m.replicas[k]
+	delete(m.replicas, k)
+	m.mu.Unlock()
+	if r != nil {
+		if err := r.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			m.cfg.Logger.Warn("close removed replica", "topic_id", k.topic, "partition", k.part, "err", err)
+		}
+	}
+	if err := os.RemoveAll(m.dir(k)); err != nil {
+		return fmt.Errorf("delete replica of %s partition %d: %w", k.topic, k.part, err)
+	}
+	// The topic directory goes with its last partition; Remove fails
+	// harmlessly while others remain.
+	_ = os.Remove(filepath.Join(m.cfg.DataDir, k.topic))
+	m.cfg.Logger.Info("replica removed and its data deleted", "topic_id", k.topic, "partition", k.part)
+	return nil
+}
+
+// removeOrphans deletes replica directories that want does not list.
+func (m *Manager) removeOrphans(want map[key]wire.Partition) error {
+	topics, err := os.ReadDir(m.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("list replicas dir: %w", err)
+	}
+	var errs []error
+	for _, t := range topics {
+		if !t.IsDir() || strings.HasPrefix(t.Name(), ".") {
+			continue
+		}
+		parts, err := os.ReadDir(filepath.Join(m.cfg.DataDir, t.Name()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list replicas of topic %s: %w", t.Name(), err))
+			continue
+		}
+		for _, p := range parts {
+			n, err := strconv.ParseInt(p.Name(), 10, 32)
+			if err != nil {
+				continue // not a replica directory
+			}
+			if _, ok := want[key{t.Name(), int32(n)}]; !ok {
+				errs = append(errs, m.remove(key{t.Name(), int32(n)}))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Get returns this broker's replica of a partition, whether or not it
+// leads.
+func (m *Manager) Get(topicID string, part int32) (*partition.Replica, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.replicas[key{topicID, part}]
+	return r, ok
+}
+
+// Status reports every replica's view of its partition, for the cell
+// report. LeaderNode is 0 while no leader is known.
+func (m *Manager) Status() []wire.PartitionStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]wire.PartitionStatus, 0, len(m.replicas))
+	for k, r := range m.replicas {
+		st := wire.PartitionStatus{TopicID: k.topic, Partition: int(k.part), LeaderEpoch: int64(r.LeaderEpoch()),
+			HighWatermark: r.HighWatermark()}
+		if id, _ := r.LeaderID(); id != "" {
+			st.LeaderNode, _ = strconv.Atoi(string(id))
+		}
+		l := r.Store().Log()
+		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = l.LogStartOffset(), l.NextOffset(), l.Size()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Close closes every replica and waits for all of them. Data stays on disk.
+// Apply fails afterwards. Close is idempotent.
+func (m *Manager) Close() error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+	m.mu.Lock()
+	m.closed = true
+	reps := m.replicas
+	m.replicas = map[key]*partition.Replica{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(reps))
+	var emu sync.Mutex
+	for _, r := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
