@@ -2,6 +2,9 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/state"
 )
 
 // maxProduceWait bounds how long a produce waits for commit, whatever the
@@ -89,6 +93,9 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 			}
 			if node, ok := part.Leader(); !ok || node != c.s.cfg.NodeID {
 				fail(catalog.NotLeader, "")
+				if ok {
+					op.CurrentLeader.LeaderID, op.CurrentLeader.LeaderEpoch = int32(node), part.LeaderEpoch()
+				}
 				continue
 			}
 			jobs = append(jobs, job{part: part, batch: rp.Records, out: op})
@@ -100,6 +107,12 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		base, err := j.part.Produce(ctx, j.batch)
 		if err != nil {
 			j.out.ErrorCode, j.out.ErrorMessage = errCode(err)
+			var ln leaderNoder
+			if errors.As(err, &ln) {
+				if node, ok := ln.LeaderNode(); ok && node != c.s.cfg.NodeID {
+					j.out.CurrentLeader.LeaderID, j.out.CurrentLeader.LeaderEpoch = int32(node), j.part.LeaderEpoch()
+				}
+			}
 			if ce := catalogued(err); ce.Entry == catalog.Internal {
 				c.s.cfg.Logger.Error("produce failed", "remote", c.remote, "err", err)
 			}
@@ -121,7 +134,44 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		}
 		wg.Wait()
 	}
+	if r.Version >= 10 {
+		addLeaderEndpoints(v, resp)
+	}
 	return resp
+}
+
+// addLeaderEndpoints lists the brokers that NOT_LEADER_OR_FOLLOWER answers
+// name as current leaders (KIP-951), so a client can move the partition
+// without a metadata round trip; clients ignore CurrentLeader without
+// them.
+func addLeaderEndpoints(v *state.View, resp *kmsg.ProduceResponse) {
+	named := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.CurrentLeader.LeaderID >= 0 {
+				named[p.CurrentLeader.LeaderID] = true
+			}
+		}
+	}
+	if len(named) == 0 {
+		return
+	}
+	for _, b := range v.Brokers {
+		if !named[int32(b.NodeID)] {
+			continue
+		}
+		host, port, err := net.SplitHostPort(b.KafkaAddr)
+		if err != nil {
+			continue
+		}
+		pn, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			continue
+		}
+		eb := kmsg.NewProduceResponseBroker()
+		eb.NodeID, eb.Host, eb.Port = int32(b.NodeID), host, int32(pn)
+		resp.Brokers = append(resp.Brokers, eb)
+	}
 }
 
 // hasPartition reports whether the topic has partition p.

@@ -1,0 +1,61 @@
+package celltests
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/dataplane/celltest"
+)
+
+// A follower answers a produce with NOT_LEADER_OR_FOLLOWER naming the
+// current leader, its epoch and its Kafka address (KIP-951), and Metadata
+// from any broker names that leader.
+func TestProduceToFollowerNamesLeader(t *testing.T) {
+	c, tn := startCell(t, 1, "moves")
+	l := c.cell.WaitLeader(0, 20*time.Second)
+	leaderNode, followerNode := int32(l+1), int32((l+1)%3+1)
+	cl := c.client(t, tn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	meta := kmsg.NewPtrMetadataRequest()
+	topic := "moves"
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = &topic
+	meta.Topics = append(meta.Topics, mt)
+	for node := int32(1); node <= 3; node++ {
+		raw, err := cl.Broker(int(node)).Request(ctx, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr := raw.(*kmsg.MetadataResponse)
+		if len(mr.Brokers) != 3 || len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 || mr.Topics[0].Partitions[0].Leader != leaderNode {
+			t.Fatalf("metadata from node %d: %d brokers, topics %+v; want leader %d", node, len(mr.Brokers), mr.Topics, leaderNode)
+		}
+	}
+
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, celltest.Batch([]byte("hello"))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Broker(int(followerNode)).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := raw.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+	if pr.ErrorCode != catalog.NotLeader.KafkaCode || pr.CurrentLeader.LeaderID != leaderNode || pr.CurrentLeader.LeaderEpoch < 1 {
+		t.Fatalf("produce to follower node %d: code %d, current leader %+v; want NOT_LEADER naming node %d", followerNode, pr.ErrorCode, pr.CurrentLeader, leaderNode)
+	}
+	brokers := raw.(*kmsg.ProduceResponse).Brokers
+	if len(brokers) != 1 || brokers[0].NodeID != leaderNode {
+		t.Fatalf("produce response endpoints %+v, want node %d's", brokers, leaderNode)
+	}
+}
