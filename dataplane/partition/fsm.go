@@ -75,6 +75,9 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 		}
 		ps := f.st.Producers[h.ProducerID]
 		if ps == nil {
+			if len(f.st.Producers) >= maxProducers {
+				evictIdlest(f.st.Producers)
+			}
 			ps = &ProducerState{Epoch: h.ProducerEpoch}
 			f.st.Producers[h.ProducerID] = ps
 		}

@@ -27,6 +27,25 @@ var (
 // flight per partition with idempotence on.
 const ProducerWindow = 5
 
+// maxProducers bounds the producer ids a partition remembers, so that
+// clients that keep taking new ids (every InitProducerId is one) cannot
+// grow its state and snapshot without bound. A variable for tests.
+var maxProducers = 10_000
+
+// evictIdlest forgets the producer id whose newest batch is the oldest in
+// the log. Base offsets are unique, so the choice is the same on every
+// replica whatever the map order. A forgotten producer's next batch is
+// treated as an unknown producer's: accepted at any sequence.
+func evictIdlest(ps map[int64]*ProducerState) {
+	victim, oldest := int64(0), int64(math.MaxInt64)
+	for pid, st := range ps {
+		if n := len(st.Batches); n > 0 && st.Batches[n-1].BaseOffset < oldest {
+			victim, oldest = pid, st.Batches[n-1].BaseOffset
+		}
+	}
+	delete(ps, victim)
+}
+
 // ProducerBatch is one remembered batch of a producer.
 type ProducerBatch struct {
 	FirstSeq   int32 `json:"first_seq"`

@@ -163,3 +163,37 @@ func TestProducerStateInSnapshot(t *testing.T) {
 		return ok && st.Epoch == 3 && len(st.Batches) == 1 && st.Batches[0].BaseOffset == 0
 	})
 }
+
+// Producer ids beyond the bound evict the one written least recently, on
+// every replica alike.
+func TestProducerBound(t *testing.T) {
+	t.Cleanup(partition.SetMaxProducers(3)) // restored after the cell closes
+	c := celltest.New(t, celltest.Options{})
+	c.WaitLeader(0, waitLong)
+	for pid := int64(1); pid <= 4; pid++ {
+		mustProduce(t, c, idemBatch(pid, 0, 0, 1), pid-1)
+	}
+	celltest.WaitFor(t, waitLong, "every replica to apply everything", func() bool {
+		for b := 0; b < 3; b++ {
+			if c.Replica(b, 0).HighWatermark() != 4 {
+				return false
+			}
+		}
+		return true
+	})
+	for b := 0; b < 3; b++ {
+		if _, ok := c.Replica(b, 0).Producer(1); ok {
+			t.Fatalf("broker %d still remembers producer 1", b)
+		}
+		for pid := int64(2); pid <= 4; pid++ {
+			if _, ok := c.Replica(b, 0).Producer(pid); !ok {
+				t.Fatalf("broker %d forgot producer %d", b, pid)
+			}
+		}
+	}
+	// Forgotten: any sequence is accepted. Remembered: a gap is not.
+	mustProduce(t, c, idemBatch(1, 0, 9, 1), 4)
+	if _, err := produceTo(t, c, idemBatch(3, 0, 9, 1)); !errors.Is(err, partition.ErrOutOfOrderSequence) {
+		t.Fatalf("gap for a remembered producer: %v", err)
+	}
+}
