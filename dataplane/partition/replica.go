@@ -707,7 +707,10 @@ func (r *Replica) barrier(term uint64) {
 		if r.raft.State() != raft.Leader || r.raft.CurrentTerm() != term {
 			return
 		}
-		err := r.raft.Barrier(r.cfg.ApplyTimeout).Error()
+		stopped, err := r.await(r.raft.Barrier(r.cfg.ApplyTimeout))
+		if stopped {
+			return
+		}
 		if err == nil {
 			break
 		}
@@ -730,6 +733,22 @@ func (r *Replica) barrier(term uint64) {
 	r.cfg.Logger.Info("partition leader serving", "replica", r.cfg.ID, "term", term, "high_watermark", r.fsm.highWatermark())
 }
 
+// await waits for a Raft future or for Close. A future that Raft accepted
+// just before it shut down may never be answered (its run loops exit without
+// draining), so the replica's own goroutines never wait on one without also
+// watching r.stop; the helper goroutine then ends with the future, if ever,
+// and holds nothing of ours.
+func (r *Replica) await(f raft.Future) (stopped bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return false, err
+	case <-r.stop:
+		return true, nil
+	}
+}
+
 // checkRemoved shuts the replica down if the latest configuration it holds
 // no longer lists it. A follower removed before it received that
 // configuration cannot tell; the controller that removed it must close it.
@@ -744,7 +763,7 @@ func (r *Replica) checkRemoved() bool {
 		return true
 	}
 	f := r.raft.GetConfiguration()
-	if f.Error() != nil {
+	if stopped, err := r.await(f); err != nil || stopped {
 		return false
 	}
 	servers := f.Configuration().Servers
@@ -778,7 +797,7 @@ func (r *Replica) maybeTransfer() {
 		return
 	}
 	f := r.raft.GetConfiguration()
-	if f.Error() != nil {
+	if stopped, err := r.await(f); err != nil || stopped {
 		return
 	}
 	voter := slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool {
@@ -787,7 +806,9 @@ func (r *Replica) maybeTransfer() {
 	if !voter {
 		return
 	}
-	if err := r.raft.LeadershipTransferToServer(pref.ID, pref.Address).Error(); err != nil {
+	if stopped, err := r.await(r.raft.LeadershipTransferToServer(pref.ID, pref.Address)); stopped {
+		return
+	} else if err != nil {
 		r.cfg.Logger.Debug("leadership transfer to preferred replica failed", "replica", r.cfg.ID, "to", pref.ID, "error", err)
 		r.mu.Lock()
 		r.leaderFrom = time.Now() // back off for a few intervals
