@@ -421,6 +421,9 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 		return base, err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("produce: %w", ctx.Err())
+	case <-r.stop:
+		// Raft may never answer a future it took just before shutdown.
+		return 0, r.notLeader(raft.ErrRaftShutdown)
 	}
 }
 
@@ -464,7 +467,7 @@ func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []b
 	for _, p := range pend {
 		if p.epoch == epoch && p.first == first && p.last == last {
 			r.seqMu.Unlock()
-			return waitPending(ctx, p)
+			return r.waitPending(ctx, p)
 		}
 	}
 	st := r.producerView(pid, pend)
@@ -492,7 +495,7 @@ func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []b
 		r.seqMu.Unlock()
 		close(p.done)
 	}()
-	return waitPending(ctx, p)
+	return r.waitPending(ctx, p)
 }
 
 // producerView is the producer's applied state with its in-flight batches
@@ -522,12 +525,16 @@ func (r *Replica) producerView(pid int64, pend []*pendingBatch) *ProducerState {
 	return st
 }
 
-func waitPending(ctx context.Context, p *pendingBatch) (int64, error) {
+func (r *Replica) waitPending(ctx context.Context, p *pendingBatch) (int64, error) {
 	select {
 	case <-p.done:
 		return p.base, p.err
 	case <-ctx.Done():
 		return 0, fmt.Errorf("produce: %w", ctx.Err())
+	case <-r.stop:
+		// Raft may never answer a future it took just before shutdown;
+		// the outcome is unknown.
+		return 0, r.notLeader(raft.ErrRaftShutdown)
 	}
 }
 
