@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
@@ -31,12 +32,16 @@ type brokerConfig struct {
 	// RaftListen and RaftAdvertise override the raft_addr the cell state
 	// lists for this broker (listen defaults to advertise).
 	RaftListen, RaftAdvertise string
+	// KafkaListen overrides the kafka_addr the cell state lists for this
+	// broker as the Kafka listener's address.
+	KafkaListen string
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
-		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise}
+		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
+		KafkaListen: cfg.KafkaListen}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -129,6 +134,12 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 	}()
 	slot.Store(m)
 	log.Info("raft transport listening", "raft_listen", listen, "raft_advertise", advertise, "node_id", self.NodeID)
+
+	ks, err := startKafka(ctx, cfg, self, syncer, m, log)
+	if err != nil {
+		return err
+	}
+	defer ks.Close()
 	retry := time.NewTimer(applyRetry)
 	retry.Stop()
 	for {
@@ -168,4 +179,50 @@ func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log
 		case <-changed:
 		}
 	}
+}
+
+// startKafka serves the Kafka protocol on the broker's Kafka address over
+// its replicas, with producer ids from the control plane and topic admin
+// forwarded to the control plane's API under the caller's own key.
+func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, log *slog.Logger) (*kafka.Server, error) {
+	addr := cfg.KafkaListen
+	if addr == "" {
+		addr = self.KafkaAddr
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("broker %s has no kafka_addr in the cell state: set it (tenantd admin) or pass -kafka-listen", cfg.BrokerID)
+	}
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	ks, err := kafka.New(kafka.Config{
+		Addr:         addr,
+		NodeID:       self.NodeID,
+		State:        syncer,
+		Partitions:   replicaPartitions{m},
+		ControlPlane: client.New(cfg.APIURL),
+		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
+			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
+		}},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := ks.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("kafka listener stopped", "err", err)
+		}
+	}()
+	log.Info("kafka listening", "kafka_listen", ks.Addr().String())
+	return ks, nil
+}
+
+// replicaPartitions serves the Kafka listener the broker's replicas.
+type replicaPartitions struct{ m *replicas.Manager }
+
+func (p replicaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
+	r, ok := p.m.Get(topicID, part)
+	if !ok {
+		return nil, false
+	}
+	return r, true
 }

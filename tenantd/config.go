@@ -40,6 +40,11 @@ type Config struct {
 	// RaftAdvertise is the Raft address peers dial; default the raft_addr
 	// the cell state lists for this broker.
 	RaftAdvertise string `json:"raft_advertise"`
+	// KafkaListen is the broker's Kafka listen address; default the
+	// kafka_addr the cell state lists for this broker (which clients are
+	// told in Metadata). In dev mode it is the first dev broker's address,
+	// the others taking the next ports (port 0: free ports).
+	KafkaListen string `json:"kafka_listen"`
 }
 
 func defaultConfig() Config {
@@ -51,18 +56,20 @@ func (c *Config) validate(cmd string) error {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
-					return fmt.Errorf("raft address %q is not host:port: %w", a, err)
+					return fmt.Errorf("address %q is not host:port: %w", a, err)
 				}
 			}
 		}
 		return nil
 	}
-	if c.RaftListen != "" {
-		if _, _, err := net.SplitHostPort(c.RaftListen); err != nil {
-			return fmt.Errorf("raft listen address %q is not host:port: %w", c.RaftListen, err)
+	for _, a := range []string{c.RaftListen, c.KafkaListen} {
+		if a != "" {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("listen address %q is not host:port: %w", a, err)
+			}
 		}
 	}
 	if cmd != "dev" && c.DatabaseURL == "" {
@@ -104,6 +111,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
+	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -135,6 +143,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_CELL_KEY"}, &cfg.CellKey},
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
+		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -151,7 +160,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
-		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}} {
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

@@ -28,25 +28,28 @@ var devBrokers = []api.CreateBrokerRequest{
 	{ID: "dev-b3", CellID: "dev-cell-1", NodeID: 3, KafkaAddr: "127.0.0.1:9094", HTTPAddr: "127.0.0.1:8083", RaftAddr: "127.0.0.1:7003"},
 }
 
-// devRaftListen is the first dev broker's Raft address; the others take the
-// next ports (devBrokers lists the same).
-const devRaftListen = "127.0.0.1:7001"
+// devRaftListen and devKafkaListen are the first dev broker's Raft and
+// Kafka addresses; the others take the next ports (devBrokers lists the same).
+const (
+	devRaftListen  = "127.0.0.1:7001"
+	devKafkaListen = "127.0.0.1:9092"
+)
 
-// devRaftAddrs returns the dev brokers' Raft addresses: from first on, one
-// port apart, or free ports of first's host when its port is 0 (reserved by
-// listening and released just before the brokers listen again, for tests
-// that run next to another tenantd).
-func devRaftAddrs(first string) ([]string, error) {
+// devAddrs returns the dev brokers' addresses of one kind: from first (or
+// def) on, one port apart, or free ports of first's host when its port is 0
+// (reserved by listening and released just before the brokers listen again,
+// for tests that run next to another tenantd).
+func devAddrs(first, def string) ([]string, error) {
 	if first == "" {
-		first = devRaftListen
+		first = def
 	}
 	host, portStr, err := net.SplitHostPort(first)
 	if err != nil {
-		return nil, fmt.Errorf("dev raft address %q: %w", first, err)
+		return nil, fmt.Errorf("dev address %q: %w", first, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("dev raft address %q: bad port", first)
+		return nil, fmt.Errorf("dev address %q: bad port", first)
 	}
 	addrs := make([]string, len(devBrokers))
 	for i := range addrs {
@@ -56,7 +59,7 @@ func devRaftAddrs(first string) ([]string, error) {
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("pick a dev raft port: %w", err)
+			return nil, fmt.Errorf("pick a dev port: %w", err)
 		}
 		addrs[i] = ln.Addr().String()
 		defer ln.Close()
@@ -100,12 +103,17 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return
 		}
 		op := client.New(apiURL, client.WithAPIKey(id, secret))
-		raftAddrs, err := devRaftAddrs(cfg.RaftListen)
+		raftAddrs, err := devAddrs(cfg.RaftListen, devRaftListen)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		if err := seedDevFleet(ctx, op, raftAddrs); err != nil {
+		kafkaAddrs, err := devAddrs(cfg.KafkaListen, devKafkaListen)
+		if err != nil {
+			readyErr = err
+			return
+		}
+		if err := seedDevFleet(ctx, op, raftAddrs, kafkaAddrs); err != nil {
 			readyErr = err
 			return
 		}
@@ -129,12 +137,12 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 Sluice is running.
   Console:   %[1]s/
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
-  Cell:      %[5]s with brokers %[6]s (partitions replicate over Raft; no Kafka or HTTP data listener yet)
+  Cell:      %[5]s with brokers %[6]s (Kafka on %[7]s, SASL/PLAIN with an API key; partitions replicate over Raft)
   Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
 Press Ctrl-C to stop.
-`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs())
+`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","))
 	}
 	h, err := controlPlaneHandler(pool, log, selfURL(ln))
 	if err != nil {
@@ -210,7 +218,7 @@ func brokerIDs() string {
 
 // seedDevFleet creates the dev pool, cell and brokers unless they exist, and
 // sets the brokers' Raft addresses to raftAddrs.
-func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs []string) error {
+func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs, kafkaAddrs []string) error {
 	ignoreExists := func(_ any, err error) error {
 		if client.IsCode(err, "already_exists") {
 			return nil
@@ -224,12 +232,12 @@ func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs []string) er
 		return fmt.Errorf("seed cell: %w", err)
 	}
 	for i, b := range devBrokers {
-		b.RaftAddr = raftAddrs[i]
+		b.RaftAddr, b.KafkaAddr = raftAddrs[i], kafkaAddrs[i]
 		if err := ignoreExists(op.AdminCreateBroker(ctx, b)); err != nil {
 			return fmt.Errorf("seed broker %s: %w", b.ID, err)
 		}
-		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i]}); err != nil {
-			return fmt.Errorf("set raft address of broker %s: %w", b.ID, err)
+		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i], KafkaAddr: &kafkaAddrs[i]}); err != nil {
+			return fmt.Errorf("set addresses of broker %s: %w", b.ID, err)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -44,7 +45,7 @@ func TestDevReadmeFlow(t *testing.T) {
 	bin := buildTenantd(t)
 	dbURL := pgtest.New(t)
 	// Free Raft ports, so the test runs beside another tenantd dev.
-	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
+	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-kafka-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SLUICE_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -75,6 +76,8 @@ func TestDevReadmeFlow(t *testing.T) {
 	var apiURL, opKey string
 	urlRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`)
 	keyRE := regexp.MustCompile(`SLUICE_API_KEY=(\S+)`)
+	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
+	var bootstrap string
 	deadline := time.After(30 * time.Second)
 	for apiURL == "" || opKey == "" {
 		select {
@@ -84,6 +87,9 @@ func TestDevReadmeFlow(t *testing.T) {
 			}
 			if m := urlRE.FindStringSubmatch(l); m != nil {
 				apiURL = m[1]
+			}
+			if m := kafkaRE.FindStringSubmatch(l); m != nil {
+				bootstrap = m[1]
 			}
 			if m := keyRE.FindStringSubmatch(l); m != nil {
 				opKey = m[1]
@@ -194,6 +200,54 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
+	// The README's Kafka tour: kcat (librdkafka) produces keyed records with
+	// a fresh key over SASL/PLAIN and reads every one back, through the
+	// replicated partitions.
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat is not installed: run `make tools` (it installs Debian's kcat)")
+	}
+	key2 := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"kcat"}`, 201)
+	sasl := []string{"-b", bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+		"-X", "sasl.username=" + key2["id"].(string), "-X", "sasl.password=" + key2["secret"].(string)}
+	// A new key reaches the brokers with the next cell state, within a second
+	// or so: wait until the key lists the topic.
+	deadline = time.After(20 * time.Second)
+	for {
+		out, err := runBounded(exec.Command(kcat, append(sasl, "-L", "-t", "orders")...), 20*time.Second)
+		if err == nil && strings.Contains(string(out), `topic "orders" with 3 partitions`) {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("kcat -L with a new key did not list the topic within 20 s: %v\n%s", err, out)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	var in strings.Builder
+	for i := 0; i < 30; i++ {
+		fmt.Fprintf(&in, "user-%d:event-%d\n", i%7, i)
+	}
+	prod := exec.Command(kcat, append(sasl, "-t", "orders", "-P", "-K:", "-X", "acks=all")...)
+	prod.Stdin = strings.NewReader(in.String())
+	if out, err := runBounded(prod, 60*time.Second); err != nil {
+		t.Fatalf("kcat produce: %v\n%s\n%s", err, out, stderr.String())
+	}
+	cons := exec.Command(kcat, append(sasl, "-t", "orders", "-C", "-o", "beginning", "-e", "-f", "%k:%s\n")...)
+	out, err = runBounded(cons, 60*time.Second)
+	if err != nil {
+		t.Fatalf("kcat consume: %v\n%s", err, out)
+	}
+	got := regexp.MustCompile(`(?m)^user-\d+:event-\d+$`).FindAllString(string(out), -1)
+	if len(got) != 30 {
+		t.Fatalf("kcat read %d records, want 30:\n%s", len(got), out)
+	}
+	for i := 0; i < 30; i++ {
+		if !strings.Contains(string(out), fmt.Sprintf("user-%d:event-%d\n", i%7, i)) {
+			t.Fatalf("record %d missing from kcat's read:\n%s", i, out)
+		}
+	}
+
 	// The console is served at / by the same process.
 	resp, err := http.Get(apiURL + "/login")
 	if err != nil {
@@ -233,3 +287,22 @@ func TestDevReadmeFlow(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// runBounded runs cmd and kills it if it outlives limit.
+func runBounded(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.Bytes(), err
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		return out.Bytes(), fmt.Errorf("%s did not finish within %v", cmd.Path, limit)
+	}
+}
