@@ -176,6 +176,8 @@ func (c *conn) handle(req *request) error {
 		resp = c.createTopics(r)
 	case *kmsg.DeleteTopicsRequest:
 		resp = c.deleteTopics(r)
+	case *kmsg.CreatePartitionsRequest:
+		resp = c.createPartitions(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
 	case *kmsg.InitProducerIDRequest:

@@ -38,6 +38,7 @@ var apis = map[int16]apiRange{
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate
+	37: {0, 3},  // CreatePartitions (with Config.ControlPlane)
 }
 
 // request is one decoded request.

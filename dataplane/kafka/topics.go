@@ -21,7 +21,7 @@ import (
 const adminWait = 30 * time.Second
 
 // adminAPIs are served only when Config.ControlPlane is set.
-var adminAPIs = map[int16]bool{19: true, 20: true}
+var adminAPIs = map[int16]bool{19: true, 20: true, 37: true}
 
 // callerAPI is the control-plane client acting as the caller, or an error
 // for a caller without a key (the DevTenant).

@@ -68,6 +68,38 @@ func TestTopicAdmin(t *testing.T) {
 		t.Fatalf("produce to the new topic: %v", err)
 	}
 
+	// CreatePartitions grows the topic through the control plane; partitions
+	// only grow, and another tenant's topic is unknown.
+	grow := func(cl *kgo.Client, name string, count int32) kmsg.CreatePartitionsResponseTopic {
+		t.Helper()
+		r := kmsg.NewPtrCreatePartitionsRequest()
+		r.TimeoutMillis = 20_000
+		r.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: name, Count: count}}
+		resp, err := cl.Request(ctx, r)
+		if err != nil {
+			t.Fatalf("create partitions: %v", err)
+		}
+		return resp.(*kmsg.CreatePartitionsResponse).Topics[0]
+	}
+	if got := grow(ca, "shared", 4); got.ErrorCode != 0 {
+		t.Fatalf("grow to 4: code %d %v", got.ErrorCode, got.ErrorMessage)
+	}
+	if tp, ok := b.state.View().Topic(a.Tenant.ID, "shared"); !ok || len(tp.Partitions) != 4 {
+		t.Fatal("grown topic not in the broker's state when the answer arrived")
+	}
+	if got := grow(ca, "shared", 2); got.ErrorCode != 37 || got.ErrorMessage == nil {
+		t.Fatalf("shrink: code %d, want INVALID_PARTITIONS (37)", got.ErrorCode)
+	}
+	if got := grow(cb, "shared", 3); got.ErrorCode != 0 {
+		t.Fatalf("beta grows its own shared: code %d %v", got.ErrorCode, got.ErrorMessage)
+	}
+	if got := grow(cb, "alpha-only", 3); got.ErrorCode != 3 {
+		t.Fatalf("unknown topic: code %d, want UNKNOWN_TOPIC_OR_PARTITION (3)", got.ErrorCode)
+	}
+	if tp, _ := b.state.View().Topic(a.Tenant.ID, "shared"); len(tp.Partitions) != 4 {
+		t.Fatal("beta's grow changed alpha's topic")
+	}
+
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	del.TimeoutMillis = 20_000
 	del.TopicNames = []string{"shared"}
