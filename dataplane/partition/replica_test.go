@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/log"
@@ -138,8 +141,37 @@ func TestRemovedReplicaShutsDown(t *testing.T) {
 	if err := c.Replica(lb, 0).Raft().RemoveServer(celltest.BrokerID(fb), 0, 0).Error(); err != nil {
 		t.Fatal(err)
 	}
-	celltest.WaitFor(t, waitLong, "the removed follower to shut down", func() bool { return c.Replica(fb, 0).Removed() })
-	if _, err := c.Replica(fb, 0).Produce(context.Background(), celltest.Batch([]byte("x"))); !errors.Is(err, partition.ErrRemoved) {
+	// hashicorp/raft stops replicating to a removed server at once, so the
+	// follower may or may not receive the configuration that drops it. If
+	// it holds that configuration it must shut itself down; if it never
+	// got it, it cannot tell, and the controller that removed it closes it
+	// (dataplane/replicas does, when the cell state stops listing it).
+	f := c.Replica(fb, 0)
+	committed := c.Replica(lb, 0).Raft().CommitIndex()
+	celltest.WaitFor(t, waitLong, "the leader to commit the removal", func() bool {
+		return c.Replica(lb, 0).Raft().AppliedIndex() >= committed
+	})
+	deadline := time.Now().Add(3 * time.Second)
+	for !f.Removed() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !f.Removed() {
+		cf := f.Raft().GetConfiguration()
+		if err := cf.Error(); err != nil {
+			t.Fatal(err)
+		}
+		holdsRemoval := !slices.ContainsFunc(cf.Configuration().Servers, func(s raft.Server) bool { return s.ID == celltest.BrokerID(fb) })
+		if holdsRemoval {
+			t.Fatal("the follower holds the configuration without itself but did not shut down")
+		}
+		t.Log("the removed follower never received its removal; closing it as the controller would")
+		if err := f.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Fatal(err)
+		}
+		if _, err := f.Produce(context.Background(), celltest.Batch([]byte("x"))); err == nil {
+			t.Fatal("produce on a closed replica succeeded")
+		}
+	} else if _, err := f.Produce(context.Background(), celltest.Batch([]byte("x"))); !errors.Is(err, partition.ErrRemoved) {
 		t.Fatalf("produce on removed replica: %v", err)
 	}
 	produceN(t, c, 0, 2) // the remaining two still form a majority
