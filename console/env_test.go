@@ -10,15 +10,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/controlplane"
-	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
@@ -31,27 +30,8 @@ type env struct {
 	url     string
 	db      *pgxpool.Pool
 	op      *client.Client
-	clock   *clock
+	clock   *cptest.Clock
 	console *Console
-}
-
-// clock is a settable test clock for the control plane; it starts at the
-// real time.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // tlog sends a logger's lines to the test log.
@@ -71,7 +51,7 @@ type envOptions struct {
 func newEnv(t *testing.T, opts ...envOptions) *env {
 	t.Helper()
 	db := pgtest.Pool(t)
-	clk := &clock{t: time.Now()}
+	clk := cptest.NewClock()
 	logger := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger}
 	for _, o := range opts {
@@ -109,12 +89,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	}
 	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con,
 		op: client.New(hs.URL, client.WithAPIKey(id, secret))}
-	e.must(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
-	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
-	for i, addr := range []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"} {
-		e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
-			ID: "cell-1-b" + string(rune('1'+i)), CellID: "cell-1", NodeID: i + 1, KafkaAddr: addr}))
-	}
+	cptest.SeedFleet(t, e.op, cptest.Brokers{KafkaAddrs: cptest.TestAddrs.KafkaAddrs})
 	return e
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -31,25 +32,7 @@ type env struct {
 	anon *client.Client
 	logs *syncBuffer
 	srv  *controlplane.Server
-	now  *clock
-}
-
-// clock is a settable test clock; it starts at the real time.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+	now  *cptest.Clock
 }
 
 type syncBuffer struct {
@@ -73,7 +56,7 @@ func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 	t.Helper()
 	db := pgtest.Pool(t)
 	logs := &syncBuffer{}
-	clk := &clock{t: time.Now()}
+	clk := cptest.NewClock()
 	cfg := controlplane.Config{DB: db, Now: clk.Now,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, f := range tweak {
@@ -93,13 +76,7 @@ func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 	e := &env{t: t, url: hs.URL, db: db, logs: logs, srv: srv, now: clk,
 		op:   client.New(hs.URL, client.WithAPIKey(id, secret)),
 		anon: client.New(hs.URL)}
-	e.must(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
-	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
-	for i, addr := range []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"} {
-		e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
-			ID: "cell-1-b" + string(rune('1'+i)), CellID: "cell-1", NodeID: i + 1, KafkaAddr: addr,
-			HTTPAddr: strings.Replace(addr, ":190", ":180", 1)}))
-	}
+	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
 	return e
 }
 

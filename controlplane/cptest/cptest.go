@@ -8,7 +8,9 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -56,8 +58,19 @@ func Start(t testing.TB, b Brokers) *Env {
 		t.Fatal(err)
 	}
 	e := &Env{URL: hs.URL, DB: db, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL), t: t}
-	must(t)(e.Operator.AdminCreatePool(ctx, api.CreatePoolRequest{ID: Pool, Kind: "shared"}))
-	must(t)(e.Operator.AdminCreateCell(ctx, api.CreateCellRequest{ID: Cell, PoolID: Pool}))
+	SeedFleet(t, e.Operator, b)
+	return e
+}
+
+// SeedFleet creates, through the operator client op, the shared pool Pool
+// with the cell Cell and its brokers cell-1-b1..b3 (node ids 1..3) at the
+// given addresses. Test harnesses that serve the control plane their own
+// way (with the console mounted, say) seed with it too.
+func SeedFleet(t testing.TB, op *client.Client, b Brokers) {
+	t.Helper()
+	ctx := context.Background()
+	must(t)(op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: Pool, Kind: "shared"}))
+	must(t)(op.AdminCreateCell(ctx, api.CreateCellRequest{ID: Cell, PoolID: Pool}))
 	for i := 0; i < 3; i++ {
 		req := api.CreateBrokerRequest{ID: fmt.Sprintf("%s-b%d", Cell, i+1), CellID: Cell, NodeID: i + 1}
 		if i < len(b.KafkaAddrs) {
@@ -66,9 +79,39 @@ func Start(t testing.TB, b Brokers) *Env {
 		if i < len(b.HTTPAddrs) {
 			req.HTTPAddr = b.HTTPAddrs[i]
 		}
-		must(t)(e.Operator.AdminCreateBroker(ctx, req))
+		must(t)(op.AdminCreateBroker(ctx, req))
 	}
-	return e
+}
+
+// TestAddrs are the seeded brokers' Kafka and HTTP addresses in tests that
+// only display them (nothing listens there).
+var TestAddrs = Brokers{
+	KafkaAddrs: []string{"127.0.0.1:19092", "127.0.0.1:19093", "127.0.0.1:19094"},
+	HTTPAddrs:  []string{"127.0.0.1:18092", "127.0.0.1:18093", "127.0.0.1:18094"},
+}
+
+// Clock is a settable clock for controlplane.Config.Now; the zero value is
+// not ready: start it with NewClock.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock at the real time.
+func NewClock() *Clock { return &Clock{t: time.Now()} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 func must(t testing.TB) func(any, error) {

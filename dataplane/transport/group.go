@@ -116,34 +116,28 @@ func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // RequestVote implements raft.Transport.
 func (g *GroupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	g.node.stats.sent[kindRequestVote].Add(1)
-	msg, err := g.roundTrip(id, g.node.peer(target).control, kindRequestVote, args, g.node.cfg.ControlTimeout)
-	if err != nil {
-		return err
-	}
-	*resp = *msg.(*raft.RequestVoteResponse)
-	return nil
+	return controlRPC(g, id, target, kindRequestVote, args, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *GroupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	g.node.stats.sent[kindRequestPreVote].Add(1)
-	msg, err := g.roundTrip(id, g.node.peer(target).control, kindRequestPreVote, args, g.node.cfg.ControlTimeout)
-	if err != nil {
-		return err
-	}
-	*resp = *msg.(*raft.RequestPreVoteResponse)
-	return nil
+	return controlRPC(g, id, target, kindRequestPreVote, args, resp)
 }
 
 // TimeoutNow implements raft.Transport.
 func (g *GroupTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	g.node.stats.sent[kindTimeoutNow].Add(1)
-	msg, err := g.roundTrip(id, g.node.peer(target).control, kindTimeoutNow, args, g.node.cfg.ControlTimeout)
+	return controlRPC(g, id, target, kindTimeoutNow, args, resp)
+}
+
+// controlRPC sends a small RPC on the control lane and copies the answer,
+// which the codec decodes as a *Resp for this kind, into resp.
+func controlRPC[Resp any](g *GroupTransport, id raft.ServerID, target raft.ServerAddress, kind byte, args any, resp *Resp) error {
+	g.node.stats.sent[kind].Add(1)
+	msg, err := g.roundTrip(id, g.node.peer(target).control, kind, args, g.node.cfg.ControlTimeout)
 	if err != nil {
 		return err
 	}
-	*resp = *msg.(*raft.TimeoutNowResponse)
+	*resp = *msg.(*Resp)
 	return nil
 }
 

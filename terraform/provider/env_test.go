@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 	"github.com/sluicehq/sluice/terraform/provider"
 )
@@ -64,13 +65,7 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{t: t, url: hs.URL, opID: opID, opSecret: opSecret,
 		op: client.New(hs.URL, client.WithAPIKey(opID, opSecret))}
-	must(t)(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-1", Kind: "shared"}))
-	must(t)(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-1", PoolID: "shared-1"}))
-	for i := range 3 {
-		must(t)(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{
-			ID: fmt.Sprintf("cell-1-b%d", i+1), CellID: "cell-1", NodeID: i + 1,
-			KafkaAddr: fmt.Sprintf("127.0.0.1:%d", 19092+i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 18092+i)}))
-	}
+	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
 
 	anon := client.New(hs.URL)
 	res, err := anon.Signup(ctx, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})

@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/sluicehq/sluice/controlplane/api"
@@ -149,16 +151,7 @@ func (r *quotaResource) put(ctx context.Context, plan *quotaModel) error {
 }
 
 func (r *quotaResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan quotaModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if err := r.put(ctx, &plan); err != nil {
-		addAPIError(&resp.Diagnostics, "set quotas of tenant "+plan.TenantID.ValueString(), err)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -182,16 +175,22 @@ func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *quotaResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+}
+
+// apply sets the planned quotas (create and update are the same PUT) and
+// records what the API answered.
+func (r *quotaResource) apply(ctx context.Context, p tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var plan quotaModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(p.Get(ctx, &plan)...)
+	if diags.HasError() {
 		return
 	}
 	if err := r.put(ctx, &plan); err != nil {
-		addAPIError(&resp.Diagnostics, "set quotas of tenant "+plan.TenantID.ValueString(), err)
+		addAPIError(diags, "set quotas of tenant "+plan.TenantID.ValueString(), err)
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	diags.Append(state.Set(ctx, &plan)...)
 }
 
 // Delete only forgets the quotas: the API cannot reset them, and a tenant
