@@ -263,7 +263,10 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 		e := entry{term: l.Term, typ: l.Type, at: kafka, ext: l.Extensions}
 		if l.Type == raft.LogCommand {
-			h, err := log.ValidateBatch(l.Data)
+			// Only the header here: AppendBatches validates every batch
+			// (lengths, fields, CRC) before it writes any, so checking the
+			// CRC here too would hash each batch twice on the write path.
+			h, err := log.ParseHeader(l.Data)
 			if err != nil {
 				return fmt.Errorf("store raft entry %d: %w: %w", l.Index, ErrNotBatch, err)
 			}
@@ -281,6 +284,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		first, last, err := s.log.AppendBatches(batches)
 		if err != nil {
 			s.rewindLog()
+			if errors.Is(err, log.ErrCorruptBatch) || errors.Is(err, log.ErrInvalidMagic) {
+				err = fmt.Errorf("%w: %w", ErrNotBatch, err)
+			}
 			return fmt.Errorf("store raft entries %d–%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 		}
 		if first != ents[0].at || last+1 != kafka {

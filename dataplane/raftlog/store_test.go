@@ -246,3 +246,38 @@ func TestStableStore(t *testing.T) {
 		t.Fatalf("vote %q", v)
 	}
 }
+
+// A command entry whose bytes are not a valid batch (here: a flipped CRC
+// byte, or too short for a header) is refused with ErrNotBatch and leaves
+// the store as it was: no Raft entry, no Kafka offset.
+func TestStoreRefusesCorruptBatch(t *testing.T) {
+	s := openStore(t, t.TempDir(), newCommitter(t))
+	if err := s.StoreLogs(script(1, 1)[:3]); err != nil {
+		t.Fatal(err)
+	}
+	bad := celltest.Batch([]byte("x"))
+	bad[len(bad)-1] ^= 0xff
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{{"crc mismatch", bad}, {"short", []byte("not a batch")}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.StoreLogs([]*raft.Log{
+				{Index: 4, Term: 1, Type: raft.LogNoop},
+				{Index: 5, Term: 1, Type: raft.LogCommand, Data: tc.data},
+			})
+			if !errors.Is(err, raftlog.ErrNotBatch) {
+				t.Fatalf("StoreLogs = %v, want ErrNotBatch", err)
+			}
+			if l, _ := s.LastIndex(); l != 3 {
+				t.Fatalf("last index %d after a refused append, want 3", l)
+			}
+			if n := s.Log().NextOffset(); n != 2 {
+				t.Fatalf("kafka log end %d after a refused append, want 2", n)
+			}
+		})
+	}
+	if err := s.StoreLogs([]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: celltest.Batch([]byte("ok"))}}); err != nil {
+		t.Fatalf("store after refusals: %v", err)
+	}
+}
