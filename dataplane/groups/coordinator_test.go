@@ -164,4 +164,23 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 	if l := nco.ListGroups("tenant-2"); len(l) != 0 {
 		t.Fatalf("another tenant lists %+v", l)
 	}
+
+	// The last member leaves: the group is Empty at the next generation,
+	// and that is written, so the next leader does not bring the member
+	// back.
+	hw := cell.Replica(nb, 0).HighWatermark()
+	if err := nco.Leave(ctx, tenant, "g", []groups.MemberIdentity{{InstanceID: "i-1"}}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	celltest.WaitFor(t, 10*time.Second, "the emptied group to be written", func() bool {
+		return cell.Replica(nb, 0).HighWatermark() > hw
+	})
+	if err := cell.Replica(nb, 0).Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	third := coords[waitCoordinator(t, coords, tenant, "g", nb)]
+	d, err := third.DescribeGroup(tenant, "g")
+	if err != nil || d.State != groups.StateEmpty || len(d.Members) != 0 || d.Generation != after.Generation+1 {
+		t.Fatalf("emptied group after a second failover: %+v %v", d, err)
+	}
 }
