@@ -187,9 +187,7 @@ func TestConsumerGroupSurvivesKilledMember(t *testing.T) {
 	for p := range parts {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	counts := produceN(t, c, tn, topic, parts, n)
 	t.Logf("produced %v", counts)
 

@@ -289,3 +289,26 @@ func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// waitCoordinators waits until every offsets partition is led by its
+// preferred replica (celltest rotates replicas, so partition p's is
+// broker p mod 3), where leadership stays unless a test moves it, and that
+// broker's coordinator has loaded it.
+func (c *cell) waitCoordinators() {
+	c.t.Helper()
+	celltest.WaitFor(c.t, 60*time.Second, "every offsets partition led by its preferred broker and loaded", func() bool {
+		for p := range c.offsets.Partitions() {
+			b := p % c.offsets.Brokers()
+			if c.offsets.Leader(p) != b {
+				return false
+			}
+			c.mu.Lock()
+			co := c.coords[b]
+			c.mu.Unlock()
+			if co == nil || !co.Loaded(int32(p)) {
+				return false
+			}
+		}
+		return true
+	})
+}
