@@ -2,7 +2,9 @@ package controlplane_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,5 +182,36 @@ func TestKeyHomeAuthAndLimits(t *testing.T) {
 	}
 	if h, err := cell2.KeyHome(ctx, "cell-2", bravo.keyID, bravo.secret); err != nil || h.Status != wire.KeyValid {
 		t.Fatalf("cell-2 after cell-1 was limited: %+v %v", h, err)
+	}
+}
+
+// Every internal route answers only a key of the cell it names.
+func TestInternalRoutesNeedTheirCellKey(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-2", PoolID: "shared-1"}))
+	k2, err := e.op.AdminCreateCellKey(ctx, "cell-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "Basic " + base64.StdEncoding.EncodeToString([]byte(k2.ID+":"+k2.Secret))
+	n := 0
+	for _, r := range e.srv.Routes() {
+		if !strings.HasPrefix(r.Path, "/internal/") {
+			continue
+		}
+		n++
+		path := strings.Replace(r.Path, ":cell", "cell-1", 1)
+		t.Run(r.Method+" "+r.Path, func(t *testing.T) {
+			if code, ae, _ := e.raw(r.Method, path, "", "application/json", `{}`); code != 401 || ae.Code != "unauthenticated" {
+				t.Fatalf("no credential: %d %+v", code, ae)
+			}
+			if code, ae, _ := e.raw(r.Method, path, other, "application/json", `{}`); code != 403 || ae.Code != "permission_denied" {
+				t.Fatalf("another cell's key: %d %+v", code, ae)
+			}
+		})
+	}
+	if n < 4 {
+		t.Fatalf("%d internal routes", n)
 	}
 }
