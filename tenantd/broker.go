@@ -202,6 +202,11 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
+		// Keys of other cells' tenants: the control plane checks them and
+		// says where they live, so any broker sends a client home.
+		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+			return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
+		}),
 		Logger: log,
 	})
 	if err != nil {

@@ -66,7 +66,11 @@ func (c *conn) authenticate(token []byte) error {
 		return catalog.Unauthenticated.New("the SASL/PLAIN authorization id must be empty or equal the username")
 	}
 	keyID, secret := string(parts[1]), string(parts[2])
-	p, err := c.s.cfg.State.View().Authenticate(keyID, secret, c.s.cfg.Now())
+	v := c.s.cfg.State.View()
+	p, err := v.Authenticate(keyID, secret, c.s.cfg.Now())
+	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) {
+		p, err = c.authenticateElsewhere(keyID, secret)
+	}
 	switch {
 	case errors.Is(err, state.ErrKeyExpired):
 		return catalog.KeyExpired.Wrap(err, "")
