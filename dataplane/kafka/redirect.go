@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -37,7 +38,11 @@ type redirectSession struct {
 func (c *conn) authenticateElsewhere(keyID, secret string) (*state.Principal, error) {
 	home, err := c.s.homes.lookup(c.s.ctx, keyID, secret)
 	if err != nil {
-		c.s.cfg.Logger.Warn("kafka key-home lookup failed", "remote", c.remote, "key_id", keyID, "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, errLookupLimited) {
+			level = slog.LevelDebug // a flood of unknown keys must not flood the log
+		}
+		c.s.cfg.Logger.Log(c.s.ctx, level, "kafka key-home lookup failed", "remote", c.remote, "key_id", keyID, "err", err)
 		return nil, fmt.Errorf("%w (key-home lookup: %w)", state.ErrBadCredentials, err)
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -68,7 +69,7 @@ func (c *conn) authenticate(token []byte) error {
 	keyID, secret := string(parts[1]), string(parts[2])
 	v := c.s.cfg.State.View()
 	p, err := v.Authenticate(keyID, secret, c.s.cfg.Now())
-	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) {
+	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) && credential.ValidKeyID(keyID) {
 		p, err = c.authenticateElsewhere(keyID, secret)
 	}
 	switch {
