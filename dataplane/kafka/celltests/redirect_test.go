@@ -184,15 +184,7 @@ func TestRedirectToHomeCell(t *testing.T) {
 	// report, and only acme's topics.
 	seeded := func(tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 		t.Helper()
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(o.addr),
-			kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-			kgo.RetryTimeout(60 * time.Second),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return seededClient(t, o.addr, tn, opts...)
 	}
 	celltest.WaitFor(t, 30*time.Second, "cell-2's metadata to name cell-1's reported leaders", func() bool {
 		mr := rawMetadata(t, o.addr, acme, nil)
@@ -334,6 +326,58 @@ func TestRedirectToHomeCell(t *testing.T) {
 	if code, _ := dialSASL(t, o.addr, acme.KeyID, acme.Secret).sasl(); code != catalog.Unauthenticated.KafkaCode {
 		t.Fatalf("revoked key on cell-2: SASL code %d", code)
 	}
+
+	// The other way: with lookups on cell-1's (replicated) listeners too,
+	// cell-2's tenant bootstraps there. Cell-2 reports no leaders, so
+	// Metadata names the preferred replica, node 1, its only listener.
+	cell1API := c.cp.CellClient()
+	c.homes = kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+		return cell1API.KeyHome(ctx, cptest.Cell, keyID, secret)
+	})
+	for b := 0; b < 3; b++ {
+		c.stopServer(b)
+		c.startServer(b, nil)
+	}
+	mr := rawMetadata(t, c.addrs[1], local, nil)
+	if len(mr.Brokers) != 1 || mr.Brokers[0].NodeID != 1 || len(mr.Topics) != 1 || *mr.Topics[0].Topic != "ledger" ||
+		mr.Topics[0].Partitions[0].Leader != 1 {
+		t.Fatalf("local's metadata from cell-1: brokers %+v, topics %+v", mr.Brokers, mr.Topics)
+	}
+	lprod := seededClient(t, c.addrs[1], local, kgo.DefaultProduceTopic("ledger"))
+	const m = 100
+	for i := 0; i < m; i++ {
+		if err := lprod.ProduceSync(ctx, &kgo.Record{Value: strconv.AppendInt(nil, int64(i), 10)}).FirstErr(); err != nil {
+			t.Fatalf("local produce %d through cell-1: %v", i, err)
+		}
+	}
+	lc := seededClient(t, c.addrs[2], local, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"ledger": {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	for next := 0; next < m; {
+		fs := lc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("local consumed %d of %d through cell-1", next, m)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) != strconv.Itoa(next) {
+				t.Fatalf("local read %q at offset %d, want %d", r.Value, r.Offset, next)
+			}
+			next++
+		})
+	}
+}
+
+// seededClient is a franz-go client of tn that knows only addr.
+func seededClient(t *testing.T, addr string, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
+		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
+		kgo.RetryTimeout(60 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // rawMetadata asks addr for metadata as tn over a fresh connection (all
