@@ -80,6 +80,10 @@ func (rs *redirectSession) refresh(c *conn) error {
 		return nil
 	case home.Status != wire.KeyValid || home.TenantID != rs.home.TenantID || home.Role != rs.home.Role:
 		return errRedirectEnded
+	case home.Cell == c.s.cfg.State.View().Cell:
+		// The tenant moved here: the client reconnects and authenticates
+		// against this cell's state.
+		return errors.New("redirect session: the key's tenant is now homed on this cell")
 	}
 	rs.home, rs.at = home, now
 	return nil
