@@ -64,3 +64,44 @@ func perGB(cpuSec float64, bytes int64) float64 {
 	}
 	return cpuSec / (float64(bytes) / 1e9)
 }
+
+// parseSchedstat returns the run-queue wait, in nanoseconds, from the
+// contents of a /proc/<pid>/task/<tid>/schedstat file: "on-CPU ns,
+// waiting-to-run ns, timeslices".
+func parseSchedstat(s string) (uint64, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return 0, fmt.Errorf("parse schedstat %q: want 3 fields", s)
+	}
+	w, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse schedstat wait: %w", err)
+	}
+	return w, nil
+}
+
+// runQueueWait returns how long, in seconds, the threads of pids have so
+// far been runnable but waiting for a CPU: what other load on the machine
+// (or the servers' own threads) cost them. Threads that have exited are
+// not counted, so compare values over an interval, as for cpuSeconds.
+func runQueueWait(pids []int) (float64, error) {
+	var ns uint64
+	for _, pid := range pids {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return 0, fmt.Errorf("list threads of pid %d: %w", pid, err)
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+			if err != nil {
+				continue // the thread exited meanwhile
+			}
+			w, err := parseSchedstat(string(b))
+			if err != nil {
+				return 0, fmt.Errorf("pid %d thread %s: %w", pid, t.Name(), err)
+			}
+			ns += w
+		}
+	}
+	return float64(ns) / 1e9, nil
+}

@@ -62,3 +62,26 @@ func TestPerGB(t *testing.T) {
 		t.Fatalf("perGB of nothing = %v", got)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{"three fields", "123456 7890 12\n", 7890, false},
+		{"too short", "123456\n", 0, true},
+		{"not a number", "1 x 2\n", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSchedstat(tc.in)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("parseSchedstat(%q) = %d, %v; want %d (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	if _, err := runQueueWait([]int{os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+}

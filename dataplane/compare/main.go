@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&o.latencyMessages, "latency-messages", 5000, "messages of the single-producer latency run")
 	flag.DurationVar(&o.latencyLimit, "latency-limit", time.Minute, "stop the latency run after this long")
 	flag.BoolVar(&o.pprof, "pprof", false, "start the Sluice brokers with -debug-listen (pprof)")
-	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker during the first Sluice throughput run here (implies -pprof)")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker, from the start of the first Sluice throughput run's timed produce phase, here (implies -pprof)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles")
 	flag.StringVar(&o.only, "only", "both", "sluice, nats or both")
 	flag.Parse()
@@ -139,12 +139,13 @@ func run(ctx context.Context, o options) error {
 		}
 		for _, s := range order {
 			var profiles func() error
+			var timed func()
 			if c, ok := s.(*sluiceCell); ok && r == 0 && o.profileDir != "" {
-				profiles = startProfiles(ctx, c.debug, o.profileDir, o.profileSeconds)
+				timed = func() { profiles = startProfiles(ctx, c.debug, o.profileDir, o.profileSeconds) }
 			}
 			fmt.Fprintf(os.Stderr, "compare: run %d/%d, %s: %d producers x %d in flight, %d messages, load %s\n",
 				r+1, o.runs, s.name(), o.tp.Producers, o.tp.Window, o.tp.Messages, loadavg())
-			tp, err := runThroughput(ctx, s, fmt.Sprintf("tp%d", r+1), o.tp, pl)
+			tp, err := runThroughput(ctx, s, fmt.Sprintf("tp%d", r+1), o.tp, pl, timed)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", r+1, s.name(), err)
 			}
@@ -153,8 +154,8 @@ func run(ctx context.Context, o options) error {
 					return err
 				}
 			}
-			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB\n",
-				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed())
+			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
+				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
 			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl)
 			if err != nil {
 				return fmt.Errorf("latency run %d, %s: %w", r+1, s.name(), err)
@@ -326,6 +327,7 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 		tpRow(fmt.Sprintf("consumer msgs/s (%d consumer(s))", o.tp.Parts), throughputResult.consumeMsgsPerSec, fmtCount),
 		tpRow("server CPU s per GB produced", throughputResult.cpuPerGBProduced, fmtCPU),
 		tpRow("server CPU s per GB consumed", throughputResult.cpuPerGBConsumed, fmtCPU),
+		tpRow("server threads' run-queue wait per s of produce", func(r throughputResult) float64 { return r.WaitProduce / r.Elapsed.Seconds() }, fmtMs),
 		latRow("single producer, p50 ms", func(r latencyResult) float64 { return ms(r.Latency.P50) }, fmtMs),
 		latRow("single producer, p99 ms", func(r latencyResult) float64 { return ms(r.Latency.P99) }, fmtMs),
 		latRow("single producer, p99.9 ms", func(r latencyResult) float64 { return ms(r.Latency.P999) }, fmtMs),

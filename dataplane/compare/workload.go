@@ -94,9 +94,13 @@ type throughputResult struct {
 	Elapsed    time.Duration
 	Latency    latencySummary
 	CPUProduce float64 // server CPU seconds during the produce phase
-	Consumed   int
-	ConsumeDur time.Duration
-	CPUConsume float64
+	// WaitProduce is how long the servers' threads were runnable but
+	// waiting for a CPU during the produce phase, in seconds: the cost of
+	// everything else on the machine, and of their own parallelism.
+	WaitProduce float64
+	Consumed    int
+	ConsumeDur  time.Duration
+	CPUConsume  float64
 }
 
 func (r throughputResult) msgsPerSec() float64 { return rate(float64(r.Produced), r.Elapsed) }
@@ -116,7 +120,9 @@ func (r throughputResult) cpuPerGBConsumed() float64 {
 // from the first publish to the last acknowledgement. Then one consumer per
 // part reads everything back, timed the same way. Every acknowledgement
 // must be a success: a failed publish fails the run.
-func runThroughput(ctx context.Context, s system, log string, cfg throughputConfig, pl payloads) (throughputResult, error) {
+//
+// timed, if not nil, runs just before the timed produce phase starts.
+func runThroughput(ctx context.Context, s system, log string, cfg throughputConfig, pl payloads, timed func()) (throughputResult, error) {
 	var res throughputResult
 	if err := s.createLog(ctx, log, cfg.Parts); err != nil {
 		return res, err
@@ -142,7 +148,14 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 
 	lats := make([][]time.Duration, cfg.Producers)
 	errs := make([]error, cfg.Producers)
+	if timed != nil {
+		timed()
+	}
 	cpu0, err := cpuSeconds(s.pids())
+	if err != nil {
+		return res, err
+	}
+	wait0, err := runQueueWait(s.pids())
 	if err != nil {
 		return res, err
 	}
@@ -161,6 +174,11 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 	if err != nil {
 		return res, err
 	}
+	wait1, err := runQueueWait(s.pids())
+	if err != nil {
+		return res, err
+	}
+	res.WaitProduce = wait1 - wait0
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("%s produce: %w", s.name(), err)
 	}
