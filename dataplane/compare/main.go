@@ -27,7 +27,7 @@ import (
 type options struct {
 	tenantd, natsServer, postgres, dir, doc, out, commit string
 	keep, pprof                                          bool
-	profileDir                                           string
+	profileDir, traceDir                                 string
 	profileSeconds                                       int
 	runs, latencyMessages, warmup                        int
 	latencyLimit                                         time.Duration
@@ -55,11 +55,12 @@ func main() {
 	flag.DurationVar(&o.latencyLimit, "latency-limit", time.Minute, "stop the latency run after this long")
 	flag.BoolVar(&o.pprof, "pprof", false, "start the Sluice brokers with -debug-listen (pprof)")
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker, from the start of the first Sluice throughput run's timed produce phase, here (implies -pprof)")
-	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles")
+	flag.StringVar(&o.traceDir, "trace-dir", "", "save an execution trace of every broker, from the start of the first Sluice latency run's timed phase, here (implies -pprof)")
+	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles and traces")
 	flag.StringVar(&o.only, "only", "both", "sluice, nats or both")
 	flag.Parse()
 	o.tp.Warmup = o.warmup
-	if o.profileDir != "" {
+	if o.profileDir != "" || o.traceDir != "" {
 		o.pprof = true
 	}
 
@@ -141,7 +142,7 @@ func run(ctx context.Context, o options) error {
 			var profiles func() error
 			var timed func()
 			if c, ok := s.(*sluiceCell); ok && r == 0 && o.profileDir != "" {
-				timed = func() { profiles = startProfiles(ctx, c.debug, o.profileDir, o.profileSeconds) }
+				timed = func() { profiles = startProfiles(ctx, c.debug, o.profileDir, "profile", o.profileSeconds) }
 			}
 			fmt.Fprintf(os.Stderr, "compare: run %d/%d, %s: %d producers x %d in flight, %d messages, load %s\n",
 				r+1, o.runs, s.name(), o.tp.Producers, o.tp.Window, o.tp.Messages, loadavg())
@@ -156,9 +157,19 @@ func run(ctx context.Context, o options) error {
 			}
 			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
 				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
-			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl)
+			var traces func() error
+			var latTimed func()
+			if c, ok := s.(*sluiceCell); ok && r == 0 && o.traceDir != "" {
+				latTimed = func() { traces = startProfiles(ctx, c.debug, o.traceDir, "trace", o.profileSeconds) }
+			}
+			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl, latTimed)
 			if err != nil {
 				return fmt.Errorf("latency run %d, %s: %w", r+1, s.name(), err)
+			}
+			if traces != nil {
+				if err := traces(); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(os.Stderr, "compare:   single producer: %d messages, p50 %v p99 %v p99.9 %v\n",
 				lat.Latency.Count, lat.Latency.P50, lat.Latency.P99, lat.Latency.P999)
@@ -195,16 +206,17 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// startProfiles fetches a CPU profile from every broker's pprof endpoint
-// at once; the returned func waits for them and saves them to dir.
-func startProfiles(ctx context.Context, addrs []string, dir string, seconds int) func() error {
+// startProfiles fetches a CPU profile (kind "profile") or an execution
+// trace (kind "trace") from every broker's pprof endpoint at once; the
+// returned func waits for them and saves them to dir.
+func startProfiles(ctx context.Context, addrs []string, dir, kind string, seconds int) func() error {
 	errs := make([]error, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = fetchProfile(ctx, a, filepath.Join(dir, fmt.Sprintf("b%d.cpu.pprof", i+1)), seconds)
+			errs[i] = fetchProfile(ctx, a, kind, filepath.Join(dir, fmt.Sprintf("b%d.%s.pprof", i+1, kind)), seconds)
 		}()
 	}
 	return func() error {
@@ -214,16 +226,16 @@ func startProfiles(ctx context.Context, addrs []string, dir string, seconds int)
 				return err
 			}
 		}
-		fmt.Fprintf(os.Stderr, "compare: broker CPU profiles in %s\n", dir)
+		fmt.Fprintf(os.Stderr, "compare: broker %ss in %s\n", kind, dir)
 		return nil
 	}
 }
 
-func fetchProfile(ctx context.Context, addr, file string, seconds int) error {
+func fetchProfile(ctx context.Context, addr, kind, file string, seconds int) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, seconds), nil)
 	if err != nil {
 		return err
 	}

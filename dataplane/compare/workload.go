@@ -305,7 +305,8 @@ func (r latencyResult) msgsPerSec() float64 { return rate(float64(r.Latency.Coun
 // runLatency creates log with one part and publishes n messages one after
 // another, each waiting for its acknowledgement, stopping early (and
 // saying so in the count) if limit passes.
-func runLatency(ctx context.Context, s system, log string, n, warm int, limit time.Duration, pl payloads) (latencyResult, error) {
+// timed, if not nil, runs just before the timed phase.
+func runLatency(ctx context.Context, s system, log string, n, warm int, limit time.Duration, pl payloads, timed func()) (latencyResult, error) {
 	var res latencyResult
 	if err := s.createLog(ctx, log, 1); err != nil {
 		return res, err
@@ -319,6 +320,9 @@ func runLatency(ctx context.Context, s system, log string, n, warm int, limit ti
 	}
 	defer p.close()
 	lat := make([]time.Duration, 0, n)
+	if timed != nil {
+		timed()
+	}
 	cpu0, err := cpuSeconds(s.pids())
 	if err != nil {
 		return res, err
