@@ -151,6 +151,9 @@ func (n *natsCluster) createLog(ctx context.Context, log string, parts int) erro
 	return nil
 }
 
+// settle has nothing to wait for: a stream keeps the leader it elected.
+func (n *natsCluster) settle(ctx context.Context, log string, parts int) error { return nil }
+
 // natsAsync publishes with PublishMsgAsync on its own connection; the ack
 // and error handlers find each message's done callback by its *nats.Msg.
 type natsAsync struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/controlplane/api"
@@ -310,4 +311,41 @@ func (c *sluiceCell) consume(ctx context.Context, log string, part int, want int
 		return fmt.Errorf("read %d messages of %s/%d, want %d", got, log, part, want)
 	}
 	return nil
+}
+
+// settle waits until every broker reports each partition of log led by its
+// preferred replica (the first in its replica list). A new partition elects
+// whichever replica campaigns first, and a few seconds later the leader
+// hands leadership to the preferred replica; a transfer inside a timed run
+// would stall the clients (franz-go refreshes metadata at most every 5 s)
+// and measure the hand-over, not the steady state.
+func (c *sluiceCell) settle(ctx context.Context, log string, parts int) error {
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return waitFor(ctx, "partitions of "+log+" led by their preferred replicas", 2*time.Minute, func() error {
+		for node := int32(1); node <= 3; node++ {
+			req := kmsg.NewPtrMetadataRequest()
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(log)
+			req.Topics = append(req.Topics, t)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := req.RequestWith(rctx, cl.Broker(int(node)))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("metadata from broker %d: %w", node, err)
+			}
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != parts {
+				return fmt.Errorf("broker %d does not list %d partitions of %s yet", node, parts, log)
+			}
+			for _, p := range resp.Topics[0].Partitions {
+				if p.ErrorCode != 0 || len(p.Replicas) == 0 || p.Leader != p.Replicas[0] {
+					return fmt.Errorf("broker %d: partition %d led by %d (error %d), preferred %v", node, p.Partition, p.Leader, p.ErrorCode, p.Replicas)
+				}
+			}
+		}
+		return nil
+	})
 }

@@ -20,6 +20,9 @@ type system interface {
 	// pids are the server processes whose CPU time is counted.
 	pids() []int
 	createLog(ctx context.Context, log string, parts int) error
+	// settle waits, after the warm-up, until log's leadership is where it
+	// will stay, so that timed runs measure the steady state.
+	settle(ctx context.Context, log string, parts int) error
 	asyncPublisher(ctx context.Context, log string, part, window int) (asyncPublisher, error)
 	syncPublisher(ctx context.Context, log string, part int) (syncPublisher, error)
 	// consume reads part of log from its first message until it has read
@@ -128,6 +131,9 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 		return res, err
 	}
 	if err := warmup(ctx, s, log, cfg.Parts, cfg.Warmup, pl); err != nil {
+		return res, err
+	}
+	if err := s.settle(ctx, log, cfg.Parts); err != nil {
 		return res, err
 	}
 	pubs := make([]asyncPublisher, cfg.Producers)
@@ -312,6 +318,9 @@ func runLatency(ctx context.Context, s system, log string, n, warm int, limit ti
 		return res, err
 	}
 	if err := warmup(ctx, s, log, 1, warm, pl); err != nil {
+		return res, err
+	}
+	if err := s.settle(ctx, log, 1); err != nil {
 		return res, err
 	}
 	p, err := s.syncPublisher(ctx, log, 0)
