@@ -30,8 +30,9 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), env...)
 	// Its own process group, so a terminal's Ctrl-C reaches only the
-	// driver, which then stops every server in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// driver, which then stops every server in order; and killed with the
+	// driver if the driver dies without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
