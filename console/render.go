@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -73,7 +74,9 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatFloat(100*float64(used)/float64(total), 'f', 0, 64) + "%"
 	},
-	"join":  strings.Join,
+	"join":    strings.Join,
+	"lagtime": lagTime,
+	"pathesc": url.PathEscape,
 	"int64": func(i int) int64 { return int64(i) },
 	"itoa":  func(i int64) string { return strconv.FormatInt(i, 10) },
 }
