@@ -77,8 +77,8 @@ var funcs = template.FuncMap{
 	"join":    strings.Join,
 	"lagtime": lagTime,
 	"pathesc": url.PathEscape,
-	"int64": func(i int) int64 { return int64(i) },
-	"itoa":  func(i int64) string { return strconv.FormatInt(i, 10) },
+	"int64":   func(i int) int64 { return int64(i) },
+	"itoa":    func(i int64) string { return strconv.FormatInt(i, 10) },
 }
 
 func parsePages() (map[string]*pageTemplate, error) {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/kafka"
@@ -24,6 +26,9 @@ import (
 
 // brokerConfig is what one broker needs.
 type brokerConfig struct {
+	// Metrics, when set, gets the broker's Prometheus metrics.
+	Metrics prometheus.Registerer
+
 	Cell, BrokerID string
 	APIURL         string
 	CellKeyID      string
@@ -63,7 +68,19 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
+	// The group coordinator, once wired, calls gl.useCoordinator(coordinator.AllCommitted).
+	gl, err := newGroupLag(syncer, replicaOf(&manager), log)
+	if err != nil {
+		return err
+	}
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Register(gl.tracker); err != nil {
+			return fmt.Errorf("register group lag metrics: %w", err)
+		}
+		defer cfg.Metrics.Unregister(gl.tracker)
+	}
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+		Groups: gl.report,
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
