@@ -2,6 +2,7 @@ package lag
 
 import (
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,6 +45,11 @@ func (t *Tracker) Collect(ch chan<- prometheus.Metric) {
 			aggregated = 1
 		}
 		lv := []string{s.tenant, s.group, s.topic, s.partition}
+		if !utf8.ValidString(s.group) {
+			// Kafka group ids are any bytes; Prometheus label values must
+			// be UTF-8. Such a group is in the reports, not the metrics.
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(descRecords, prometheus.GaugeValue, float64(s.records), lv...)
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(s.bytes), lv...)
 		ch <- prometheus.MustNewConstMetric(descSeconds, prometheus.GaugeValue, s.seconds, lv...)

@@ -16,6 +16,7 @@ type fixture struct {
 	committed []Committed
 	parts     map[string]Partition // by topic id + "/" + partition
 	topics    map[string]*wire.Topic
+	odd       Committed
 	calls     int
 }
 
@@ -58,6 +59,8 @@ func newFixture(t *testing.T) *fixture {
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_gone", Partition: 0, Offset: 1},
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_remote", Partition: 0, Offset: 1},
 		},
+		// A group id that is not UTF-8: reported, never a label value.
+		odd: Committed{TenantID: "tn_a", Group: "bad\xffgroup", TopicID: "tp_orders", Partition: 1, Offset: 0},
 		parts: map[string]Partition{"tp_orders/0": o0, "tp_orders/1": o1, "tp_audit/0": a0},
 		topics: map[string]*wire.Topic{
 			"tp_orders": {ID: "tp_orders", TenantID: "tn_a", Name: "orders", Config: map[string]string{"retention.ms": "3600000", "retention.bytes": "-1"}},
@@ -106,6 +109,7 @@ func TestTrackerReport(t *testing.T) {
 
 func TestTrackerMetrics(t *testing.T) {
 	f := newFixture(t)
+	f.committed = append(f.committed, f.odd)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(f.tracker(t, 0))
 	want := `
