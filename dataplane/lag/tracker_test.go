@@ -60,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_remote", Partition: 0, Offset: 1},
 		},
 		// A group id that is not UTF-8: reported, never a label value.
-		odd: Committed{TenantID: "tn_a", Group: "bad\xffgroup", TopicID: "tp_orders", Partition: 1, Offset: 0},
+		odd:   Committed{TenantID: "tn_a", Group: "bad\xffgroup", TopicID: "tp_orders", Partition: 1, Offset: 0},
 		parts: map[string]Partition{"tp_orders/0": o0, "tp_orders/1": o1, "tp_audit/0": a0},
 		topics: map[string]*wire.Topic{
 			"tp_orders": {ID: "tp_orders", TenantID: "tn_a", Name: "orders", Config: map[string]string{"retention.ms": "3600000", "retention.bytes": "-1"}},
