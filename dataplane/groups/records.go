@@ -181,10 +181,12 @@ func (d *dec) bytes() []byte {
 		return nil
 	}
 	v := d.take(int(n))
-	if v == nil && d.err == nil {
-		v = []byte{}
+	if d.err != nil {
+		return nil
 	}
-	return append([]byte(nil), v...)
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
 }
 
 func (d *dec) version(what string, want uint16) {
