@@ -69,7 +69,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
-	// The group coordinator, once wired, calls gl.useCoordinator(coordinator.AllCommitted).
+	// runReplicas hands gl its group coordinator's committed offsets.
 	gl, err := newGroupLag(syncer, replicaOf(&manager), log)
 	if err != nil {
 		return err
@@ -91,7 +91,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, log) }
+	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -114,7 +114,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 // runReplicas waits for a cell state that lists this broker, starts the
 // broker's Raft transport, group committer and replica manager, and applies
 // every new view until ctx ends; then it closes them, replicas first.
-func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], log *slog.Logger) error {
+func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], gl *groupLag, log *slog.Logger) error {
 	self, err := waitForSelf(ctx, syncer, cfg.BrokerID, log)
 	if err != nil {
 		return err
@@ -158,6 +158,8 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer coord.Close()
+	gl.useCoordinator(coord.AllCommitted)
+	defer gl.useCoordinator(nil)
 	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, log)
 	if err != nil {
 		return err
