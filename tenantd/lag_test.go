@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/groups"
@@ -101,4 +103,59 @@ func TestGroupLagFollowsCoordinator(t *testing.T) {
 
 	gl.useCoordinator(nil)
 	celltest.WaitFor(t, 10*time.Second, "no rows once the coordinator is gone", func() bool { return len(gl.report()) == 0 })
+}
+
+// `tenantd broker -metrics-listen` serves the broker's metrics, group lag
+// included, while the broker runs, and stops with it.
+func TestBrokerServesMetrics(t *testing.T) {
+	cp := cptest.Start(t, cptest.Brokers{})
+	ck, err := cp.Operator.AdminCreateCellKey(context.Background(), cptest.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg, err := loadConfig("broker", []string{"-cell", cptest.Cell, "-broker-id", cptest.Cell + "-b1", "-api", cp.URL,
+		"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), "-metrics-listen", addr,
+		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runBrokerRole(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var body string
+	// The listener is up before the broker registers its collectors.
+	celltest.WaitFor(t, 30*time.Second, "the broker serves its lag on /metrics", func() bool {
+		resp, err := hc.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "sluice_group_lag_aggregated 0")
+	})
+	for _, want := range []string{"go_goroutines", "sluice_group_lag_aggregated 0"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("broker stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker did not stop within 30 s")
+	}
+	if _, err := hc.Get("http://" + addr + "/metrics"); err == nil {
+		t.Fatal("metrics still served after the broker stopped")
+	}
 }

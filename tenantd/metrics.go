@@ -34,14 +34,12 @@ func runBrokerRole(ctx context.Context, cfg Config, log *slog.Logger) error {
 		served <- serveMetrics(ctx, ln, reg, log)
 		cancel()
 	}()
-	err = runBroker(ctx, bc, log)
+	brokerErr := runBroker(ctx, bc, log)
 	cancel()
-	if merr := <-served; err == nil || errors.Is(err, context.Canceled) {
-		if merr != nil && !errors.Is(merr, context.Canceled) {
-			return merr
-		}
+	if metricsErr := <-served; metricsErr != nil && (brokerErr == nil || errors.Is(brokerErr, context.Canceled)) {
+		return metricsErr // the metrics listener failing is what stopped the broker
 	}
-	return err
+	return brokerErr
 }
 
 // devMetrics serves the dev brokers' metrics on addr (nothing when addr is
