@@ -249,16 +249,23 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
-	// kcat's balanced consumer reads the topic in a group and commits; the
-	// group's coordinator broker reports its lag (none left) and the tenant
-	// reads it from /v1/groups within a few reports.
-	grp := exec.Command(kcat, append(sasl, "-X", "auto.offset.reset=earliest", "-e", "-f", "%s\n", "-G", "tour-readers", "orders")...)
-	if out, err := runBounded(grp, 90*time.Second); err != nil {
-		t.Fatalf("kcat -G: %v\n%s", err, out)
+	// The same records through a consumer group (kcat's balanced
+	// consumer): the brokers coordinate groups over their Raft offsets
+	// partitions.
+	grp := exec.Command(kcat, append(sasl, "-G", "readme-tour", "-X", "auto.offset.reset=earliest", "-e", "-f", "%k:%s\n", "orders")...)
+	out, err = runBounded(grp, 90*time.Second)
+	if err != nil {
+		t.Fatalf("kcat -G: %v\n%s\n%s", err, out, stderr.String())
 	}
+	if got := regexp.MustCompile(`(?m)^user-\d+:event-\d+$`).FindAllString(string(out), -1); len(got) != 30 {
+		t.Fatalf("kcat -G read %d records, want 30:\n%s", len(got), out)
+	}
+	// kcat committed as it read: the group's coordinator broker reports its
+	// lag (none left) and the tenant reads it from /v1/groups within a few
+	// reports.
 	deadline = time.After(30 * time.Second)
 	for {
-		g := call("GET", "/v1/groups/tour-readers", "Bearer "+token, "", 0)
+		g := call("GET", "/v1/groups/readme-tour", "Bearer "+token, "", 0)
 		var committed, lag float64
 		parts, _ := g["partitions"].([]any)
 		measured := len(parts) > 0

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
 // TestGroupTenantIsolation: tenant B cannot list, describe, join, sync,
@@ -185,6 +186,39 @@ func TestGroupTenantIsolation(t *testing.T) {
 	if jr.ErrorCode != 0 || jr.LeaderID != jr.MemberID || len(jr.Members) != 1 || jr.Members[0].MemberID != jr.MemberID || jr.Generation != 1 {
 		t.Fatalf("tenant B's join of %q: %v, generation %d, leader %s, members %+v; want a new group of B alone",
 			group, kerr.ErrorForCode(jr.ErrorCode), jr.Generation, jr.LeaderID, jr.Members)
+	}
+
+	// Nobody sees the internal offsets topic: not in a full listing, not
+	// by its id used as a name, and not readable.
+	for _, cl := range []*kgo.Client{ca, cb} {
+		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mt := range md.Topics {
+			if deref(mt.Topic) != topic {
+				t.Fatalf("metadata lists topic %q", deref(mt.Topic))
+			}
+		}
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		name := groups.OffsetsTopicID
+		rt.Topic = &name
+		req.Topics = append(req.Topics, rt)
+		if md, err = req.RequestWith(ctx, cl); err != nil || md.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("metadata of %s: %v %+v", name, err, md)
+		}
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = name
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Timestamp = -2
+		lt.Partitions = append(lt.Partitions, lp)
+		lo.Topics = append(lo.Topics, lt)
+		lr, err := lo.RequestWith(ctx, cl.Broker(1))
+		if err != nil || lr.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Fatalf("list offsets of %s: %v %+v", name, err, lr)
+		}
 	}
 
 	// A's group is untouched.
