@@ -281,9 +281,27 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	if page := alice.html(); !strings.Contains(page, `href="/topics/orders"`) {
 		t.Fatal("the topic is not listed")
 	}
+	// The groups page before and after a coordinator reports a group's lag.
+	alice.open("/groups", "#groups-empty")
+	alice.screenshot("groups-empty")
+	var aliceID string
+	if err := e.db.QueryRow(context.Background(), `SELECT id FROM tenants WHERE name = 'alice-co'`).Scan(&aliceID); err != nil {
+		t.Fatal(err)
+	}
+	e.reportGroupLag(aliceID, "orders", "order-workers")
+	alice.open("/groups", "#groups")
+	alice.screenshot("groups")
+	alice.do("open the group", chromedp.Click(chromedp.CSS("a.group-link")), chromedp.WaitVisible(chromedp.ID("group-partitions")))
+	if got := run(alice, "group title", chromedp.Text(chromedp.ID("group-title"))); got != "order-workers" {
+		t.Fatalf("group page title %q", got)
+	}
+	if rows := run(alice, "partition rows", chromedp.Evaluate[int]("document.querySelectorAll('#group-partitions tbody tr').length")); rows != 3 {
+		t.Fatalf("group page shows %d partitions, want 3", rows)
+	}
+	alice.screenshot("group")
+
 	for _, pg := range []struct{ path, ready, name string }{
 		{"/acls", "#create-acl", "acls"},
-		{"/groups", "#groups-empty", "groups"},
 		{"/usage", "#usage-empty", "usage"},
 		{"/members", "#members", "members"},
 	} {
@@ -299,6 +317,8 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 		t.Fatal("another tenant's topic is visible")
 	}
 	bob.open("/topics/orders", "#page-error")
+	bob.open("/groups", "#groups-empty")
+	bob.open("/groups/order-workers", "#page-error")
 	bob.open("/api-keys", "#keys-empty")
 	if page := bob.html(); strings.Contains(page, keyID) {
 		t.Fatal("another tenant's key is visible")

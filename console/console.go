@@ -156,6 +156,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /acls/{id}/delete", c.authed(c.deleteACL))
 
 	m.HandleFunc("GET /groups", c.authed(c.groupsPage))
+	m.HandleFunc("GET /groups/{group}", c.authed(c.groupPage))
 	m.HandleFunc("GET /usage", c.authed(c.usagePage))
 
 	m.HandleFunc("GET /members", c.authed(c.membersPage))

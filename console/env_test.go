@@ -66,6 +66,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	var consoleHandler http.Handler
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", plane.Handler())
+	mux.Handle("/internal/", plane.Handler())
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { consoleHandler.ServeHTTP(w, r) }))
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)

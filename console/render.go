@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -73,9 +74,11 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatFloat(100*float64(used)/float64(total), 'f', 0, 64) + "%"
 	},
-	"join":  strings.Join,
-	"int64": func(i int) int64 { return int64(i) },
-	"itoa":  func(i int64) string { return strconv.FormatInt(i, 10) },
+	"join":    strings.Join,
+	"lagtime": lagTime,
+	"pathesc": url.PathEscape,
+	"int64":   func(i int) int64 { return int64(i) },
+	"itoa":    func(i int64) string { return strconv.FormatInt(i, 10) },
 }
 
 func parsePages() (map[string]*pageTemplate, error) {

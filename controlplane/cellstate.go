@@ -209,7 +209,8 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 	return st, err
 }
 
-// cellReport stores a broker's observations: its disk and its replicas.
+// cellReport stores a broker's observations: its disk, its replicas, and the
+// lag of the groups it coordinates.
 func (s *Server) cellReport(c echo.Context) error {
 	cell, err := s.cellCaller(c)
 	if err != nil {
@@ -244,7 +245,14 @@ func (s *Server) cellReport(c echo.Context) error {
 				p.TopicID, p.Partition, r.BrokerID, p.LeaderNode, p.LeaderEpoch, p.LogStartOffset, p.LogEndOffset,
 				p.HighWatermark, p.SizeBytes, cell)
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		skipped, err := storeGroupLag(ctx, tx, cell, r.BrokerID, r.Groups)
+		if skipped > 0 {
+			s.log.Warn("report has group lag rows that cannot be stored", "cell", cell, "broker", r.BrokerID, "skipped", skipped)
+		}
+		return err
 	})
 	if err := txError("store report", err); err != nil {
 		return err

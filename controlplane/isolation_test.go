@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
 // TestTenantIsolation walks every registered route as tenant B against
@@ -29,6 +30,12 @@ func TestTenantIsolation(t *testing.T) {
 	member, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "developer", Password: "dev password 1"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A's consumer group "orders", as its coordinator reports it.
+	reportGroups(t, e.cellClient(), "cell-1-b1", wire.GroupLag{TenantID: a.Tenant.ID, Group: "orders",
+		TopicID: topicID(t, e, a.Tenant.ID, "orders"), Partition: 1, CommittedOffset: 7, Measured: true, HighWatermark: 9, LagRecords: 2})
+	if _, err := a.key.Group(ctx, "orders"); err != nil {
+		t.Fatalf("A reads its group: %v", err)
 	}
 	bAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte(b.keyID+":"+b.secret))
 	missingKey := "SLKAAAAAAAAAAAAAAAA"
@@ -162,6 +169,9 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/acls/:id":    func() { same("GET", "/v1/acls/"+acl.ID, "/v1/acls/acl_nope", "") },
 		"DELETE /v1/acls/:id": func() { same("DELETE", "/v1/acls/"+acl.ID, "/v1/acls/acl_nope", "") },
 
+		"GET /v1/groups":        func() { listed("/v1/groups", "orders") },
+		"GET /v1/groups/:group": func() { same("GET", "/v1/groups/orders", "/v1/groups/nope", "") },
+
 		"GET /v1/members": func() { listed("/v1/members", member.UserID, a.User.ID, "dev@tenant-a.test") },
 		"POST /v1/members": func() {
 			m, err := b.owner.AddMember(ctx, api.AddMemberRequest{Email: "viewer@tenant-b.test", Role: "viewer", Password: "viewer password 1"})
@@ -225,6 +235,9 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	if _, err := a.key.ACL(ctx, acl.ID); err != nil {
 		t.Fatalf("A's ACL after B's attempts: %v", err)
+	}
+	if g, err := a.key.Group(ctx, "orders"); err != nil || g.LagRecords != 2 {
+		t.Fatalf("A's group after B's attempts: %+v %v", g, err)
 	}
 	ms, err := a.owner.Members(ctx)
 	if err != nil || len(ms) != 2 {

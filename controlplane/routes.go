@@ -54,6 +54,9 @@ func (s *Server) routes() *echo.Echo {
 
 	a.GET("/quotas", s.getQuotas)
 
+	a.GET("/groups", s.listGroups)
+	a.GET("/groups/:group", s.getGroup)
+
 	a.GET("/members", s.listMembers)
 	a.POST("/members", s.addMember)
 	a.PATCH("/members/:user_id", s.updateMember)

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/groups"
@@ -25,6 +27,9 @@ import (
 
 // brokerConfig is what one broker needs.
 type brokerConfig struct {
+	// Metrics, when set, gets the broker's Prometheus metrics.
+	Metrics prometheus.Registerer
+
 	Cell, BrokerID string
 	APIURL         string
 	CellKeyID      string
@@ -66,7 +71,19 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
+	// runReplicas hands gl its group coordinator's committed offsets.
+	gl, err := newGroupLag(syncer, replicaOf(&manager), log)
+	if err != nil {
+		return err
+	}
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Register(gl.tracker); err != nil {
+			return fmt.Errorf("register group lag metrics: %w", err)
+		}
+		defer cfg.Metrics.Unregister(gl.tracker)
+	}
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+		Groups: gl.report,
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
@@ -76,7 +93,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, log) }
+	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -103,7 +120,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 // runReplicas waits for a cell state that lists this broker, starts the
 // broker's Raft transport, group committer and replica manager, and applies
 // every new view until ctx ends; then it closes them, replicas first.
-func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], log *slog.Logger) error {
+func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], gl *groupLag, log *slog.Logger) error {
 	self, err := waitForSelf(ctx, syncer, cfg.BrokerID, log)
 	if err != nil {
 		return err
@@ -147,6 +164,8 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer coord.Close()
+	gl.useCoordinator(coord.AllCommitted)
+	defer gl.useCoordinator(nil)
 	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, log)
 	if err != nil {
 		return err

@@ -33,6 +33,10 @@ type Config struct {
 	BrokerID string `json:"broker_id"`
 	APIURL   string `json:"api_url"`
 	CellKey  string `json:"cell_key"`
+	// MetricsListen, when set, is where a broker serves its Prometheus
+	// metrics (/metrics); in dev mode, those of all three dev brokers,
+	// labelled broker="dev-b1" and so on.
+	MetricsListen string `json:"metrics_listen"`
 	// RaftListen is the broker's Raft transport listen address; default
 	// its advertised address. In dev mode it is the first dev broker's
 	// address, the others taking the next ports (port 0: free ports).
@@ -62,6 +66,11 @@ func defaultConfig() Config {
 }
 
 func (c *Config) validate(cmd string) error {
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("metrics address %q is not host:port: %w", c.MetricsListen, err)
+		}
+	}
 	if cmd == "broker" {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
@@ -119,6 +128,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
 	apiURL := fs.String("api", "", "broker: the control plane's URL (env SLUICE_API_URL)")
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
+	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address (env SLUICE_METRICS_LISTEN; default off)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
@@ -165,6 +175,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 			}
 		}
 	}
+	if v := getenv("SLUICE_METRICS_LISTEN"); v != "" {
+		cfg.MetricsListen = v
+	}
 	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
 		cfg.PrivatePostgres = true
 	}
@@ -181,6 +194,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *private {
 		cfg.PrivatePostgres = true
+	}
+	if *metricsListen != "" {
+		cfg.MetricsListen = *metricsListen
 	}
 	return cfg, cfg.validate(cmd)
 }

@@ -71,3 +71,21 @@ func TestBrokerRaftConfig(t *testing.T) {
 		t.Fatal("accepted a raft listen address without a port")
 	}
 }
+
+// A broker's metrics address comes from the environment or a flag, and
+// must be host:port.
+func TestBrokerMetricsConfig(t *testing.T) {
+	base := []string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}
+	env := map[string]string{"SLUICE_METRICS_LISTEN": "127.0.0.1:9100"}
+	cfg, err := loadConfig("broker", base, func(k string) string { return env[k] })
+	if err != nil || cfg.MetricsListen != "127.0.0.1:9100" {
+		t.Fatalf("from the environment: %+v %v", cfg, err)
+	}
+	cfg, err = loadConfig("broker", append(base, "-metrics-listen", "127.0.0.1:9200"), func(k string) string { return env[k] })
+	if err != nil || cfg.MetricsListen != "127.0.0.1:9200" {
+		t.Fatalf("the flag wins: %+v %v", cfg, err)
+	}
+	if _, err := loadConfig("broker", append(base, "-metrics-listen", "nope"), func(string) string { return "" }); err == nil {
+		t.Fatal("accepted a metrics address without a port")
+	}
+}

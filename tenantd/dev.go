@@ -122,9 +122,15 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			readyErr = err
 			return
 		}
+		metrics, err := devMetrics(sctx, cfg.MetricsListen, &brokers, log)
+		if err != nil {
+			readyErr = err
+			return
+		}
 		for _, b := range devBrokers {
 			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
 				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID)}
+			bc.Metrics = metrics(b.ID)
 			brokers.Add(1)
 			go func() {
 				defer brokers.Done()

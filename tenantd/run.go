@@ -60,7 +60,7 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 	case "dev":
 		return dev(ctx, cfg, log)
 	case "broker":
-		return runBroker(ctx, brokerConfigOf(cfg), log)
+		return runBrokerRole(ctx, cfg, log)
 	}
 	return fmt.Errorf("unknown role %q", cmd)
 }

@@ -298,3 +298,52 @@ type CellKey struct {
 	CellID string `json:"cell_id"`
 	Secret string `json:"secret"`
 }
+
+// Group is a consumer group of the tenant with its total lag, from its
+// coordinator's reports: only groups with committed offsets appear.
+// Partitions is filled by GET /v1/groups/{group} only.
+type Group struct {
+	Group          string `json:"group"`
+	PartitionCount int    `json:"partition_count"`
+	// LagRecords and LagBytes are summed over the group's partitions;
+	// MaxLagSeconds and MaxRetentionFraction are the largest of them.
+	LagRecords           int64   `json:"lag_records"`
+	LagBytes             int64   `json:"lag_bytes"`
+	MaxLagSeconds        float64 `json:"max_lag_seconds"`
+	MaxRetentionFraction float64 `json:"max_retention_fraction"`
+	// Expired: on some partition retention deleted records the group had
+	// not read.
+	Expired bool `json:"expired"`
+	// ReportedAt is the oldest report among the group's partitions.
+	ReportedAt time.Time        `json:"reported_at"`
+	Partitions []GroupPartition `json:"partitions,omitempty"`
+}
+
+// GroupPartition is a group's committed offset on one partition and how far
+// it is behind.
+type GroupPartition struct {
+	Topic           string     `json:"topic"`
+	Partition       int        `json:"partition"`
+	CommittedOffset int64      `json:"committed_offset"`
+	CommittedAt     *time.Time `json:"committed_at,omitempty"`
+	// Measured is false when the reporting broker could not measure the
+	// lag (it holds no replica of the partition); the fields below are
+	// then zero.
+	Measured       bool  `json:"measured"`
+	HighWatermark  int64 `json:"high_watermark"`
+	LogStartOffset int64 `json:"log_start_offset"`
+	// LagRecords and LagBytes: retained records (and their log bytes) from
+	// the committed offset to the high watermark.
+	LagRecords int64 `json:"lag_records"`
+	LagBytes   int64 `json:"lag_bytes"`
+	// LagSeconds is the age of the oldest unconsumed record (0 when caught
+	// up).
+	LagSeconds float64 `json:"lag_seconds"`
+	// RetentionFraction: LagSeconds/retention.ms or LagBytes/retention.bytes,
+	// whichever is larger; at 1 retention may delete unread records.
+	RetentionFraction float64 `json:"retention_fraction"`
+	// Expired: the committed offset is below the log start; records were
+	// deleted before the group read them.
+	Expired    bool      `json:"expired"`
+	ReportedAt time.Time `json:"reported_at"`
+}

@@ -142,3 +142,14 @@ func (c *Client) UpdateMember(ctx context.Context, userID string, req api.Update
 func (c *Client) RemoveMember(ctx context.Context, userID string) error {
 	return c.Do(ctx, http.MethodDelete, "/v1/members/"+esc(userID), nil, nil)
 }
+
+// Groups lists the tenant's consumer groups with their total lag.
+func (c *Client) Groups(ctx context.Context) ([]api.Group, error) {
+	return all[api.Group](ctx, c, "/v1/groups")
+}
+
+// Group returns one consumer group with its lag per partition.
+func (c *Client) Group(ctx context.Context, name string) (api.Group, error) {
+	var out api.Group
+	return out, c.Do(ctx, http.MethodGet, "/v1/groups/"+esc(name), nil, &out)
+}

@@ -102,6 +102,10 @@ type Report struct {
 	DiskUsedBytes  int64             `json:"disk_used_bytes"`
 	DiskTotalBytes int64             `json:"disk_total_bytes"`
 	Partitions     []PartitionStatus `json:"partitions"`
+	// Groups is the lag of every committed offset of the groups this
+	// broker coordinates (all of them, every report); absent from brokers
+	// that coordinate none.
+	Groups []GroupLag `json:"groups,omitempty"`
 }
 
 // PartitionStatus is one replica's view of its partition.
@@ -114,6 +118,36 @@ type PartitionStatus struct {
 	LogEndOffset   int64  `json:"log_end_offset"`
 	HighWatermark  int64  `json:"high_watermark"`
 	SizeBytes      int64  `json:"size_bytes"`
+}
+
+// GroupLag is one committed offset of a consumer group and how far it is
+// behind its partition, measured by the group's coordinator against its own
+// replica of the partition.
+type GroupLag struct {
+	TenantID        string    `json:"tenant_id"`
+	Group           string    `json:"group"`
+	TopicID         string    `json:"topic_id"`
+	Partition       int       `json:"partition"`
+	CommittedOffset int64     `json:"committed_offset"`
+	CommittedAt     time.Time `json:"committed_at"`
+	// Measured is false when the broker holds no replica of the partition;
+	// the fields below are then zero.
+	Measured       bool  `json:"measured"`
+	HighWatermark  int64 `json:"high_watermark"`
+	LogStartOffset int64 `json:"log_start_offset"`
+	// LagRecords and LagBytes count the retained records from the committed
+	// offset (or the log start, if later) to the high watermark.
+	LagRecords int64 `json:"lag_records"`
+	LagBytes   int64 `json:"lag_bytes"`
+	// LagSeconds is the age of the oldest unconsumed record; 0 when caught up.
+	LagSeconds float64 `json:"lag_seconds"`
+	// RetentionFraction is how near retention is to deleting unconsumed
+	// records: the larger of LagSeconds/retention.ms and
+	// LagBytes/retention.bytes; at least 1 once records were deleted unread.
+	RetentionFraction float64 `json:"retention_fraction"`
+	// Expired: the committed offset is below the log start, so records
+	// were deleted before the group read them.
+	Expired bool `json:"expired"`
 }
 
 // ProducerIDBlock is a range of producer ids [First, First+Count) that one

@@ -97,6 +97,8 @@ func longestValidPrefix(b []byte, base int64) int {
 //     (longestValidPrefix): nothing valid is cut, nothing invalid is kept.
 //   - Reads serve only bytes of that prefix, so never a batch that was not
 //     written, and the log accepts appends at the recovered end.
+//   - BytesBetween over the whole log equals the bytes served, and every
+//     offset's batch timestamp reads.
 func FuzzRecovery(f *testing.F) {
 	next := makeBatch(2, 30, 0, 0)
 	stamp(next, 8, 0) // continues the sequence: a valid batch in the tail
@@ -158,6 +160,17 @@ func FuzzRecovery(f *testing.F) {
 		closed, _ := os.ReadFile(segmentPath(cfg.Dir, segs[0], logSuffix))
 		if !bytes.Equal(got, append(closed, onDisk[:want]...)) {
 			t.Fatal("served bytes are not the recovered prefix")
+		}
+		// The lag accessors read the recovered segments (a damaged index
+		// included) consistently: the whole log sums to what is served,
+		// and every batch has its timestamp.
+		if n, err := l.BytesBetween(0, l.NextOffset()); err != nil || n != int64(len(got)) {
+			t.Fatalf("BytesBetween over the whole log = %d, %v; %d bytes are served", n, err, len(got))
+		}
+		for off := int64(0); off < l.NextOffset(); off++ {
+			if _, err := l.BatchMaxTimestamp(off); err != nil {
+				t.Fatalf("BatchMaxTimestamp(%d): %v", off, err)
+			}
 		}
 		if _, _, err := l.Append(makeBatch(1, 1, 0, 0), 0); err != nil {
 			t.Fatalf("append after recovery: %v", err)

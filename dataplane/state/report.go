@@ -23,6 +23,10 @@ type ReporterConfig struct {
 	DataDir string
 	// Partitions returns the broker's replicas' status; nil reports none.
 	Partitions func() []wire.PartitionStatus
+	// Groups returns the lag of the groups the broker coordinates (every
+	// one, each report: the control plane drops the broker's groups that a
+	// report leaves out); nil reports none.
+	Groups func() []wire.GroupLag
 	// Every is the reporting interval (default 5 s).
 	Every  time.Duration
 	Logger *slog.Logger
@@ -71,6 +75,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 		Partitions: []wire.PartitionStatus{}}
 	if r.cfg.Partitions != nil {
 		rep.Partitions = r.cfg.Partitions()
+	}
+	if r.cfg.Groups != nil {
+		rep.Groups = r.cfg.Groups()
 	}
 	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
 }

@@ -1,0 +1,45 @@
+package lag
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+)
+
+// Every replica of a partition, leader or follower, measures the same lag
+// once it has applied the same prefix: the coordinator may measure against
+// whichever replica it holds.
+func TestReplicaPartition(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	leader := c.WaitLeader(0, 30*time.Second)
+	now := time.Now()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.Produce(ctx, 0, batchAt(now.UnixMilli()-int64(5-i)*60_000, 2, 50))
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	var ms []Measurement
+	for b := range c.Brokers() {
+		p := ReplicaPartition(c.Replica(b, 0))
+		celltest.WaitFor(t, 30*time.Second, "replica applies every batch", func() bool { return p.HighWatermark() == 10 })
+		m, err := Measure(p, 4, Retention{Ms: time.Hour.Milliseconds()}, now)
+		if err != nil {
+			t.Fatalf("broker %d: %v", b, err)
+		}
+		ms = append(ms, m)
+	}
+	want := ms[leader]
+	if want.Records != 6 || want.Bytes <= 0 || want.Seconds != 180 || want.HighWatermark != 10 {
+		t.Fatalf("leader measures %+v", want)
+	}
+	for b, m := range ms {
+		if m != want {
+			t.Fatalf("broker %d measures %+v, the leader %+v", b, m, want)
+		}
+	}
+}

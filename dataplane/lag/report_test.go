@@ -1,0 +1,72 @@
+package lag
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// A coordinator's lag goes from the tracker through the broker's report to
+// the control plane, which serves it to the tenant (and no one else).
+func TestReportToControlPlane(t *testing.T) {
+	cp := cptest.Start(t, cptest.Brokers{})
+	ctx := context.Background()
+	tn := cp.Signup("lagging", "")
+	other := cp.Signup("other", "")
+	if _, err := tn.Key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Config: map[string]string{"retention.ms": "3600000"}}); err != nil {
+		t.Fatal(err)
+	}
+	cell := cp.CellClient()
+	st, _, err := cell.CellState(ctx, cptest.Cell, -1, 0)
+	if err != nil || len(st.Topics) != 1 {
+		t.Fatalf("cell state: %+v %v", st.Topics, err)
+	}
+	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: cell, CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syncer.Apply(st); err != nil {
+		t.Fatal(err)
+	}
+	topic := st.Topics[0]
+
+	now := time.Now()
+	p, sizes := openPartition(t, now.UnixMilli()-120_000, now.UnixMilli()-60_000, now.UnixMilli())
+	tr, err := New(Config{
+		Committed: func() []Committed {
+			return []Committed{{TenantID: tn.Tenant.ID, Group: "workers", TopicID: topic.ID, Partition: 0, Offset: 2, CommittedAt: now}}
+		},
+		Partition: func(id string, part int32) (Partition, bool) { return p, id == topic.ID && part == 0 },
+		Topic:     func(id string) (*wire.Topic, bool) { return syncer.View().TopicByID(id) },
+		Now:       func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cell,
+		DataDir: t.TempDir(), Groups: tr.Report})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.ReportOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := tn.Key.Group(ctx, "workers")
+	if err != nil || len(g.Partitions) != 1 {
+		t.Fatalf("group: %+v %v", g, err)
+	}
+	gp := g.Partitions[0]
+	if gp.Topic != "orders" || gp.CommittedOffset != 2 || !gp.Measured || gp.HighWatermark != 6 || gp.LagRecords != 4 ||
+		gp.LagBytes != sizes[1]+sizes[2] || gp.LagSeconds != 60 || gp.RetentionFraction != 60.0/3600 || gp.Expired {
+		t.Fatalf("partition lag: %+v", gp)
+	}
+	if gs, err := other.Key.Groups(ctx); err != nil || len(gs) != 0 {
+		t.Fatalf("another tenant sees %+v %v", gs, err)
+	}
+}

@@ -1,0 +1,157 @@
+package lag
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// Config configures a Tracker.
+type Config struct {
+	// Committed returns every committed offset this broker coordinates;
+	// required. Its result is read, never kept or changed.
+	Committed func() []Committed
+	// Partition returns this broker's replica of a partition; required.
+	Partition func(topicID string, partition int32) (Partition, bool)
+	// Topic returns a topic of the cell (its name and effective config);
+	// required.
+	Topic func(topicID string) (*wire.Topic, bool)
+	// MaxSeries caps the per-partition series of each metric; above it the
+	// metrics aggregate per (tenant, group, topic) with partition="all".
+	// Default 10,000.
+	MaxSeries int
+	// Every is how long a measurement is reused, so scrapes and reports
+	// share one pass over the logs. Default 1 s.
+	Every time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) validate() error {
+	if c.Committed == nil || c.Partition == nil || c.Topic == nil {
+		return errors.New("lag config: Committed, Partition and Topic are required")
+	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = 10_000
+	}
+	if c.MaxSeries < 0 {
+		return errors.New("lag config: MaxSeries must be positive")
+	}
+	if c.Every == 0 {
+		c.Every = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Lag is one committed offset with its measurement.
+type Lag struct {
+	Committed
+	// Topic is the topic's name; empty if the cell state does not know the
+	// topic (deleted since the commit).
+	Topic string
+	// Measured is false when this broker holds no replica of the partition
+	// (or measuring failed); Measurement is then zero.
+	Measured bool
+	Measurement
+}
+
+// Tracker measures the lag of the committed offsets a broker coordinates.
+// It is safe for concurrent use.
+type Tracker struct {
+	cfg Config
+
+	// mu guards the fields below.
+	mu   sync.Mutex
+	at   time.Time
+	last []Lag
+}
+
+// New checks cfg and returns a Tracker.
+func New(cfg Config) (*Tracker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Tracker{cfg: cfg}, nil
+}
+
+// Lag measures every committed offset (reusing a measurement younger than
+// Config.Every), sorted by tenant, group, topic id and partition. Offsets of
+// topics the cell state no longer has are left out.
+func (t *Tracker) Lag() []Lag {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	if t.last != nil && now.Sub(t.at) < t.cfg.Every && now.Sub(t.at) >= 0 {
+		return t.last
+	}
+	cs := t.cfg.Committed()
+	out := make([]Lag, 0, len(cs))
+	for _, c := range cs {
+		topic, ok := t.cfg.Topic(c.TopicID)
+		if !ok {
+			continue
+		}
+		l := Lag{Committed: c, Topic: topic.Name}
+		if p, ok := t.cfg.Partition(c.TopicID, c.Partition); ok {
+			m, err := Measure(p, c.Offset, retentionOf(topic), now)
+			if err != nil {
+				t.cfg.Logger.Warn("measure group lag", "tenant_id", c.TenantID, "group", c.Group,
+					"topic_id", c.TopicID, "partition", c.Partition, "err", err)
+			} else {
+				l.Measured, l.Measurement = true, m
+			}
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return less(out[i].Committed, out[j].Committed) })
+	t.at, t.last = now, out
+	return out
+}
+
+func less(a, b Committed) bool {
+	if a.TenantID != b.TenantID {
+		return a.TenantID < b.TenantID
+	}
+	if a.Group != b.Group {
+		return a.Group < b.Group
+	}
+	if a.TopicID != b.TopicID {
+		return a.TopicID < b.TopicID
+	}
+	return a.Partition < b.Partition
+}
+
+// retentionOf reads a topic's effective retention.ms and retention.bytes;
+// a missing or unparsable value counts as no limit.
+func retentionOf(t *wire.Topic) Retention {
+	ms, _ := strconv.ParseInt(t.Config["retention.ms"], 10, 64)
+	bytes, _ := strconv.ParseInt(t.Config["retention.bytes"], 10, 64)
+	return Retention{Ms: ms, Bytes: bytes}
+}
+
+// Report returns the lag in the shape the broker's report carries.
+func (t *Tracker) Report() []wire.GroupLag {
+	ls := t.Lag()
+	out := make([]wire.GroupLag, len(ls))
+	for i, l := range ls {
+		out[i] = wire.GroupLag{TenantID: l.TenantID, Group: l.Group, TopicID: l.TopicID, Partition: int(l.Partition),
+			CommittedOffset: l.Offset, CommittedAt: l.CommittedAt, Measured: l.Measured,
+			HighWatermark: l.HighWatermark, LogStartOffset: l.LogStartOffset, LagRecords: l.Records, LagBytes: l.Bytes,
+			LagSeconds: l.Seconds, RetentionFraction: l.RetentionFraction, Expired: l.Expired}
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package lag
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+type fixture struct {
+	now       time.Time
+	committed []Committed
+	parts     map[string]Partition // by topic id + "/" + partition
+	topics    map[string]*wire.Topic
+	odd       Committed
+	calls     int
+}
+
+func (f *fixture) tracker(t *testing.T, maxSeries int) *Tracker {
+	t.Helper()
+	tr, err := New(Config{
+		Committed: func() []Committed { f.calls++; return f.committed },
+		Partition: func(topicID string, part int32) (Partition, bool) {
+			p, ok := f.parts[topicID+"/"+string(rune('0'+part))]
+			return p, ok
+		},
+		Topic:     func(id string) (*wire.Topic, bool) { tp, ok := f.topics[id]; return tp, ok },
+		MaxSeries: maxSeries,
+		Now:       func() time.Time { return f.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func newFixture(t *testing.T) *fixture {
+	now := time.UnixMilli(2_000_000_000)
+	ms := now.UnixMilli()
+	// tp_orders/0: 5 batches, 1 minute apart, the last written now.
+	// tp_orders/1: empty. tp_audit/0: 2 batches, 10 minutes old.
+	var ts []int64
+	for i := range 5 {
+		ts = append(ts, ms-int64(4-i)*60_000)
+	}
+	o0, _ := openPartition(t, ts...)
+	o1, _ := openPartition(t)
+	a0, _ := openPartition(t, ms-600_000, ms-600_000)
+	return &fixture{
+		now: now,
+		committed: []Committed{
+			{TenantID: "tn_b", Group: "billing", TopicID: "tp_audit", Partition: 0, Offset: 0},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, Offset: 0},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, Offset: 6},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_gone", Partition: 0, Offset: 1},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_remote", Partition: 0, Offset: 1},
+		},
+		// A group id that is not UTF-8: reported, never a label value.
+		odd:   Committed{TenantID: "tn_a", Group: "bad\xffgroup", TopicID: "tp_orders", Partition: 1, Offset: 0},
+		parts: map[string]Partition{"tp_orders/0": o0, "tp_orders/1": o1, "tp_audit/0": a0},
+		topics: map[string]*wire.Topic{
+			"tp_orders": {ID: "tp_orders", TenantID: "tn_a", Name: "orders", Config: map[string]string{"retention.ms": "3600000", "retention.bytes": "-1"}},
+			"tp_audit":  {ID: "tp_audit", TenantID: "tn_b", Name: "audit", Config: map[string]string{"retention.ms": "1200000"}},
+			"tp_remote": {ID: "tp_remote", TenantID: "tn_a", Name: "remote", Config: map[string]string{}},
+		},
+	}
+}
+
+func TestTrackerReport(t *testing.T) {
+	f := newFixture(t)
+	tr := f.tracker(t, 0)
+	got := tr.Report()
+	want := []wire.GroupLag{
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 6, Measured: true,
+			HighWatermark: 10, LagRecords: 4, LagBytes: got[0].LagBytes, LagSeconds: 60, RetentionFraction: 60.0 / 3600},
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 0, Measured: true},
+		// No local replica: reported, not measured.
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_remote", Partition: 0, CommittedOffset: 1},
+		{TenantID: "tn_b", Group: "billing", TopicID: "tp_audit", Partition: 0, CommittedOffset: 0, Measured: true,
+			HighWatermark: 4, LagRecords: 4, LagBytes: got[3].LagBytes, LagSeconds: 600, RetentionFraction: 0.5},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("report has %d rows, want %d (the deleted topic left out): %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	if got[0].LagBytes <= 0 || got[3].LagBytes <= 0 {
+		t.Fatalf("lag bytes %d, %d", got[0].LagBytes, got[3].LagBytes)
+	}
+
+	// A measurement is reused within Every, and redone after.
+	tr.Report()
+	if f.calls != 1 {
+		t.Fatalf("committed offsets read %d times within Every", f.calls)
+	}
+	f.now = f.now.Add(time.Second)
+	f.committed = f.committed[:1]
+	if got := tr.Report(); len(got) != 1 || f.calls != 2 {
+		t.Fatalf("after Every: %d rows, %d reads", len(got), f.calls)
+	}
+}
+
+func TestTrackerMetrics(t *testing.T) {
+	f := newFixture(t)
+	f.committed = append(f.committed, f.odd)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(f.tracker(t, 0))
+	want := `
+# HELP sluice_group_lag_records Records between a consumer group's committed offset and the high watermark.
+# TYPE sluice_group_lag_records gauge
+sluice_group_lag_records{group="billing",partition="0",tenant="tn_b",topic="audit"} 4
+sluice_group_lag_records{group="workers",partition="0",tenant="tn_a",topic="orders"} 4
+sluice_group_lag_records{group="workers",partition="1",tenant="tn_a",topic="orders"} 0
+# HELP sluice_group_lag_seconds Age of the oldest record a consumer group has not consumed (0 when caught up).
+# TYPE sluice_group_lag_seconds gauge
+sluice_group_lag_seconds{group="billing",partition="0",tenant="tn_b",topic="audit"} 600
+sluice_group_lag_seconds{group="workers",partition="0",tenant="tn_a",topic="orders"} 60
+sluice_group_lag_seconds{group="workers",partition="1",tenant="tn_a",topic="orders"} 0
+# HELP sluice_group_lag_retention_fraction Consumer-group lag as a fraction of the topic's retention (time or bytes, whichever is nearer); 1 or more: unread records are or may be deleted.
+# TYPE sluice_group_lag_retention_fraction gauge
+sluice_group_lag_retention_fraction{group="billing",partition="0",tenant="tn_b",topic="audit"} 0.5
+sluice_group_lag_retention_fraction{group="workers",partition="0",tenant="tn_a",topic="orders"} 0.016666666666666666
+sluice_group_lag_retention_fraction{group="workers",partition="1",tenant="tn_a",topic="orders"} 0
+# HELP sluice_group_lag_aggregated 1 when group lag is exported per topic (partition="all") because the per-partition series would exceed the cap.
+# TYPE sluice_group_lag_aggregated gauge
+sluice_group_lag_aggregated 0
+`
+	names := []string{"sluice_group_lag_records", "sluice_group_lag_seconds", "sluice_group_lag_retention_fraction", "sluice_group_lag_aggregated"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "sluice_group_lag_bytes"); err != nil || n != 3 {
+		t.Fatalf("lag bytes series: %d %v", n, err)
+	}
+
+	// Above the cap: one series per group and topic.
+	agg := prometheus.NewPedanticRegistry()
+	agg.MustRegister(f.tracker(t, 2))
+	want = `
+# HELP sluice_group_lag_records Records between a consumer group's committed offset and the high watermark.
+# TYPE sluice_group_lag_records gauge
+sluice_group_lag_records{group="billing",partition="all",tenant="tn_b",topic="audit"} 4
+sluice_group_lag_records{group="workers",partition="all",tenant="tn_a",topic="orders"} 4
+# HELP sluice_group_lag_seconds Age of the oldest record a consumer group has not consumed (0 when caught up).
+# TYPE sluice_group_lag_seconds gauge
+sluice_group_lag_seconds{group="billing",partition="all",tenant="tn_b",topic="audit"} 600
+sluice_group_lag_seconds{group="workers",partition="all",tenant="tn_a",topic="orders"} 60
+# HELP sluice_group_lag_aggregated 1 when group lag is exported per topic (partition="all") because the per-partition series would exceed the cap.
+# TYPE sluice_group_lag_aggregated gauge
+sluice_group_lag_aggregated 1
+`
+	if err := testutil.GatherAndCompare(agg, strings.NewReader(want), "sluice_group_lag_records", "sluice_group_lag_seconds", "sluice_group_lag_aggregated"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A group that goes away takes its series with it.
+	f.now = f.now.Add(time.Minute)
+	f.committed = nil
+	if n, err := testutil.GatherAndCount(reg, "sluice_group_lag_records"); err != nil || n != 0 {
+		t.Fatalf("series after the groups went: %d %v", n, err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "required") {
+		t.Fatalf("empty config: %v", err)
+	}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/lag"
+	dlog "github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// hwLog is a partition log whose high watermark is its end, as on a
+// replica that applied everything it stored.
+type hwLog struct{ *dlog.Log }
+
+func (l hwLog) HighWatermark() int64 { return l.NextOffset() }
+
+// The broker's group lag follows whatever coordinator is plugged in with
+// useCoordinator, and shows in the report rows and on /metrics.
+func TestGroupLagFollowsCoordinator(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	syncer, err := state.New(state.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syncer.Apply(wire.CellState{Version: wire.Version, Cell: "cell-1", StateVersion: 2,
+		Tenants: []wire.Tenant{{ID: "tn_1", Name: "one", Status: "active"}},
+		Topics: []wire.Topic{{ID: "tp_1", TenantID: "tn_1", Name: "orders", Config: map[string]string{"retention.ms": "3600000"},
+			Partitions: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := dlog.Open(context.Background(), dlog.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 3 {
+		if _, _, err := l.Append(celltest.Batch([]byte("a"), []byte("b")), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, err := newGroupLag(syncer, func(id string, p int32) (lag.Partition, bool) { return hwLog{l}, id == "tp_1" && p == 0 }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := brokerRegistry()
+	metrics := func(broker string) {
+		if err := wrapBroker(reg, broker).Register(gl.tracker); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metrics("b1")
+	if rows := gl.report(); len(rows) != 0 {
+		t.Fatalf("rows without a coordinator: %+v", rows)
+	}
+
+	gl.useCoordinator(func() []groups.CommittedOffset {
+		return []groups.CommittedOffset{{TenantID: "tn_1", Group: "workers",
+			TopicPartition: groups.TopicPartition{TopicID: "tp_1", Partition: 0}, Committed: groups.Committed{Offset: 2}}}
+	})
+	var rows []wire.GroupLag
+	celltest.WaitFor(t, 10*time.Second, "the coordinator's offsets measured", func() bool { rows = gl.report(); return len(rows) == 1 })
+	if r := rows[0]; r.Group != "workers" || !r.Measured || r.LagRecords != 4 || r.HighWatermark != 6 || r.LagBytes <= 0 {
+		t.Fatalf("row %+v", r)
+	}
+
+	// /metrics carries the series, labelled with the broker.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveMetrics(ctx, ln, reg, log) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve metrics: %v", err)
+		}
+	}()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `sluice_group_lag_records{broker="b1",group="workers",partition="0",tenant="tn_1",topic="orders"} 4`
+	if !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %s:\n%s", want, body)
+	}
+
+	gl.useCoordinator(nil)
+	celltest.WaitFor(t, 10*time.Second, "no rows once the coordinator is gone", func() bool { return len(gl.report()) == 0 })
+}
+
+// `tenantd broker -metrics-listen` serves the broker's metrics, group lag
+// included, while the broker runs, and stops with it.
+func TestBrokerServesMetrics(t *testing.T) {
+	cp := cptest.Start(t, cptest.Brokers{})
+	ck, err := cp.Operator.AdminCreateCellKey(context.Background(), cptest.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg, err := loadConfig("broker", []string{"-cell", cptest.Cell, "-broker-id", cptest.Cell + "-b1", "-api", cp.URL,
+		"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), "-metrics-listen", addr,
+		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runBrokerRole(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var body string
+	// The listener is up before the broker registers its collectors.
+	celltest.WaitFor(t, 30*time.Second, "the broker serves its lag on /metrics", func() bool {
+		resp, err := hc.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "sluice_group_lag_aggregated 0")
+	})
+	for _, want := range []string{"go_goroutines", "sluice_group_lag_aggregated 0"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("broker stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker did not stop within 30 s")
+	}
+	if _, err := hc.Get("http://" + addr + "/metrics"); err == nil {
+		t.Fatal("metrics still served after the broker stopped")
+	}
+}
