@@ -220,6 +220,10 @@ func (c *cell) topic(tn *cptest.Tenant, name string, parts int, config map[strin
 				if _, ok := r.Leader(); !ok {
 					return false
 				}
+				// Leadership settles on the preferred replica first.
+				if pref := tp.Partitions[p].Replicas[0]; pref == b.node && !r.IsLeader() {
+					return false
+				}
 			}
 		}
 		return true
@@ -338,4 +342,11 @@ type testLog struct{ t testing.TB }
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+func timeNow() time.Time { return time.Now() }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	celltest.WaitFor(t, wait, what, cond)
 }

@@ -252,12 +252,8 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 			}
 		}
 	}
-	part, local := s.cfg.Partitions.Get(t.ID, b.part)
-	leader, known := -1, false
-	if local {
-		leader, known = part.Leader()
-	}
-	if local && known && leader == s.cfg.NodeID {
+	part, leader, known := s.leaderOf(ctx, t, b.part)
+	if known && leader == s.cfg.NodeID {
 		base, err := part.Produce(ctx, b.batch)
 		if err == nil {
 			s.metrics.published.WithLabelValues("messages").Add(float64(len(b.idx)))
@@ -267,13 +263,8 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 		return
 	}
 	if !known {
-		// No local replica or no leader known here: try the preferred
-		// replica, which forwards on if it knows better.
-		leader = preferred(t, b.part)
-		if leader < 0 || leader == s.cfg.NodeID {
-			setAll(0, catalog.NotLeader.New("the partition has no leader right now; retry"))
-			return
-		}
+		setAll(0, catalog.NotLeader.New("the partition has no leader right now; retry"))
+		return
 	}
 	sub := publishRequest{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
 	for _, i := range b.idx {
@@ -305,6 +296,45 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 	}
 	for k, i := range b.idx {
 		res[i] = pr.Messages[k]
+	}
+}
+
+// leaderWait bounds how long a request waits for a partition without a
+// known leader to elect one.
+const leaderWait = 5 * time.Second
+
+// leaderOf returns the local replica (nil if none) and the partition's
+// leader. While the local replica knows no leader (an election, a
+// leadership transfer) it waits up to leaderWait for one. Without a local
+// replica the preferred replica is the guess: it forwards on if it knows
+// better.
+func (s *Server) leaderOf(ctx context.Context, t *wire.Topic, p int32) (Partition, int, bool) {
+	part, local := s.cfg.Partitions.Get(t.ID, p)
+	if !local {
+		node := preferred(t, p)
+		return nil, node, node > 0 && node != s.cfg.NodeID
+	}
+	if node, ok := part.Leader(); ok {
+		return part, node, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	for {
+		stop := part.Watch(part.HighWatermark(), wake)
+		node, ok := part.Leader()
+		if ok {
+			stop()
+			return part, node, true
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+		}
+		stop()
+		if ctx.Err() != nil {
+			return part, -1, false
+		}
 	}
 }
 

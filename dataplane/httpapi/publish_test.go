@@ -302,4 +302,3 @@ func TestIdempotentPublish(t *testing.T) {
 		t.Fatalf("sequence gap: %d %+v", s, e)
 	}
 }
-

@@ -110,18 +110,11 @@ func (s *Server) read(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	part, local := s.cfg.Partitions.Get(t.ID, int32(pn))
-	leader, known := -1, false
-	if local {
-		leader, known = part.Leader()
-	}
-	if !local || !known || leader != s.cfg.NodeID {
-		if !known {
-			leader = preferred(t, int32(pn))
-			if leader == s.cfg.NodeID {
-				return catalog.NotLeader.New("the partition has no leader right now; retry")
-			}
-		}
+	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
+	switch {
+	case !known:
+		return catalog.NotLeader.New("the partition has no leader right now; retry")
+	case leader != s.cfg.NodeID:
 		return s.proxy(c, cl.v, leader, nil, rp.wait)
 	}
 	out, err := s.readLocal(c.Request().Context(), part, int32(pn), rp)
