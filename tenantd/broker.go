@@ -35,13 +35,16 @@ type brokerConfig struct {
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
+	// HTTPListen overrides the http_addr the cell state lists for this
+	// broker as the HTTP data API's address.
+	HTTPListen string
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen}
+		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -140,6 +143,11 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer ks.Close()
+	hs, err := startHTTP(ctx, cfg, self, syncer, m, log)
+	if err != nil {
+		return err
+	}
+	defer hs.Close()
 	retry := time.NewTimer(applyRetry)
 	retry.Stop()
 	for {

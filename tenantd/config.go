@@ -45,6 +45,11 @@ type Config struct {
 	// told in Metadata). In dev mode it is the first dev broker's address,
 	// the others taking the next ports (port 0: free ports).
 	KafkaListen string `json:"kafka_listen"`
+	// HTTPListen is the broker's HTTP data API listen address; default
+	// the http_addr the cell state lists for this broker. In dev mode it
+	// is the first dev broker's address, the others taking the next ports
+	// (port 0: free ports).
+	HTTPListen string `json:"http_listen"`
 }
 
 func defaultConfig() Config {
@@ -56,7 +61,7 @@ func (c *Config) validate(cmd string) error {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
 					return fmt.Errorf("address %q is not host:port: %w", a, err)
@@ -65,7 +70,7 @@ func (c *Config) validate(cmd string) error {
 		}
 		return nil
 	}
-	for _, a := range []string{c.RaftListen, c.KafkaListen} {
+	for _, a := range []string{c.RaftListen, c.KafkaListen, c.HTTPListen} {
 		if a != "" {
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				return fmt.Errorf("listen address %q is not host:port: %w", a, err)
@@ -112,6 +117,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
+	httpListen := fs.String("http-listen", "", "broker: HTTP data API listen address (env SLUICE_HTTP_LISTEN; default the http_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devHTTPListen+")")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -144,6 +150,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
+		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -160,7 +167,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
-		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}} {
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
