@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -99,21 +100,32 @@ func catalogued(err error) *catalog.Error {
 // bind decodes a JSON body strictly: one object, no unknown fields,
 // within the body size limit, as the control plane's API does.
 func (s *Server) bind(c echo.Context, v any) error {
+	_, err := s.bindRaw(c, v)
+	return err
+}
+
+// bindRaw is bind that also returns the body's bytes, for requests that
+// may be forwarded as they are.
+func (s *Server) bindRaw(c echo.Context, v any) ([]byte, error) {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
+		return nil, catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	return raw, decodeStrict(raw, v, s.cfg.MaxBodyBytes)
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields.
+func decodeStrict(raw []byte, v any, limit int64) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err, s.cfg.MaxBodyBytes)
+		return decodeError(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			return catalog.BodyTooLarge.Newf("the body is larger than %d bytes", s.cfg.MaxBodyBytes)
-		}
 		return catalog.MalformedJSON.New("the body must hold exactly one JSON object")
 	}
 	return nil

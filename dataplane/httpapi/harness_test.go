@@ -22,6 +22,8 @@ import (
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
@@ -47,6 +49,7 @@ type broker struct {
 	syncer   *state.Syncer
 	manager  *replicas.Manager
 	http     *httpapi.Server
+	coord    *groups.Coordinator
 	httpAddr string
 	kafka    string
 }
@@ -73,7 +76,8 @@ func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool)
 }
 
 type cellOpts struct {
-	maxBodyBytes int64
+	maxBodyBytes  int64
+	retryAttempts int
 }
 
 func startCell(t *testing.T, o cellOpts) *cell {
@@ -100,7 +104,6 @@ func startCell(t *testing.T, o cellOpts) *cell {
 	logger := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
 		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: "127.0.0.1:0"})
@@ -137,8 +140,20 @@ func startCell(t *testing.T, o cellOpts) *cell {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b.coord, err = groups.New(groups.Config{NodeID: b.node, Logger: logger, Offsets: func(p int32) (groups.Log, bool) {
+			r, ok := m.Get(groups.OffsetsTopicID, p)
+			if !ok {
+				return nil, false
+			}
+			return r, true
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		b.http, err = httpapi.New(httpapi.Config{Listener: httpLns[i], NodeID: b.node, State: b.syncer, Partitions: httpPartitions{m},
-			ProducerIDs: ids, Logger: logger, MaxBodyBytes: o.maxBodyBytes, MaxWait: 10 * time.Second})
+			ProducerIDs: ids, Logger: logger, MaxBodyBytes: o.maxBodyBytes, MaxWait: 10 * time.Second,
+			Groups: b.coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: o.retryAttempts,
+			RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,9 +184,12 @@ func startCell(t *testing.T, o cellOpts) *cell {
 				t.Errorf("close replicas %d: %v", b.node, err)
 			}
 		})
-		t.Cleanup(func() { ks.Close(); b.http.Close() })
+		t.Cleanup(func() { ks.Close(); b.http.Close(); b.coord.Close() })
 		c.brokers = append(c.brokers, b)
 	}
+	// Registered last, so it runs first: the syncers and appliers stop
+	// before the replicas close and the directories are removed.
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return c
 }
 
@@ -345,6 +363,23 @@ func (w testLog) Write(p []byte) (int, error) {
 }
 
 func timeNow() time.Time { return time.Now() }
+
+// coordinator waits until some broker coordinates the tenant's group and
+// returns its index.
+func (c *cell) coordinator(tn *cptest.Tenant, group string) int {
+	c.t.Helper()
+	idx := -1
+	waitFor(c.t, "a coordinator for group "+group, func() bool {
+		for i, b := range c.brokers {
+			if _, local, err := b.coord.Locate(tn.Tenant.ID, group); err == nil && local {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	return idx
+}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -97,31 +97,10 @@ func (s *Server) publish(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	batches, err := s.plan(&req, t, prod)
+	res, err := s.publishMessages(c, cl, t, &req, prod)
 	if err != nil {
 		return err
 	}
-	var size int64
-	for _, b := range batches {
-		size += int64(len(b.batch))
-	}
-	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpPublish, Topic: name, Messages: len(req.Messages), Bytes: size}); err != nil {
-		return err
-	}
-
-	ctx, cancel := context.WithTimeout(c.Request().Context(), maxPublishWait)
-	defer cancel()
-	res := make([]publishResult, len(req.Messages))
-	var wg sync.WaitGroup
-	for _, b := range batches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.publishPart(ctx, c, cl.v, t, &req, b, res)
-		}()
-	}
-	wg.Wait()
-
 	var failed, ok200 int
 	var first *api.Error
 	for i := range res {
@@ -144,6 +123,36 @@ func (s *Server) publish(c echo.Context) error {
 		// Some partitions committed, others did not: say which.
 		return c.JSON(http.StatusMultiStatus, publishResponse{Messages: res})
 	}
+}
+
+// publishMessages plans, admits and appends a publish's messages (the
+// caller checked the topic and its ACL), and returns each message's
+// result. Validation fails it before anything is written.
+func (s *Server) publishMessages(c echo.Context, cl *caller, t *wire.Topic, req *publishRequest, prod records.Producer) ([]publishResult, error) {
+	batches, err := s.plan(req, t, prod)
+	if err != nil {
+		return nil, err
+	}
+	var size int64
+	for _, b := range batches {
+		size += int64(len(b.batch))
+	}
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpPublish, Topic: t.Name, Messages: len(req.Messages), Bytes: size}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), maxPublishWait)
+	defer cancel()
+	res := make([]publishResult, len(req.Messages))
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.publishPart(ctx, c, cl.v, t, req, b, res)
+		}()
+	}
+	wg.Wait()
+	return res, nil
 }
 
 // producerOf checks the idempotence fields: all three or none.

@@ -31,6 +31,9 @@ type Message struct {
 	Value       []byte       `json:"value"`
 	Headers     []jsonHeader `json:"headers"`
 	MessageID   string       `json:"message_id,omitempty"`
+	// DeliveryAttempt is set by group fetches for a message being
+	// delivered again after a nack: 2 for the first retry.
+	DeliveryAttempt int `json:"delivery_attempt,omitempty"`
 }
 
 type readResponse struct {

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -38,6 +40,21 @@ type Config struct {
 	// as partition.Replica does. Unset, publishes with a producer id are
 	// refused.
 	ProducerIDs ProducerIDs
+	// Groups, when set, serves the consumer-group endpoints with this
+	// broker's coordinator; unset, they answer unavailable.
+	Groups *groups.Coordinator
+	// ControlPlane, when set, is a client of the control plane's public
+	// API without a credential: a group's dead-letter topic is then
+	// created on first use with the caller's own key. Unset, it must
+	// exist before a message is dead-lettered.
+	ControlPlane *client.Client
+	// RetryAttempts is how many deliveries of a message a group member may
+	// nack before the message goes to the group's dead-letter topic.
+	// Default 5.
+	RetryAttempts int
+	// RetryBackoff is the wait after the first nack, doubled after each
+	// further one up to RetryMaxBackoff. Defaults 1 s and 1 min.
+	RetryBackoff, RetryMaxBackoff time.Duration
 	// Admit, when set, is asked before every publish and after every read
 	// whether the tenant may go on (quotas). An error it returns is the
 	// answer; one with a RetryAfter() time.Duration method also sets the
@@ -108,6 +125,18 @@ func (c *Config) validate() error {
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = 10 * time.Second
 	}
+	if c.RetryAttempts == 0 {
+		c.RetryAttempts = 5
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = time.Second
+	}
+	if c.RetryMaxBackoff == 0 {
+		c.RetryMaxBackoff = time.Minute
+	}
+	if c.RetryAttempts < 1 || c.RetryBackoff < 0 || c.RetryMaxBackoff < c.RetryBackoff {
+		return errors.New("httpapi config: RetryAttempts must be at least 1 and RetryMaxBackoff at least RetryBackoff")
+	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -137,7 +166,8 @@ type Server struct {
 	ctx     context.Context // ends at Close; bounds every wait of a request
 	cancel  context.CancelFunc
 
-	sticky atomic.Uint32 // spreads null-key publishes over partitions
+	sticky   atomic.Uint32 // spreads null-key publishes over partitions
+	sessions sessions      // HTTP group members this broker coordinates
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -237,5 +267,13 @@ func (s *Server) routes() *echo.Echo {
 	v1.POST("/topics/:topic/messages\\:publish", s.publish)
 	v1.GET("/topics/:topic/partitions/:partition/messages", s.read)
 	v1.POST("/producer-ids", s.producerID)
+	v1.GET("/topics/:topic/partitions/:partition/offsets", s.partitionOffsets)
+	v1.POST("/groups/:group/members", s.join)
+	v1.DELETE("/groups/:group/members/:member", s.leave)
+	v1.POST("/groups/:group/messages\\:fetch", s.groupFetch)
+	v1.POST("/groups/:group/messages\\:nack", s.nack)
+	v1.POST("/groups/:group/offsets\\:commit", s.commit)
+	v1.POST("/groups/:group/offsets\\:reset", s.reset)
+	v1.POST("/groups/:group/dead-letters\\:redrive", s.redrive)
 	return e
 }
