@@ -149,7 +149,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer ks.Close()
-	hs, err := startHTTP(ctx, cfg, self, syncer, m, log)
+	hs, err := startHTTP(ctx, cfg, self, syncer, m, coord, log)
 	if err != nil {
 		return err
 	}

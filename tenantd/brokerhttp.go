@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/replicas"
@@ -18,9 +19,10 @@ import (
 )
 
 // startHTTP serves the HTTP data API (and the broker's /metrics) on the
-// broker's HTTP address over its replicas, with producer ids from the
-// control plane.
-func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, log *slog.Logger) (*httpapi.Server, error) {
+// broker's HTTP address over its replicas and group coordinator, with
+// producer ids from the control plane and dead-letter topics created
+// through its API with the caller's own key.
+func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, log *slog.Logger) (*httpapi.Server, error) {
 	addr := cfg.HTTPListen
 	if addr == "" {
 		addr = self.HTTPAddr
@@ -39,8 +41,10 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
-		Registry: reg,
-		Logger:   log,
+		Groups:       coord,
+		ControlPlane: client.New(cfg.APIURL),
+		Registry:     reg,
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, err
