@@ -102,7 +102,10 @@
 //	POST /v1/groups/{group}/messages:nack {"member_id","generation","topic","partition","offset","error"?}
 //	  → 200 {"action":"retry","attempts","retry_at_ms"} | {"action":"dead_letter","attempts","dead_letter":{"topic","partition","offset"}}
 //
-// Retries block the partition: its position rewinds to the nacked
+// A nack of an offset not yet delivered since the member's position was
+// last set (after a coordinator failover, positions restart at the
+// committed offset) answers {"action":"redeliver"}: the message comes
+// again without counting an attempt. Otherwise retries block the partition: its position rewinds to the nacked
 // message, and nothing of the partition is delivered before a backoff of
 // 1 s, doubling per attempt up to 1 min. The attempt count and retry time
 // are committed as the offset's metadata, so they survive a coordinator

@@ -79,7 +79,8 @@ func TestGroupBadInput(t *testing.T) {
 		{"commit negative offset", "POST", commit, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "offsets": []any{map[string]any{"topic": "jobs", "partition": 0, "offset": -4}}}, 400, "invalid_request"},
 		{"commit nothing", "POST", commit, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "offsets": []any{}}, 400, "invalid_request"},
 		{"nack without offset", "POST", nack, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "topic": "jobs", "partition": 0}, 400, "invalid_request"},
-		{"nack undelivered offset", "POST", nack, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "topic": "jobs", "partition": 0, "offset": 50}, 400, "invalid_request"},
+		{"nack unknown partition", "POST", nack, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "topic": "jobs", "partition": 5, "offset": 0}, 404, "partition_not_found"},
+		{"nack other tenant's topic", "POST", nack, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen, "topic": "theirs", "partition": 0, "offset": 0}, 404, "topic_not_found"},
 		{"nack stale generation", "POST", nack, tn.KeyID, tn.Secret, map[string]any{"member_id": jr.MemberID, "generation": gen - 1, "topic": "jobs", "partition": 0, "offset": 0}, 409, "illegal_generation"},
 		{"reset bad target", "POST", groupPath("workers", "/offsets:reset"), tn.KeyID, tn.Secret, `{"topic":"jobs","to":"yesterday"}`, 400, "invalid_request"},
 		{"reset offset missing", "POST", groupPath("workers", "/offsets:reset"), tn.KeyID, tn.Secret, `{"topic":"jobs","to":"offset"}`, 400, "invalid_request"},
@@ -97,6 +98,12 @@ func TestGroupBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A nack of an offset not delivered yet changes nothing: the message
+	// will be delivered anyway.
+	var out map[string]any
+	if s := c.as(tn, 1, "POST", nack, map[string]any{"member_id": jr.MemberID, "generation": gen, "topic": "jobs", "partition": 0, "offset": 50}, &out); s != http.StatusOK || out["action"] != "redeliver" {
+		t.Fatalf("nack of an undelivered offset: %d %v", s, out)
 	}
 	// The member is still fine after all that.
 	if s, _, e := c.fetch(tn, 2, "workers", jr, 0); s != http.StatusOK {

@@ -170,6 +170,9 @@ func (s *Server) atCoordinator(c echo.Context, cl *caller, group string, body []
 		case lerr == nil && local:
 			return coord, false, nil
 		case lerr == nil && node != s.cfg.NodeID:
+			// Another broker coordinates the group now: whatever this one
+			// kept of its members is stale when the group comes back.
+			s.sessions.keep(cl.p.TenantID, group, nil)
 			return nil, true, s.proxy(c, cl.v, node, body, wait)
 		}
 		if time.Now().After(deadline) {

@@ -44,7 +44,7 @@ type nackRequest struct {
 }
 
 type nackResponse struct {
-	Action     string      `json:"action"` // retry or dead_letter
+	Action     string      `json:"action"` // retry, dead_letter or redeliver
 	Attempts   int         `json:"attempts"`
 	RetryAtMs  int64       `json:"retry_at_ms,omitempty"`
 	DeadLetter *offsetItem `json:"dead_letter,omitempty"`
@@ -104,7 +104,10 @@ func (s *Server) nack(c echo.Context) error {
 	}
 	off := *req.Offset
 	if off >= sess.pos[tp] {
-		return catalog.InvalidRequest.Newf("offset %d was not delivered to this member (its position in the partition is %d)", off, sess.pos[tp])
+		// Not delivered since the partition's position was last set (a
+		// coordinator that took the group over starts at the committed
+		// offset): the message comes again anyway.
+		return c.JSON(http.StatusOK, nackResponse{Action: "redeliver", Attempts: sess.retry[tp].Attempts})
 	}
 	r := sess.retry[tp]
 	if r.Offset != off {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/controlplane/api"
@@ -261,9 +262,16 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 			}
 		}
 	}
+	deadline := time.Now().Add(leaderWait)
 	part, leader, known := s.leaderOf(ctx, t, b.part)
-	if known && leader == s.cfg.NodeID {
+	for known && leader == s.cfg.NodeID {
 		base, err := part.Produce(ctx, b.batch)
+		if err != nil && neverAppended(err) && time.Now().Before(deadline) && pause(ctx, 20*time.Millisecond) {
+			// Leadership moved before the batch entered the log: look
+			// for the new leader and send it there.
+			part, leader, known = s.leaderOf(ctx, t, b.part)
+			continue
+		}
 		if err == nil {
 			s.metrics.published.WithLabelValues("messages").Add(float64(len(b.idx)))
 			s.metrics.published.WithLabelValues("bytes").Add(float64(len(b.batch)))
@@ -305,6 +313,34 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 	}
 	for k, i := range b.idx {
 		res[i] = pr.Messages[k]
+	}
+}
+
+// neverAppended reports whether a produce failed because the replica did
+// not lead when the batch arrived, so that the batch is certainly not in
+// the log and may be sent again: a not-leader error without a cause (the
+// replica refused before Raft), or caused by Raft's ErrNotLeader or a
+// leadership transfer. A leadership lost after the append is not one.
+func neverAppended(err error) bool {
+	var ln leaderNoder
+	if !errors.As(err, &ln) {
+		return false
+	}
+	if e, ok := ln.(error); ok && errors.Unwrap(e) == nil {
+		return true
+	}
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+// pause waits d, or until ctx ends (then false).
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
