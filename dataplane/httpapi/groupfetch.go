@@ -67,66 +67,64 @@ func (s *Server) groupFetch(c echo.Context) error {
 		return catalog.GroupAccessDenied.New("")
 	}
 	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.cfg.MaxWait)
-	coord, done, err := s.atCoordinator(c, cl, group, raw, wait)
-	if done || err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-	if err != nil {
-		return err
-	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	deadline := time.Now().Add(wait)
-	lastBeat := time.Now()
-	wake := make(chan struct{}, 1)
-	for {
-		out, err := s.fetchRound(c, coord, cl, group, sess, req.MaxBytes)
+	return s.onCoordinator(c, cl, group, raw, wait, func(coord *groups.Coordinator) error {
+		ctx := c.Request().Context()
+		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
 		if err != nil {
 			return err
 		}
-		now := time.Now()
-		if len(out.Messages) > 0 || !now.Before(deadline) {
-			return c.JSON(http.StatusOK, out)
-		}
-		until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
-		for _, st := range out.Partitions {
-			if st.RetryAtMs > 0 {
-				until = earliest(until, time.UnixMilli(st.RetryAtMs))
-			}
-		}
-		var cancels []func()
-		for _, p := range sess.parts {
-			if part, ok := s.cfg.Partitions.Get(p.TopicID, p.Partition); ok {
-				if node, ok := part.Leader(); ok && node == s.cfg.NodeID {
-					cancels = append(cancels, part.Watch(sess.pos[p.TopicPartition], wake))
-				}
-			}
-		}
-		timer := time.NewTimer(time.Until(until))
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-		for _, cancel := range cancels {
-			cancel()
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Since(lastBeat) >= heartbeatEvery {
-			lastBeat = time.Now()
-			if err := coord.Heartbeat(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation); err != nil {
-				if catalog.Has(err, catalog.RebalanceInProgress) {
-					return catalog.RebalanceInProgress.New("the consumer group is rebalancing; join again with your member_id (POST /v1/groups/{group}/members)")
-				}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		deadline := time.Now().Add(wait)
+		lastBeat := time.Now()
+		wake := make(chan struct{}, 1)
+		for {
+			out, err := s.fetchRound(c, coord, cl, group, sess, req.MaxBytes)
+			if err != nil {
 				return err
 			}
+			now := time.Now()
+			if len(out.Messages) > 0 || !now.Before(deadline) {
+				return c.JSON(http.StatusOK, out)
+			}
+			until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
+			for _, st := range out.Partitions {
+				if st.RetryAtMs > 0 {
+					until = earliest(until, time.UnixMilli(st.RetryAtMs))
+				}
+			}
+			var cancels []func()
+			for _, p := range sess.parts {
+				if part, ok := s.cfg.Partitions.Get(p.TopicID, p.Partition); ok {
+					if node, ok := part.Leader(); ok && node == s.cfg.NodeID {
+						cancels = append(cancels, part.Watch(sess.pos[p.TopicPartition], wake))
+					}
+				}
+			}
+			timer := time.NewTimer(time.Until(until))
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			for _, cancel := range cancels {
+				cancel()
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if time.Since(lastBeat) >= heartbeatEvery {
+				lastBeat = time.Now()
+				if err := coord.Heartbeat(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation); err != nil {
+					if catalog.Has(err, catalog.RebalanceInProgress) {
+						return catalog.RebalanceInProgress.New("the consumer group is rebalancing; join again with your member_id (POST /v1/groups/{group}/members)")
+					}
+					return err
+				}
+			}
 		}
-	}
+	})
 }
 
 // fetchRound reads once from each of the member's partitions, from the

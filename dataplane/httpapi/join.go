@@ -86,49 +86,47 @@ func (s *Server) join(c echo.Context) error {
 	if req.SessionTimeoutMs < 0 || req.RebalanceTimeoutMs < 0 || rebalance > maxRebalanceTimeout {
 		return catalog.InvalidRequest.Newf("session_timeout_ms and rebalance_timeout_ms must be positive, the rebalance timeout at most %d", maxRebalanceTimeout.Milliseconds())
 	}
-	coord, done, err := s.atCoordinator(c, cl, group, raw, rebalance)
-	if done || err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), rebalance+s.cfg.ForwardTimeout)
-	defer cancel()
-	res, err := coord.Join(ctx, groups.JoinRequest{
-		TenantID: cl.p.TenantID, Group: group, MemberID: req.MemberID, ClientID: "sluice-http", ClientHost: c.RealIP(),
-		ProtocolType: "consumer", SessionTimeout: session, RebalanceTimeout: rebalance,
-		Protocols: []groups.Protocol{{Name: httpProtocol, Metadata: subscription(req.Topics, opts)}},
-	})
-	if err != nil {
-		return err
-	}
-	var assignments map[string][]byte
-	if res.LeaderID == res.MemberID {
-		counts := map[string]int{}
-		live := map[string]bool{}
-		for _, m := range res.Members {
-			live[m.MemberID] = true
-			topics, _ := decodeSubscription(m.Metadata)
-			for _, name := range topics {
-				if t, ok := cl.v.Topic(cl.p.TenantID, name); ok {
-					counts[name] = len(t.Partitions)
+	return s.onCoordinator(c, cl, group, raw, rebalance, func(coord *groups.Coordinator) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), rebalance+s.cfg.ForwardTimeout)
+		defer cancel()
+		res, err := coord.Join(ctx, groups.JoinRequest{
+			TenantID: cl.p.TenantID, Group: group, MemberID: req.MemberID, ClientID: "sluice-http", ClientHost: c.RealIP(),
+			ProtocolType: "consumer", SessionTimeout: session, RebalanceTimeout: rebalance,
+			Protocols: []groups.Protocol{{Name: httpProtocol, Metadata: subscription(req.Topics, opts)}},
+		})
+		if err != nil {
+			return err
+		}
+		var assignments map[string][]byte
+		if res.LeaderID == res.MemberID {
+			counts := map[string]int{}
+			live := map[string]bool{}
+			for _, m := range res.Members {
+				live[m.MemberID] = true
+				topics, _ := decodeSubscription(m.Metadata)
+				for _, name := range topics {
+					if t, ok := cl.v.Topic(cl.p.TenantID, name); ok {
+						counts[name] = len(t.Partitions)
+					}
 				}
 			}
+			assignments = rangeAssign(res.Members, counts)
+			s.sessions.keep(cl.p.TenantID, group, live)
 		}
-		assignments = rangeAssign(res.Members, counts)
-		s.sessions.keep(cl.p.TenantID, group, live)
-	}
-	mine, err := coord.Sync(ctx, cl.p.TenantID, group, res.MemberID, "", res.Generation, assignments)
-	if err != nil {
-		return err
-	}
-	sess := &memberSession{generation: res.Generation, opts: opts, parts: decodeAssignment(mine, cl.v, cl.p.TenantID),
-		pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
-	s.sessions.put(memberKey{cl.p.TenantID, group, res.MemberID}, sess)
-	out := joinResponse{MemberID: res.MemberID, Generation: res.Generation, Leader: res.LeaderID == res.MemberID,
-		Partitions: []topicPartition{}, SessionTimeoutMs: session.Milliseconds()}
-	for _, p := range sess.parts {
-		out.Partitions = append(out.Partitions, topicPartition{Topic: p.topic, Partition: p.Partition})
-	}
-	return c.JSON(http.StatusOK, out)
+		mine, err := coord.Sync(ctx, cl.p.TenantID, group, res.MemberID, "", res.Generation, assignments)
+		if err != nil {
+			return err
+		}
+		sess := &memberSession{generation: res.Generation, opts: opts, parts: decodeAssignment(mine, cl.v, cl.p.TenantID),
+			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
+		s.sessions.put(memberKey{cl.p.TenantID, group, res.MemberID}, sess)
+		out := joinResponse{MemberID: res.MemberID, Generation: res.Generation, Leader: res.LeaderID == res.MemberID,
+			Partitions: []topicPartition{}, SessionTimeoutMs: session.Milliseconds()}
+		for _, p := range sess.parts {
+			out.Partitions = append(out.Partitions, topicPartition{Topic: p.topic, Partition: p.Partition})
+		}
+		return c.JSON(http.StatusOK, out)
+	})
 }
 
 // leave serves DELETE /v1/groups/{group}/members/{member}.
@@ -138,15 +136,13 @@ func (s *Server) leave(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	coord, done, err := s.atCoordinator(c, cl, group, nil, 0)
-	if done || err != nil {
-		return err
-	}
-	if err := coord.Leave(c.Request().Context(), cl.p.TenantID, group, []groups.MemberIdentity{{MemberID: member}}); err != nil {
-		return err
-	}
-	s.sessions.drop(memberKey{cl.p.TenantID, group, member})
-	return c.NoContent(http.StatusNoContent)
+	return s.onCoordinator(c, cl, group, nil, 0, func(coord *groups.Coordinator) error {
+		if err := coord.Leave(c.Request().Context(), cl.p.TenantID, group, []groups.MemberIdentity{{MemberID: member}}); err != nil {
+			return err
+		}
+		s.sessions.drop(memberKey{cl.p.TenantID, group, member})
+		return c.NoContent(http.StatusNoContent)
+	})
 }
 
 // atCoordinator finds the group's coordinator. When it is this broker it
@@ -228,4 +224,22 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 		return sess, nil
 	}
 	return nil, catalog.UnknownMember.New("")
+}
+
+// onCoordinator runs fn on the group's coordinator: here, or by
+// forwarding the request (then fn does not run). When the coordinator
+// moves while fn runs (not_coordinator, coordinator_loading) the request
+// is routed again, twice at most.
+func (s *Server) onCoordinator(c echo.Context, cl *caller, group string, body []byte, wait time.Duration, fn func(*groups.Coordinator) error) error {
+	for attempt := 0; ; attempt++ {
+		coord, done, err := s.atCoordinator(c, cl, group, body, wait)
+		if done || err != nil {
+			return err
+		}
+		err = fn(coord)
+		moved := catalog.Has(err, catalog.NotCoordinator) || catalog.Has(err, catalog.CoordinatorLoading)
+		if !moved || attempt >= 2 || c.Response().Committed || c.Request().Context().Err() != nil {
+			return err
+		}
+	}
 }

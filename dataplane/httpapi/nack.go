@@ -80,67 +80,65 @@ func (s *Server) nack(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	coord, done, err := s.atCoordinator(c, cl, group, raw, 0)
-	if done || err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-	if err != nil {
-		return err
-	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	tp := groups.TopicPartition{TopicID: t.ID, Partition: req.Partition}
-	assigned := false
-	for _, p := range sess.parts {
-		assigned = assigned || p.TopicPartition == tp
-	}
-	if !assigned {
-		return catalog.InvalidRequest.Newf("partition %d of %q is not assigned to this member", req.Partition, req.Topic)
-	}
-	if err := s.loadPositions(c, coord, cl, group, sess); err != nil {
-		return err
-	}
-	off := *req.Offset
-	if off >= sess.pos[tp] {
-		// Not delivered since the partition's position was last set (a
-		// coordinator that took the group over starts at the committed
-		// offset): the message comes again anyway.
-		return c.JSON(http.StatusOK, nackResponse{Action: "redeliver", Attempts: sess.retry[tp].Attempts})
-	}
-	r := sess.retry[tp]
-	if r.Offset != off {
-		r = retryState{Offset: off}
-	}
-	r.Attempts++
-	r.Error = req.Error
-	now := s.cfg.Now()
-	if r.Attempts < s.cfg.RetryAttempts {
-		backoff := s.cfg.RetryBackoff << (r.Attempts - 1)
-		if backoff > s.cfg.RetryMaxBackoff || backoff <= 0 {
-			backoff = s.cfg.RetryMaxBackoff
+	return s.onCoordinator(c, cl, group, raw, 0, func(coord *groups.Coordinator) error {
+		ctx := c.Request().Context()
+		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
+		if err != nil {
+			return err
 		}
-		r.NextMs = now.Add(backoff).UnixMilli()
-		commit := groups.OffsetCommit{TopicPartition: tp, Offset: off, LeaderEpoch: -1, Metadata: r.metadata()}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		tp := groups.TopicPartition{TopicID: t.ID, Partition: req.Partition}
+		assigned := false
+		for _, p := range sess.parts {
+			assigned = assigned || p.TopicPartition == tp
+		}
+		if !assigned {
+			return catalog.InvalidRequest.Newf("partition %d of %q is not assigned to this member", req.Partition, req.Topic)
+		}
+		if err := s.loadPositions(c, coord, cl, group, sess); err != nil {
+			return err
+		}
+		off := *req.Offset
+		if off >= sess.pos[tp] {
+			// Not delivered since the partition's position was last set (a
+			// coordinator that took the group over starts at the committed
+			// offset): the message comes again anyway.
+			return c.JSON(http.StatusOK, nackResponse{Action: "redeliver", Attempts: sess.retry[tp].Attempts})
+		}
+		r := sess.retry[tp]
+		if r.Offset != off {
+			r = retryState{Offset: off}
+		}
+		r.Attempts++
+		r.Error = req.Error
+		now := s.cfg.Now()
+		if r.Attempts < s.cfg.RetryAttempts {
+			backoff := s.cfg.RetryBackoff << (r.Attempts - 1)
+			if backoff > s.cfg.RetryMaxBackoff || backoff <= 0 {
+				backoff = s.cfg.RetryMaxBackoff
+			}
+			r.NextMs = now.Add(backoff).UnixMilli()
+			commit := groups.OffsetCommit{TopicPartition: tp, Offset: off, LeaderEpoch: -1, Metadata: r.metadata()}
+			if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, []groups.OffsetCommit{commit}); err != nil {
+				return err
+			}
+			sess.retry[tp] = r
+			sess.pos[tp] = off
+			return c.JSON(http.StatusOK, nackResponse{Action: "retry", Attempts: r.Attempts, RetryAtMs: r.NextMs})
+		}
+		dl, err := s.deadLetter(c, cl, group, t, req.Partition, off, r)
+		if err != nil {
+			return err
+		}
+		commit := groups.OffsetCommit{TopicPartition: tp, Offset: off + 1, LeaderEpoch: -1}
 		if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, []groups.OffsetCommit{commit}); err != nil {
 			return err
 		}
-		sess.retry[tp] = r
-		sess.pos[tp] = off
-		return c.JSON(http.StatusOK, nackResponse{Action: "retry", Attempts: r.Attempts, RetryAtMs: r.NextMs})
-	}
-	dl, err := s.deadLetter(c, cl, group, t, req.Partition, off, r)
-	if err != nil {
-		return err
-	}
-	commit := groups.OffsetCommit{TopicPartition: tp, Offset: off + 1, LeaderEpoch: -1}
-	if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, []groups.OffsetCommit{commit}); err != nil {
-		return err
-	}
-	delete(sess.retry, tp)
-	sess.pos[tp] = off + 1
-	return c.JSON(http.StatusOK, nackResponse{Action: "dead_letter", Attempts: r.Attempts, DeadLetter: dl})
+		delete(sess.retry, tp)
+		sess.pos[tp] = off + 1
+		return c.JSON(http.StatusOK, nackResponse{Action: "dead_letter", Attempts: r.Attempts, DeadLetter: dl})
+	})
 }
 
 // deadLetter copies the message at off to the group's dead-letter topic

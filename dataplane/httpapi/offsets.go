@@ -60,33 +60,31 @@ func (s *Server) commit(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	coord, done, err := s.atCoordinator(c, cl, group, raw, 0)
-	if done || err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-	if err != nil {
-		return err
-	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	commits := make([]groups.OffsetCommit, len(req.Offsets))
-	for i, o := range req.Offsets {
-		commits[i] = groups.OffsetCommit{TopicPartition: tps[i], Offset: o.Offset, LeaderEpoch: -1}
-		if r, ok := sess.retry[tps[i]]; ok && o.Offset <= r.Offset {
-			commits[i].Metadata = r.metadata()
+	return s.onCoordinator(c, cl, group, raw, 0, func(coord *groups.Coordinator) error {
+		ctx := c.Request().Context()
+		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
+		if err != nil {
+			return err
 		}
-	}
-	if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, commits); err != nil {
-		return err
-	}
-	for i, o := range req.Offsets {
-		if r, ok := sess.retry[tps[i]]; ok && o.Offset > r.Offset {
-			delete(sess.retry, tps[i])
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		commits := make([]groups.OffsetCommit, len(req.Offsets))
+		for i, o := range req.Offsets {
+			commits[i] = groups.OffsetCommit{TopicPartition: tps[i], Offset: o.Offset, LeaderEpoch: -1}
+			if r, ok := sess.retry[tps[i]]; ok && o.Offset <= r.Offset {
+				commits[i].Metadata = r.metadata()
+			}
 		}
-	}
-	return c.JSON(http.StatusOK, offsetsAnswer{Offsets: req.Offsets})
+		if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, commits); err != nil {
+			return err
+		}
+		for i, o := range req.Offsets {
+			if r, ok := sess.retry[tps[i]]; ok && o.Offset > r.Offset {
+				delete(sess.retry, tps[i])
+			}
+		}
+		return c.JSON(http.StatusOK, offsetsAnswer{Offsets: req.Offsets})
+	})
 }
 
 // partitionOf checks that the caller may read one of its topics' partition.
@@ -151,46 +149,44 @@ func (s *Server) reset(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	coord, done, err := s.atCoordinator(c, cl, group, raw, 0)
-	if done || err != nil {
-		return err
-	}
-	out := offsetsAnswer{Offsets: []offsetItem{}}
-	var commits []groups.OffsetCommit
-	for _, p := range parts {
-		var ts *int64
-		if req.To == "timestamp" {
-			ts = req.TimestampMs
+	return s.onCoordinator(c, cl, group, raw, 0, func(coord *groups.Coordinator) error {
+		out := offsetsAnswer{Offsets: []offsetItem{}}
+		var commits []groups.OffsetCommit
+		for _, p := range parts {
+			var ts *int64
+			if req.To == "timestamp" {
+				ts = req.TimestampMs
+			}
+			o, err := s.offsetsOf(c, t, cl, p, ts)
+			if err != nil {
+				return err
+			}
+			var off int64
+			switch req.To {
+			case "earliest":
+				off = o.LogStartOffset
+			case "latest":
+				off = o.HighWatermark
+			case "offset":
+				off = min(max(*req.Offset, o.LogStartOffset), o.HighWatermark)
+			case "timestamp":
+				off = *o.Offset
+			}
+			commits = append(commits, groups.OffsetCommit{TopicPartition: groups.TopicPartition{TopicID: t.ID, Partition: p}, Offset: off, LeaderEpoch: -1})
+			out.Offsets = append(out.Offsets, offsetItem{Topic: t.Name, Partition: p, Offset: off})
 		}
-		o, err := s.offsetsOf(c, t, cl, p, ts)
-		if err != nil {
-			return err
-		}
-		var off int64
-		switch req.To {
-		case "earliest":
-			off = o.LogStartOffset
-		case "latest":
-			off = o.HighWatermark
-		case "offset":
-			off = min(max(*req.Offset, o.LogStartOffset), o.HighWatermark)
-		case "timestamp":
-			off = *o.Offset
-		}
-		commits = append(commits, groups.OffsetCommit{TopicPartition: groups.TopicPartition{TopicID: t.ID, Partition: p}, Offset: off, LeaderEpoch: -1})
-		out.Offsets = append(out.Offsets, offsetItem{Topic: t.Name, Partition: p, Offset: off})
-	}
-	notEmpty := catalog.GroupNotEmpty.New("the consumer group has members; stop them (or let their sessions expire) before resetting its offsets")
-	if d, err := coord.DescribeGroup(cl.p.TenantID, group); err == nil && len(d.Members) > 0 {
-		return notEmpty
-	}
-	if err := coord.CommitOffsets(c.Request().Context(), cl.p.TenantID, group, "", "", -1, commits); err != nil {
-		// An admin commit to a group with members is refused as if by an
-		// unknown member.
-		if catalog.Has(err, catalog.GroupNotEmpty) || catalog.Has(err, catalog.UnknownMember) || catalog.Has(err, catalog.RebalanceInProgress) {
+		notEmpty := catalog.GroupNotEmpty.New("the consumer group has members; stop them (or let their sessions expire) before resetting its offsets")
+		if d, err := coord.DescribeGroup(cl.p.TenantID, group); err == nil && len(d.Members) > 0 {
 			return notEmpty
 		}
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
+		if err := coord.CommitOffsets(c.Request().Context(), cl.p.TenantID, group, "", "", -1, commits); err != nil {
+			// An admin commit to a group with members is refused as if by an
+			// unknown member.
+			if catalog.Has(err, catalog.GroupNotEmpty) || catalog.Has(err, catalog.UnknownMember) || catalog.Has(err, catalog.RebalanceInProgress) {
+				return notEmpty
+			}
+			return err
+		}
+		return c.JSON(http.StatusOK, out)
+	})
 }

@@ -64,66 +64,64 @@ func (s *Server) redrive(c echo.Context) error {
 		return catalog.TopicAccessDenied.Newf("the caller may not read the dead-letter topic %q", name)
 	}
 	progress := RedriveGroup(group)
-	coord, done, err := s.atCoordinator(c, cl, progress, raw, 0)
-	if done || err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	var tps []groups.TopicPartition
-	for p := range len(dlq.Partitions) {
-		tps = append(tps, groups.TopicPartition{TopicID: dlq.ID, Partition: int32(p)})
-	}
-	committed, err := coord.FetchOffsets(ctx, cl.p.TenantID, progress, tps)
-	if err != nil {
-		return err
-	}
-	out := redriveResponse{}
-	for _, tp := range tps {
-		pos := int64(0)
-		if co, ok := committed[tp]; ok && co.Offset >= 0 {
-			pos = co.Offset
+	return s.onCoordinator(c, cl, progress, raw, 0, func(coord *groups.Coordinator) error {
+		ctx := c.Request().Context()
+		var tps []groups.TopicPartition
+		for p := range len(dlq.Partitions) {
+			tps = append(tps, groups.TopicPartition{TopicID: dlq.ID, Partition: int32(p)})
 		}
-		for out.Redriven < req.MaxMessages {
-			rr, err := s.readPart(c, dlq, cl, tp.Partition, max(pos, 0), defaultReadBytes)
-			if catalog.Has(err, catalog.OffsetOutOfRange) {
-				o, oerr := s.offsetsOf(c, dlq, cl, tp.Partition, nil)
-				if oerr != nil {
-					return oerr
-				}
-				pos = o.LogStartOffset
-				continue
+		committed, err := coord.FetchOffsets(ctx, cl.p.TenantID, progress, tps)
+		if err != nil {
+			return err
+		}
+		out := redriveResponse{}
+		for _, tp := range tps {
+			pos := int64(0)
+			if co, ok := committed[tp]; ok && co.Offset >= 0 {
+				pos = co.Offset
 			}
-			if err != nil {
-				return err
-			}
-			if len(rr.Messages) == 0 {
-				out.Remaining += max(rr.HighWatermark-pos, 0)
-				break
-			}
-			n := 0
-			for _, m := range rr.Messages {
-				if out.Redriven >= req.MaxMessages {
-					break
-				}
-				if err := s.redriveOne(c, cl, m); err != nil {
-					if n > 0 {
-						_ = coord.CommitOffsets(ctx, cl.p.TenantID, progress, "", "", -1, []groups.OffsetCommit{{TopicPartition: tp, Offset: pos, LeaderEpoch: -1}})
+			for out.Redriven < req.MaxMessages {
+				rr, err := s.readPart(c, dlq, cl, tp.Partition, max(pos, 0), defaultReadBytes)
+				if catalog.Has(err, catalog.OffsetOutOfRange) {
+					o, oerr := s.offsetsOf(c, dlq, cl, tp.Partition, nil)
+					if oerr != nil {
+						return oerr
 					}
+					pos = o.LogStartOffset
+					continue
+				}
+				if err != nil {
 					return err
 				}
-				pos = m.Offset + 1
-				n++
-				out.Redriven++
-			}
-			if err := coord.CommitOffsets(ctx, cl.p.TenantID, progress, "", "", -1, []groups.OffsetCommit{{TopicPartition: tp, Offset: pos, LeaderEpoch: -1}}); err != nil {
-				return err
-			}
-			if out.Redriven >= req.MaxMessages {
-				out.Remaining += max(rr.HighWatermark-pos, 0)
+				if len(rr.Messages) == 0 {
+					out.Remaining += max(rr.HighWatermark-pos, 0)
+					break
+				}
+				n := 0
+				for _, m := range rr.Messages {
+					if out.Redriven >= req.MaxMessages {
+						break
+					}
+					if err := s.redriveOne(c, cl, m); err != nil {
+						if n > 0 {
+							_ = coord.CommitOffsets(ctx, cl.p.TenantID, progress, "", "", -1, []groups.OffsetCommit{{TopicPartition: tp, Offset: pos, LeaderEpoch: -1}})
+						}
+						return err
+					}
+					pos = m.Offset + 1
+					n++
+					out.Redriven++
+				}
+				if err := coord.CommitOffsets(ctx, cl.p.TenantID, progress, "", "", -1, []groups.OffsetCommit{{TopicPartition: tp, Offset: pos, LeaderEpoch: -1}}); err != nil {
+					return err
+				}
+				if out.Redriven >= req.MaxMessages {
+					out.Remaining += max(rr.HighWatermark-pos, 0)
+				}
 			}
 		}
-	}
-	return c.JSON(http.StatusOK, out)
+		return c.JSON(http.StatusOK, out)
+	})
 }
 
 // redriveOne publishes a dead letter back to where it came from.
