@@ -281,6 +281,31 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Fatalf("http read: %d %v (published %v)", status, read, res)
 	}
 
+	// The tour's consumer group: join, fetch the message, commit past it.
+	status, joined := dataCall("POST", "/v1/groups/billing/members", `{"topics":["orders"]}`)
+	if status != 200 || len(joined["partitions"].([]any)) != 3 {
+		t.Fatalf("http join: %d %v", status, joined)
+	}
+	member := fmt.Sprintf(`"member_id":%q,"generation":%v`, joined["member_id"], joined["generation"])
+	found := false
+	for deadline := time.Now().Add(30 * time.Second); !found && time.Now().Before(deadline); {
+		status, fetched := dataCall("POST", "/v1/groups/billing/messages:fetch", `{`+member+`,"max_wait_ms":1000}`)
+		if status != 200 {
+			t.Fatalf("http fetch: %d %v", status, fetched)
+		}
+		for _, m := range fetched["messages"].([]any) {
+			found = found || m.(map[string]any)["message_id"] == res["message_id"]
+		}
+	}
+	if !found {
+		t.Fatal("the group fetch did not return the message published over HTTP")
+	}
+	status, committed := dataCall("POST", "/v1/groups/billing/offsets:commit",
+		fmt.Sprintf(`{%s,"offsets":[{"topic":"orders","partition":%v,"offset":%v}]}`, member, res["partition"], res["offset"].(float64)+1))
+	if status != 200 {
+		t.Fatalf("http commit: %d %v", status, committed)
+	}
+
 	// The console is served at / by the same process.
 	resp, err := http.Get(apiURL + "/login")
 	if err != nil {
