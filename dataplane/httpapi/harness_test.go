@@ -136,11 +136,6 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ks, err := kafka.New(kafka.Config{Listener: kafkaLns[i], NodeID: b.node, State: b.syncer, Partitions: kafkaPartitions{m},
-			ProducerIDs: ids, Logger: logger, MaxFetchWait: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
 		b.coord, err = groups.New(groups.Config{NodeID: b.node, Logger: logger, Offsets: func(p int32) (groups.Log, bool) {
 			r, ok := m.Get(groups.OffsetsTopicID, p)
 			if !ok {
@@ -148,6 +143,11 @@ func startCell(t testing.TB, o cellOpts) *cell {
 			}
 			return r, true
 		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := kafka.New(kafka.Config{Listener: kafkaLns[i], NodeID: b.node, State: b.syncer, Partitions: kafkaPartitions{m},
+			ProducerIDs: ids, Groups: b.coord, Logger: logger, MaxFetchWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
