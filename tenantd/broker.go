@@ -41,6 +41,9 @@ type brokerConfig struct {
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
+	// HTTPListen overrides the http_addr the cell state lists for this
+	// broker as the HTTP data API's address.
+	HTTPListen string
 	// DebugListen, when set, is where the broker serves pprof.
 	DebugListen string
 }
@@ -49,7 +52,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen, DebugListen: cfg.DebugListen}
+		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -171,6 +174,11 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer ks.Close()
+	hs, err := startHTTP(ctx, cfg, self, syncer, m, coord, log)
+	if err != nil {
+		return err
+	}
+	defer hs.Close()
 	retry := time.NewTimer(applyRetry)
 	retry.Stop()
 	for {

@@ -49,6 +49,11 @@ type Config struct {
 	// told in Metadata). In dev mode it is the first dev broker's address,
 	// the others taking the next ports (port 0: free ports).
 	KafkaListen string `json:"kafka_listen"`
+	// HTTPListen is the broker's HTTP data API listen address; default
+	// the http_addr the cell state lists for this broker. In dev mode it
+	// is the first dev broker's address, the others taking the next ports
+	// (port 0: free ports).
+	HTTPListen string `json:"http_listen"`
 	// DebugListen, when set, serves Go's runtime profiles (net/http/pprof)
 	// on this address, for profiling a broker under load. Off by default:
 	// the profiles are unauthenticated, so bind it to loopback.
@@ -75,7 +80,7 @@ func (c *Config) validate(cmd string) error {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.DebugListen} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
 					return fmt.Errorf("address %q is not host:port: %w", a, err)
@@ -84,7 +89,7 @@ func (c *Config) validate(cmd string) error {
 		}
 		return nil
 	}
-	for _, a := range []string{c.RaftListen, c.KafkaListen} {
+	for _, a := range []string{c.RaftListen, c.KafkaListen, c.HTTPListen} {
 		if a != "" {
 			if _, _, err := net.SplitHostPort(a); err != nil {
 				return fmt.Errorf("listen address %q is not host:port: %w", a, err)
@@ -134,6 +139,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
+	httpListen := fs.String("http-listen", "", "broker: HTTP data API listen address (env SLUICE_HTTP_LISTEN; default the http_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devHTTPListen+")")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -166,6 +172,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
+		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
 	} {
 		for _, n := range e.names {
@@ -186,7 +193,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
-		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen},
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}} {
 		if f.v != "" {
 			*f.dst = f.v

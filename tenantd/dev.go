@@ -23,9 +23,9 @@ import (
 
 // The dev fleet: one shared pool with one cell of three brokers on loopback.
 var devBrokers = []api.CreateBrokerRequest{
-	{ID: "dev-b1", CellID: "dev-cell-1", NodeID: 1, KafkaAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:8081", RaftAddr: "127.0.0.1:7001"},
-	{ID: "dev-b2", CellID: "dev-cell-1", NodeID: 2, KafkaAddr: "127.0.0.1:9093", HTTPAddr: "127.0.0.1:8082", RaftAddr: "127.0.0.1:7002"},
-	{ID: "dev-b3", CellID: "dev-cell-1", NodeID: 3, KafkaAddr: "127.0.0.1:9094", HTTPAddr: "127.0.0.1:8083", RaftAddr: "127.0.0.1:7003"},
+	{ID: "dev-b1", CellID: "dev-cell-1", NodeID: 1, KafkaAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:8091", RaftAddr: "127.0.0.1:7001"},
+	{ID: "dev-b2", CellID: "dev-cell-1", NodeID: 2, KafkaAddr: "127.0.0.1:9093", HTTPAddr: "127.0.0.1:8092", RaftAddr: "127.0.0.1:7002"},
+	{ID: "dev-b3", CellID: "dev-cell-1", NodeID: 3, KafkaAddr: "127.0.0.1:9094", HTTPAddr: "127.0.0.1:8093", RaftAddr: "127.0.0.1:7003"},
 }
 
 // devRaftListen and devKafkaListen are the first dev broker's Raft and
@@ -33,6 +33,7 @@ var devBrokers = []api.CreateBrokerRequest{
 const (
 	devRaftListen  = "127.0.0.1:7001"
 	devKafkaListen = "127.0.0.1:9092"
+	devHTTPListen  = "127.0.0.1:8091"
 )
 
 // devAddrs returns the dev brokers' addresses of one kind: from first (or
@@ -113,7 +114,12 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			readyErr = err
 			return
 		}
-		if err := seedDevFleet(ctx, op, raftAddrs, kafkaAddrs); err != nil {
+		httpAddrs, err := devAddrs(cfg.HTTPListen, devHTTPListen)
+		if err != nil {
+			readyErr = err
+			return
+		}
+		if err := seedDevFleet(ctx, op, raftAddrs, kafkaAddrs, httpAddrs); err != nil {
 			readyErr = err
 			return
 		}
@@ -144,11 +150,12 @@ Sluice is running.
   Console:   %[1]s/
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   Cell:      %[5]s with brokers %[6]s (Kafka on %[7]s, SASL/PLAIN with an API key; partitions replicate over Raft)
+  HTTP data: %[8]s (HTTP basic with an API key; see the README's tour)
   Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
 Press Ctrl-C to stop.
-`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","))
+`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","))
 	}
 	h, err := controlPlaneHandler(pool, log, selfURL(ln))
 	if err != nil {
@@ -224,7 +231,7 @@ func brokerIDs() string {
 
 // seedDevFleet creates the dev pool, cell and brokers unless they exist, and
 // sets the brokers' Raft addresses to raftAddrs.
-func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs, kafkaAddrs []string) error {
+func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs, kafkaAddrs, httpAddrs []string) error {
 	ignoreExists := func(_ any, err error) error {
 		if client.IsCode(err, "already_exists") {
 			return nil
@@ -238,11 +245,11 @@ func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs, kafkaAddrs 
 		return fmt.Errorf("seed cell: %w", err)
 	}
 	for i, b := range devBrokers {
-		b.RaftAddr, b.KafkaAddr = raftAddrs[i], kafkaAddrs[i]
+		b.RaftAddr, b.KafkaAddr, b.HTTPAddr = raftAddrs[i], kafkaAddrs[i], httpAddrs[i]
 		if err := ignoreExists(op.AdminCreateBroker(ctx, b)); err != nil {
 			return fmt.Errorf("seed broker %s: %w", b.ID, err)
 		}
-		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i], KafkaAddr: &kafkaAddrs[i]}); err != nil {
+		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i], KafkaAddr: &kafkaAddrs[i], HTTPAddr: &httpAddrs[i]}); err != nil {
 			return fmt.Errorf("set addresses of broker %s: %w", b.ID, err)
 		}
 	}

@@ -1,0 +1,270 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
+)
+
+// remotePoll is how often a long-polling group fetch looks again at
+// assigned partitions led by other brokers (local ones wake it at once).
+const remotePoll = 250 * time.Millisecond
+
+// heartbeatEvery is how often a long-polling group fetch renews the
+// member's session and checks for a rebalance.
+const heartbeatEvery = time.Second
+
+type groupFetchRequest struct {
+	MemberID   string `json:"member_id"`
+	Generation *int32 `json:"generation"`
+	MaxBytes   int32  `json:"max_bytes,omitempty"`
+	MaxWaitMs  int64  `json:"max_wait_ms,omitempty"`
+}
+
+type partitionState struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Position      int64  `json:"position"`
+	HighWatermark int64  `json:"high_watermark"`
+	RetryOffset   *int64 `json:"retry_offset,omitempty"`
+	RetryAtMs     int64  `json:"retry_at_ms,omitempty"`
+}
+
+type groupFetchResponse struct {
+	Messages   []Message        `json:"messages"`
+	Partitions []partitionState `json:"partitions"`
+}
+
+// groupFetch serves POST /v1/groups/{group}/messages:fetch: messages of
+// the member's partitions from their positions, long-polling up to
+// max_wait_ms while there are none. Positions start at the committed
+// offsets (or earliest/latest as the member joined with) and advance
+// with every fetch; a nacked partition is held until its retry time.
+func (s *Server) groupFetch(c echo.Context) error {
+	cl := callerOf(c)
+	group := c.Param("group")
+	var req groupFetchRequest
+	raw, err := s.bindRaw(c, &req)
+	if err != nil {
+		return err
+	}
+	if req.Generation == nil {
+		return catalog.InvalidRequest.New("generation is required (from the join's answer)")
+	}
+	if req.MaxBytes == 0 {
+		req.MaxBytes = defaultReadBytes
+	}
+	if req.MaxBytes < 1 || req.MaxBytes > maxReadBytes || req.MaxWaitMs < 0 {
+		return catalog.InvalidFetchSize.Newf("max_bytes must be from 1 to %d and max_wait_ms ≥ 0", maxReadBytes)
+	}
+	if !cl.groupAllowed(group, authz.OpRead) {
+		return catalog.GroupAccessDenied.New("")
+	}
+	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.cfg.MaxWait)
+	return s.onCoordinator(c, cl, group, raw, wait, func(coord *groups.Coordinator) error {
+		ctx := c.Request().Context()
+		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
+		if err != nil {
+			return err
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		deadline := time.Now().Add(wait)
+		lastBeat := time.Now()
+		wake := make(chan struct{}, 1)
+		for {
+			out, err := s.fetchRound(c, coord, cl, group, sess, req.MaxBytes)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if len(out.Messages) > 0 || !now.Before(deadline) {
+				return c.JSON(http.StatusOK, out)
+			}
+			until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
+			for _, st := range out.Partitions {
+				if st.RetryAtMs > 0 {
+					until = earliest(until, time.UnixMilli(st.RetryAtMs))
+				}
+			}
+			var cancels []func()
+			for _, p := range sess.parts {
+				if part, ok := s.cfg.Partitions.Get(p.TopicID, p.Partition); ok {
+					if node, ok := part.Leader(); ok && node == s.cfg.NodeID {
+						cancels = append(cancels, part.Watch(sess.pos[p.TopicPartition], wake))
+					}
+				}
+			}
+			timer := time.NewTimer(time.Until(until))
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			for _, cancel := range cancels {
+				cancel()
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if time.Since(lastBeat) >= heartbeatEvery {
+				lastBeat = time.Now()
+				if err := coord.Heartbeat(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation); err != nil {
+					if catalog.Has(err, catalog.RebalanceInProgress) {
+						return catalog.RebalanceInProgress.New("the consumer group is rebalancing; join again with your member_id (POST /v1/groups/{group}/members)")
+					}
+					return err
+				}
+			}
+		}
+	})
+}
+
+// fetchRound reads once from each of the member's partitions, from the
+// one after the last round's first, within maxBytes in all (the first
+// partition with data may exceed it by one batch). sess.mu is held.
+func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *caller, group string, sess *memberSession, maxBytes int32) (*groupFetchResponse, error) {
+	out := &groupFetchResponse{Messages: []Message{}, Partitions: []partitionState{}}
+	if len(sess.parts) == 0 {
+		return out, nil
+	}
+	if err := s.loadPositions(c, coord, cl, group, sess); err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	budget := int64(maxBytes)
+	var firstErr error
+	failed := 0
+	n := len(sess.parts)
+	start := sess.next % n
+	sess.next++
+	for i := range n {
+		ap := sess.parts[(start+i)%n]
+		tp := ap.TopicPartition
+		st := partitionState{Topic: ap.topic, Partition: ap.Partition, Position: sess.pos[tp], HighWatermark: -1}
+		r, retrying := sess.retry[tp]
+		if retrying {
+			st.RetryOffset = &r.Offset
+			if now.Before(r.next()) {
+				st.RetryAtMs = r.NextMs
+				out.Partitions = append(out.Partitions, st)
+				continue
+			}
+		}
+		t, ok := cl.v.TopicByID(tp.TopicID)
+		if !ok || budget <= 0 {
+			out.Partitions = append(out.Partitions, st)
+			continue
+		}
+		rr, err := s.readPart(c, t, cl, tp.Partition, sess.pos[tp], int32(min(budget, maxReadBytes)))
+		if catalog.Has(err, catalog.OffsetOutOfRange) {
+			// Retention passed the position: start again per the
+			// member's reset policy.
+			delete(sess.pos, tp)
+			if err = s.resetPosition(c, cl, t, sess, tp); err == nil {
+				st.Position = sess.pos[tp]
+			}
+		}
+		if err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			out.Partitions = append(out.Partitions, st)
+			continue
+		}
+		st.HighWatermark = rr.HighWatermark
+		for _, m := range rr.Messages {
+			m.Topic = ap.topic
+			if retrying && m.Offset == r.Offset {
+				m.DeliveryAttempt = r.Attempts + 1
+			}
+			budget -= int64(len(m.Key) + len(m.Value))
+			out.Messages = append(out.Messages, m)
+		}
+		if rr.NextOffset > sess.pos[tp] {
+			sess.pos[tp] = rr.NextOffset
+		}
+		st.Position = sess.pos[tp]
+		out.Partitions = append(out.Partitions, st)
+	}
+	if failed == n {
+		return nil, firstErr
+	}
+	var size int64
+	for _, m := range out.Messages {
+		size += int64(len(m.Key) + len(m.Value))
+	}
+	if len(out.Messages) > 0 {
+		if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: size}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// loadPositions sets the positions the member's session lacks from the
+// group's committed offsets (and their retry state), or by its reset
+// policy where nothing is committed.
+func (s *Server) loadPositions(c echo.Context, coord *groups.Coordinator, cl *caller, group string, sess *memberSession) error {
+	var missing []groups.TopicPartition
+	for _, p := range sess.parts {
+		if _, ok := sess.pos[p.TopicPartition]; !ok {
+			missing = append(missing, p.TopicPartition)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	committed, err := coord.FetchOffsets(c.Request().Context(), cl.p.TenantID, group, missing)
+	if err != nil {
+		return err
+	}
+	for _, tp := range missing {
+		if co, ok := committed[tp]; ok && co.Offset >= 0 {
+			sess.pos[tp] = co.Offset
+			if r, ok := parseRetry(co.Metadata); ok && r.Offset == co.Offset {
+				sess.retry[tp] = r
+			}
+			continue
+		}
+		t, ok := cl.v.TopicByID(tp.TopicID)
+		if !ok {
+			continue
+		}
+		if err := s.resetPosition(c, cl, t, sess, tp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetPosition starts a partition at its log start or high watermark,
+// as the member's auto_offset_reset says.
+func (s *Server) resetPosition(c echo.Context, cl *caller, t *wire.Topic, sess *memberSession, tp groups.TopicPartition) error {
+	o, err := s.offsetsOf(c, t, cl, tp.Partition, nil)
+	if err != nil {
+		return err
+	}
+	sess.pos[tp] = o.LogStartOffset
+	if sess.opts.AutoOffsetReset == "latest" {
+		sess.pos[tp] = o.HighWatermark
+	}
+	return nil
+}
+
+func earliest(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}

@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// The group endpoints run on the group's coordinator, which need not lead
+// the partitions they read: these helpers read on the local leader or ask
+// the leader's broker through the partition endpoints, as the caller.
+
+// readPart reads committed messages of a partition from offset without
+// waiting, wherever its leader is.
+func (s *Server) readPart(c echo.Context, v *wire.Topic, cl *caller, p int32, offset int64, maxBytes int32) (*readResponse, error) {
+	part, leader, known := s.leaderOf(c.Request().Context(), v, p)
+	switch {
+	case !known:
+		return nil, catalog.NotLeader.New("the partition has no leader right now; retry")
+	case leader == s.cfg.NodeID:
+		msgs, next, hw, err := readOnce(part, p, offset, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, nil
+	}
+	uri := fmt.Sprintf("/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", url.PathEscape(v.Name), p, offset, maxBytes)
+	var out readResponse
+	if err := s.forwardJSON(c, cl, leader, uri, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// forwardJSON GETs uri from broker node and decodes a 200 answer into out;
+// any other answer is its catalogue error.
+func (s *Server) forwardJSON(c echo.Context, cl *caller, node int, uri string, out any) error {
+	status, body, err := s.forward(c, cl.v, node, http.MethodGet, uri, nil, 0)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		var e api.Error
+		if json.Unmarshal(body, &e) != nil || e.Code == "" {
+			return fmt.Errorf("broker %d answered %s with %d: %.200q", node, uri, status, body)
+		}
+		return remoteError(status, e)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decode answer of broker %d to %s: %w", node, uri, err)
+	}
+	return nil
+}
+
+type offsetsResponse struct {
+	LogStartOffset int64  `json:"log_start_offset"`
+	HighWatermark  int64  `json:"high_watermark"`
+	Offset         *int64 `json:"offset,omitempty"`
+}
+
+// offsetsOf is a partition's log start offset and high watermark and,
+// when ts is set, the first offset whose timestamp is ≥ ts (the high
+// watermark if none is), wherever its leader is.
+func (s *Server) offsetsOf(c echo.Context, t *wire.Topic, cl *caller, p int32, ts *int64) (*offsetsResponse, error) {
+	part, leader, known := s.leaderOf(c.Request().Context(), t, p)
+	switch {
+	case !known:
+		return nil, catalog.NotLeader.New("the partition has no leader right now; retry")
+	case leader == s.cfg.NodeID:
+		out := &offsetsResponse{LogStartOffset: part.LogStartOffset(), HighWatermark: part.HighWatermark()}
+		if ts != nil {
+			off, found, err := part.OffsetForTimestamp(*ts)
+			if err != nil {
+				return nil, err
+			}
+			if !found {
+				off = out.HighWatermark
+			}
+			out.Offset = &off
+		}
+		return out, nil
+	}
+	uri := fmt.Sprintf("/v1/topics/%s/partitions/%d/offsets", url.PathEscape(t.Name), p)
+	if ts != nil {
+		uri += "?timestamp_ms=" + strconv.FormatInt(*ts, 10)
+	}
+	var out offsetsResponse
+	if err := s.forwardJSON(c, cl, leader, uri, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// partitionOffsets serves GET /v1/topics/{topic}/partitions/{p}/offsets
+// [?timestamp_ms=]: the partition's log start offset and high watermark,
+// and the first offset at or after a time.
+func (s *Server) partitionOffsets(c echo.Context) error {
+	cl := callerOf(c)
+	name := c.Param("topic")
+	t, ok := cl.v.Topic(cl.p.TenantID, name)
+	if !ok {
+		return catalog.TopicNotFound.New("no such topic")
+	}
+	if !cl.topicAllowed(name, authz.OpRead) && !cl.topicAllowed(name, authz.OpDescribe) {
+		return catalog.TopicAccessDenied.New("")
+	}
+	pn, err := strconv.ParseInt(c.Param("partition"), 10, 32)
+	if err != nil || pn < 0 || int(pn) >= len(t.Partitions) {
+		return catalog.PartitionNotFound.Newf("the topic has partitions 0 to %d, not %q", len(t.Partitions)-1, c.Param("partition"))
+	}
+	var ts *int64
+	for k, vals := range c.QueryParams() {
+		if k != "timestamp_ms" {
+			return catalog.InvalidRequest.Newf("unknown query parameter %q; use timestamp_ms", k)
+		}
+		n, err := strconv.ParseInt(vals[0], 10, 64)
+		if err != nil || n < 0 {
+			return catalog.InvalidRequest.New("timestamp_ms must be milliseconds since the Unix epoch")
+		}
+		ts = &n
+	}
+	out, err := s.offsetsOf(c, t, cl, int32(pn), ts)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,219 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/dataplane/records"
+)
+
+// Read limits.
+const (
+	defaultReadBytes = 1 << 20
+	maxReadBytes     = 16 << 20
+)
+
+// Message is a record as reads and fetches return it.
+type Message struct {
+	Topic       string       `json:"topic,omitempty"`
+	Partition   int32        `json:"partition"`
+	Offset      int64        `json:"offset"`
+	TimestampMs int64        `json:"timestamp_ms"`
+	Key         []byte       `json:"key"`
+	Value       []byte       `json:"value"`
+	Headers     []jsonHeader `json:"headers"`
+	MessageID   string       `json:"message_id,omitempty"`
+	// DeliveryAttempt is set by group fetches for a message being
+	// delivered again after a nack: 2 for the first retry.
+	DeliveryAttempt int `json:"delivery_attempt,omitempty"`
+}
+
+type readResponse struct {
+	Messages       []Message `json:"messages"`
+	NextOffset     int64     `json:"next_offset"`
+	HighWatermark  int64     `json:"high_watermark"`
+	LogStartOffset int64     `json:"log_start_offset"`
+}
+
+// readParams are a read's query parameters.
+type readParams struct {
+	offset   int64 // -2 earliest, -1 latest
+	maxBytes int32
+	wait     time.Duration
+}
+
+func (s *Server) readParams(c echo.Context) (readParams, error) {
+	rp := readParams{maxBytes: defaultReadBytes}
+	q := c.QueryParams()
+	for k := range q {
+		switch k {
+		case "offset", "max_bytes", "max_wait_ms":
+		default:
+			return rp, catalog.InvalidRequest.Newf("unknown query parameter %q; use offset, max_bytes, max_wait_ms", k)
+		}
+	}
+	switch o := q.Get("offset"); o {
+	case "":
+		return rp, catalog.InvalidRequest.New("offset is required: a number, earliest or latest")
+	case "earliest":
+		rp.offset = -2
+	case "latest":
+		rp.offset = -1
+	default:
+		n, err := strconv.ParseInt(o, 10, 64)
+		if err != nil || n < 0 {
+			return rp, catalog.InvalidRequest.Newf("offset %q is not a number ≥ 0, earliest or latest", o)
+		}
+		rp.offset = n
+	}
+	if v := q.Get("max_bytes"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 || n > maxReadBytes {
+			return rp, catalog.InvalidFetchSize.Newf("max_bytes must be a number from 1 to %d", maxReadBytes)
+		}
+		rp.maxBytes = int32(n)
+	}
+	if v := q.Get("max_wait_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return rp, catalog.InvalidRequest.New("max_wait_ms must be a number of milliseconds ≥ 0")
+		}
+		rp.wait = min(time.Duration(n)*time.Millisecond, s.cfg.MaxWait)
+	}
+	return rp, nil
+}
+
+// read serves GET /v1/topics/{topic}/partitions/{p}/messages: committed
+// messages from an offset, long-polling up to max_wait_ms while there are
+// none; on a broker that does not lead the partition it is forwarded to
+// the leader's.
+func (s *Server) read(c echo.Context) error {
+	cl := callerOf(c)
+	name := c.Param("topic")
+	t, ok := cl.v.Topic(cl.p.TenantID, name)
+	if !ok {
+		return catalog.TopicNotFound.New("no such topic")
+	}
+	if !cl.topicAllowed(name, authz.OpRead) {
+		return catalog.TopicAccessDenied.New("")
+	}
+	pn, err := strconv.ParseInt(c.Param("partition"), 10, 32)
+	if err != nil || pn < 0 || int(pn) >= len(t.Partitions) {
+		return catalog.PartitionNotFound.Newf("the topic has partitions 0 to %d, not %q", len(t.Partitions)-1, c.Param("partition"))
+	}
+	rp, err := s.readParams(c)
+	if err != nil {
+		return err
+	}
+	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
+	switch {
+	case !known:
+		return catalog.NotLeader.New("the partition has no leader right now; retry")
+	case leader != s.cfg.NodeID:
+		return s.proxy(c, cl.v, leader, nil, rp.wait)
+	}
+	out, err := s.readLocal(c.Request().Context(), part, int32(pn), rp)
+	if err != nil {
+		return err
+	}
+	var size int64
+	for _, m := range out.Messages {
+		size += int64(len(m.Key) + len(m.Value))
+	}
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size}); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// readLocal reads from the local leader replica, waiting up to rp.wait
+// for data at the offset.
+func (s *Server) readLocal(ctx context.Context, part Partition, pn int32, rp readParams) (*readResponse, error) {
+	switch rp.offset {
+	case -2:
+		rp.offset = part.LogStartOffset()
+	case -1:
+		rp.offset = part.HighWatermark()
+	}
+	deadline := time.Now().Add(rp.wait)
+	wake := make(chan struct{}, 1)
+	for {
+		msgs, next, hw, err := readOnce(part, pn, rp.offset, rp.maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		left := time.Until(deadline)
+		if len(msgs) > 0 || left <= 0 {
+			return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, nil
+		}
+		if next > rp.offset {
+			// Only control batches: move past them and look again.
+			rp.offset = next
+			continue
+		}
+		cancel := part.Watch(max(hw, rp.offset), wake)
+		timer := time.NewTimer(left)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// readOnce decodes the committed records at or after offset, up to
+// about maxBytes of batches (at least one batch when there is one).
+func readOnce(part Partition, pn int32, offset int64, maxBytes int32) ([]Message, int64, int64, error) {
+	sl, hw, err := part.Fetch(offset, maxBytes)
+	if err != nil {
+		if catalogued(err).Entry == catalog.OffsetOutOfRange {
+			return nil, 0, 0, catalog.OffsetOutOfRange.Wrap(err, fmt.Sprintf("offset %d is outside the partition's retained range, which starts at %d and ends at the high watermark %d",
+				offset, part.LogStartOffset(), part.HighWatermark()))
+		}
+		return nil, 0, 0, err
+	}
+	defer sl.Release()
+	if sl.Size == 0 {
+		return []Message{}, offset, hw, nil
+	}
+	data, err := sl.AppendTo(nil)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("read partition %d at %d: %w", pn, offset, err)
+	}
+	recs, next, err := records.Decode(data, offset, 0)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("decode partition %d at %d: %w", pn, offset, err)
+	}
+	return toMessages("", pn, recs), next, hw, nil
+}
+
+// toMessages converts decoded records; the message id header becomes
+// MessageID and is left out of Headers.
+func toMessages(topic string, pn int32, recs []records.Record) []Message {
+	out := make([]Message, len(recs))
+	for i, r := range recs {
+		m := Message{Topic: topic, Partition: pn, Offset: r.Offset, TimestampMs: r.Timestamp, Key: r.Key, Value: r.Value, Headers: make([]jsonHeader, 0, len(r.Headers))}
+		for _, h := range r.Headers {
+			if h.Key == MessageIDHeader && m.MessageID == "" {
+				m.MessageID = string(h.Value)
+				continue
+			}
+			m.Headers = append(m.Headers, jsonHeader{Key: h.Key, Value: h.Value})
+		}
+		out[i] = m
+	}
+	return out
+}

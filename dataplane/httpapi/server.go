@@ -1,0 +1,279 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Addr is the address to listen on, such as "127.0.0.1:8091". Ignored
+	// when Listener is set; one of the two is required.
+	Addr string
+	// Listener, when set, is used instead of listening on Addr. The Server
+	// closes it.
+	Listener net.Listener
+	// NodeID is this broker's node id in its cell; required (≥ 1).
+	NodeID int
+	// State is the broker's view of its cell; required.
+	State *state.Syncer
+	// Partitions are the replicas this broker holds; required.
+	Partitions Partitions
+	// ProducerIDs, when set, serves POST /v1/producer-ids (ids for
+	// idempotent publishes); the Partitions must then deduplicate and fence
+	// as partition.Replica does. Unset, publishes with a producer id are
+	// refused.
+	ProducerIDs ProducerIDs
+	// Groups, when set, serves the consumer-group endpoints with this
+	// broker's coordinator; unset, they answer unavailable.
+	Groups *groups.Coordinator
+	// ControlPlane, when set, is a client of the control plane's public
+	// API without a credential: a group's dead-letter topic is then
+	// created on first use with the caller's own key. Unset, it must
+	// exist before a message is dead-lettered.
+	ControlPlane *client.Client
+	// RetryAttempts is how many deliveries of a message a group member may
+	// nack before the message goes to the group's dead-letter topic.
+	// Default 5.
+	RetryAttempts int
+	// RetryBackoff is the wait after the first nack, doubled after each
+	// further one up to RetryMaxBackoff. Defaults 1 s and 1 min.
+	RetryBackoff, RetryMaxBackoff time.Duration
+	// Admit, when set, is asked before every publish and after every read
+	// whether the tenant may go on (quotas). An error it returns is the
+	// answer; one with a RetryAfter() time.Duration method also sets the
+	// Retry-After header.
+	Admit func(ctx context.Context, a Admission) error
+	// Registry receives the API's metrics and is served at /metrics;
+	// default a new registry.
+	Registry *prometheus.Registry
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body (413 body_too_large). Default 16 MiB.
+	MaxBodyBytes int64
+	// MaxWait caps a read's max_wait_ms long poll. Default 30 s.
+	MaxWait time.Duration
+	// ForwardTimeout bounds a request forwarded to the partition's leader,
+	// beyond the long poll it asked for. Default 10 s.
+	ForwardTimeout time.Duration
+	// Client forwards requests to other brokers; default a client with
+	// ForwardTimeout-bounded requests and no redirects.
+	Client *http.Client
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Admission describes one request a tenant makes, for Config.Admit.
+type Admission struct {
+	Principal *state.Principal
+	Op        string // OpPublish or OpRead
+	Topic     string
+	Messages  int
+	Bytes     int64
+}
+
+// Operations named in Admission.
+const (
+	OpPublish = "publish"
+	OpRead    = "read"
+)
+
+// ProducerIDs hands out producer ids for idempotent publishes, each at
+// most once across the platform (kafka.ProducerIDBlocks is one).
+type ProducerIDs interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Listener == nil && c.Addr == "":
+		return errors.New("httpapi config: Addr or Listener is required")
+	case c.NodeID < 1:
+		return fmt.Errorf("httpapi config: NodeID must be at least 1, got %d", c.NodeID)
+	case c.State == nil:
+		return errors.New("httpapi config: State is required")
+	case c.Partitions == nil:
+		return errors.New("httpapi config: Partitions is required")
+	case c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.ForwardTimeout < 0:
+		return errors.New("httpapi config: limits and timeouts must not be negative")
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 16 << 20
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fmt.Errorf("httpapi config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 30 * time.Second
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = 10 * time.Second
+	}
+	if c.RetryAttempts == 0 {
+		c.RetryAttempts = 5
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = time.Second
+	}
+	if c.RetryMaxBackoff == 0 {
+		c.RetryMaxBackoff = time.Minute
+	}
+	if c.RetryAttempts < 1 || c.RetryBackoff < 0 || c.RetryMaxBackoff < c.RetryBackoff {
+		return errors.New("httpapi config: RetryAttempts must be at least 1 and RetryMaxBackoff at least RetryBackoff")
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{
+			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
+				DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Server is a broker's HTTP data API.
+type Server struct {
+	cfg     Config
+	ln      net.Listener
+	echo    *echo.Echo
+	hs      *http.Server
+	metrics *metrics
+	ctx     context.Context // ends at Close; bounds every wait of a request
+	cancel  context.CancelFunc
+
+	sticky   atomic.Uint32 // spreads null-key publishes over partitions
+	sessions sessions      // HTTP group members this broker coordinates
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	serving bool
+	closed  bool
+}
+
+// New checks cfg and starts listening; Serve answers requests.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("register http api metrics: %w", err)
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listen for http clients: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, ln: ln, metrics: m, ctx: ctx, cancel: cancel}
+	s.sticky.Store(uint32(cfg.NodeID) * 7919)
+	s.echo = s.routes()
+	s.hs = &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Handler is the API's handler (the server's own listener serves it too).
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve answers requests until ctx ends or Close is called, then closes
+// the server and returns nil. It may be called once.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || s.serving {
+		s.mu.Unlock()
+		return errors.New("httpapi: server closed or already serving")
+	}
+	s.serving = true
+	s.mu.Unlock()
+	unhook := context.AfterFunc(ctx, func() { s.Close() })
+	defer unhook()
+	s.cfg.Logger.Info("http data api serving", "addr", s.ln.Addr().String(), "node", s.cfg.NodeID)
+	err := s.hs.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops the listener, ends every long poll and waits (up to 10 s)
+// for requests in flight. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	serving := s.serving
+	s.mu.Unlock()
+	s.cancel()
+	if !serving {
+		return s.ln.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.hs.Shutdown(ctx); err != nil {
+		return s.hs.Close()
+	}
+	return nil
+}
+
+// routes builds the echo router. ':' inside a path segment is escaped
+// ("\\:") so that echo takes it literally rather than as a parameter.
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Pre(unescapeColons)
+	e.Use(s.metrics.middleware)
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	v1 := e.Group("/v1", s.authenticate)
+	v1.POST("/topics/:topic/messages\\:publish", s.publish)
+	v1.GET("/topics/:topic/partitions/:partition/messages", s.read)
+	v1.POST("/producer-ids", s.producerID)
+	v1.GET("/topics/:topic/partitions/:partition/offsets", s.partitionOffsets)
+	v1.POST("/groups/:group/members", s.join)
+	v1.DELETE("/groups/:group/members/:member", s.leave)
+	v1.POST("/groups/:group/messages\\:fetch", s.groupFetch)
+	v1.POST("/groups/:group/messages\\:nack", s.nack)
+	v1.POST("/groups/:group/offsets\\:commit", s.commit)
+	v1.POST("/groups/:group/offsets\\:reset", s.reset)
+	v1.POST("/groups/:group/dead-letters\\:redrive", s.redrive)
+	return e
+}

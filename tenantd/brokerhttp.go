@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/httpapi"
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/replicas"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// startHTTP serves the HTTP data API (and the broker's /metrics) on the
+// broker's HTTP address over its replicas and group coordinator, with
+// producer ids from the control plane and dead-letter topics created
+// through its API with the caller's own key.
+func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, log *slog.Logger) (*httpapi.Server, error) {
+	addr := cfg.HTTPListen
+	if addr == "" {
+		addr = self.HTTPAddr
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("broker %s has no http_addr in the cell state: set it (tenantd admin) or pass -http-listen", cfg.BrokerID)
+	}
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hs, err := httpapi.New(httpapi.Config{
+		Addr:       addr,
+		NodeID:     self.NodeID,
+		State:      syncer,
+		Partitions: httpPartitions{m},
+		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
+			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
+		}},
+		Groups:       coord,
+		ControlPlane: client.New(cfg.APIURL),
+		Registry:     reg,
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := hs.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("http data api stopped", "err", err)
+		}
+	}()
+	log.Info("http data api listening", "http_listen", hs.Addr().String())
+	return hs, nil
+}
+
+// httpPartitions serves the HTTP data API the broker's replicas.
+type httpPartitions struct{ m *replicas.Manager }
+
+func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
+	r, ok := p.m.Get(topicID, part)
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
