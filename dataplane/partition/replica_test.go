@@ -172,6 +172,12 @@ func TestRemovedReplicaShutsDown(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	lb := c.WaitLeader(0, waitLong)
 	fb := (lb + 1) % 3
+	// A new group's non-preferred replicas hold no configuration until the
+	// leader reaches them; wait for that, so the removal is a change of it.
+	celltest.WaitFor(t, waitLong, "the follower to hold the group's configuration", func() bool {
+		cf := c.Replica(fb, 0).Raft().GetConfiguration()
+		return cf.Error() == nil && len(cf.Configuration().Servers) == 3
+	})
 	if err := c.Replica(lb, 0).Raft().RemoveServer(celltest.BrokerID(fb), 0, 0).Error(); err != nil {
 		t.Fatal(err)
 	}
