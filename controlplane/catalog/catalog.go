@@ -110,6 +110,12 @@ var (
 	UnknownLeaderEpoch   = def("unknown_leader_epoch", http.StatusConflict, kafkaUnknownLeaderEpoch, true, "the leader epoch in the request is newer than the partition's")
 	OutOfOrderSequence   = def("out_of_order_sequence", http.StatusConflict, kafkaOutOfOrderSequenceNumber, false, "the producer's sequence number does not follow its previous batch")
 	InvalidProducerEpoch = def("invalid_producer_epoch", http.StatusConflict, kafkaInvalidProducerEpoch, false, "the producer was fenced by a newer epoch of the same producer id")
+	// Tenant isolation in the data plane (dataplane/admission).
+	ThroughputExceeded   = def("throughput_quota_exceeded", http.StatusTooManyRequests, kafkaThrottlingQuotaExceeded, true, "the tenant is over its produce or fetch rate; retry after the time given")
+	RequestRateExceeded  = def("request_rate_exceeded", http.StatusTooManyRequests, kafkaThrottlingQuotaExceeded, true, "the tenant is over its request rate; retry after the time given")
+	ConnectionLimit      = def("connection_limit_exceeded", http.StatusTooManyRequests, kafkaPolicyViolation, true, "the tenant has as many connections to this broker as its quota allows")
+	StorageQuotaExceeded = def("storage_quota_exceeded", http.StatusInsufficientStorage, kafkaPolicyViolation, false, "the tenant's stored bytes reached its storage quota; delete data, shorten retention or raise the quota")
+	CellDiskPressure     = def("cell_disk_pressure", http.StatusServiceUnavailable, kafkaPolicyViolation, true, "a broker of the tenant's cell is above its soft disk watermark, so no new partitions are placed there now")
 	Internal             = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
 )
 
