@@ -40,6 +40,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/state"
 	"github.com/sluicehq/sluice/quotas"
 )
 
@@ -323,4 +324,22 @@ func (a *Admission) DiskUsed() (used, total int64) {
 
 func (a *Admission) capped(d time.Duration) time.Duration {
 	return min(max(d, 0), a.cfg.MaxThrottle)
+}
+
+// FollowState applies the syncer's view to a, and to each of also (such as
+// a quota sharer's SetState), now and at every change, until ctx ends.
+func (a *Admission) FollowState(ctx context.Context, s *state.Syncer, also ...func(wire.CellState)) {
+	for {
+		changed := s.Changed()
+		v := s.View()
+		a.SetState(v.CellState)
+		for _, f := range also {
+			f(v.CellState)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }

@@ -40,6 +40,8 @@ type cell struct {
 	// topicID is the one topic whose partitions are the cell's groups.
 	topicID string
 
+	configure func(b int, cfg *kafka.Config) // nil: the defaults
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	servers []*server // nil while a broker is down
@@ -55,7 +57,21 @@ type server struct {
 // t.Cleanup.
 func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
 	t.Helper()
-	c := &cell{t: t, servers: make([]*server, 3)}
+	return startCellWith(t, parts, topic, cellOptions{})
+}
+
+// cellOptions adjust startCellWith; zero fields keep startCell's defaults.
+type cellOptions struct {
+	// configure adjusts broker b's listener config before it starts.
+	configure func(b int, cfg *kafka.Config)
+	// raft is the replicas' Raft config (default celltest.TestRaftConfig).
+	raft func() *raft.Config
+}
+
+// startCellWith is startCell with options.
+func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*cell, *cptest.Tenant) {
+	t.Helper()
+	c := &cell{t: t, servers: make([]*server, 3), configure: opts.configure}
 	lns := make([]net.Listener, 3)
 	for b := range lns {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +83,7 @@ func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.cell = celltest.New(t, celltest.Options{Partitions: parts})
+	c.cell = celltest.New(t, celltest.Options{Partitions: parts, Raft: opts.raft})
 	cellAPI := c.cp.CellClient()
 	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cellAPI.AllocateProducerIDs(ctx, cptest.Cell, n)
@@ -136,8 +152,12 @@ func (c *cell) startServer(b int, ln net.Listener) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
-		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+	cfg := kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
+		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second}
+	if c.configure != nil {
+		c.configure(b, &cfg)
+	}
+	srv, err := kafka.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
