@@ -12,8 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
@@ -35,13 +39,21 @@ type brokerConfig struct {
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
+	// Isolation configures tenant isolation (isolation.go).
+	Isolation isolationConfig
+	// MetricsListen, when set, serves the broker's metrics at /metrics.
+	MetricsListen string
+
+	adm *admission.Admission // set by runBroker for startKafka
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen}
+		KafkaListen: cfg.KafkaListen, MetricsListen: cfg.MetricsListen,
+		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
+			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -63,7 +75,21 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
+	runs := []func(context.Context) error{syncer.Run}
+	if cfg.MetricsListen != "" && cfg.Isolation.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		cfg.Isolation.Registerer = reg
+		runs = append(runs, func(ctx context.Context) error { return serveMetrics(ctx, cfg.MetricsListen, reg, log) })
+	}
+	iso, err := newIsolation(cfg, syncer, &manager, log)
+	if err != nil {
+		return err
+	}
+	cfg.adm = iso.adm
+	runs = append(runs, func(ctx context.Context) error { return iso.run(ctx, syncer) })
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+		DiskState: func() string { return iso.adm.DiskState().String() },
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
@@ -73,12 +99,14 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	runs = append(runs, reporter.Run)
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, log) }
+	runs = append(runs, runReplicas)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, run := range []func(context.Context) error{syncer.Run, reporter.Run, runReplicas} {
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -202,7 +230,8 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
-		Logger: log,
+		Logger:    log,
+		Admission: cfg.adm,
 	})
 	if err != nil {
 		return nil, err

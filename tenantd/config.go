@@ -45,13 +45,34 @@ type Config struct {
 	// told in Metadata). In dev mode it is the first dev broker's address,
 	// the others taking the next ports (port 0: free ports).
 	KafkaListen string `json:"kafka_listen"`
+	// RedisAddr is the cell's Redis, through which brokers share tenants'
+	// cell-wide quotas by demand (default 127.0.0.1:6379). Without it a
+	// broker enforces an even share.
+	RedisAddr string `json:"redis_addr"`
+	// DiskSoftWatermark and DiskHardWatermark are the data disk's
+	// watermarks as fractions (defaults 0.80 and 0.90).
+	DiskSoftWatermark float64 `json:"disk_soft_watermark"`
+	DiskHardWatermark float64 `json:"disk_hard_watermark"`
+	// EgressBytesPerSec is each broker's fetch egress budget, beyond which
+	// fetch responses queue for fair egress (default 256 MiB/s).
+	EgressBytesPerSec int64 `json:"egress_bytes_per_sec"`
+	// MetricsListen, for a broker, serves its metrics at /metrics (off
+	// when empty; in dev mode broker metrics are on the control plane's).
+	MetricsListen string `json:"metrics_listen"`
 }
 
 func defaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info"}
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info", RedisAddr: defaultRedisAddr}
 }
 
 func (c *Config) validate(cmd string) error {
+	if c.DiskSoftWatermark < 0 || c.DiskHardWatermark < 0 || c.DiskSoftWatermark > 1 || c.DiskHardWatermark > 1 ||
+		(c.DiskSoftWatermark > 0 && c.DiskHardWatermark > 0 && c.DiskSoftWatermark >= c.DiskHardWatermark) {
+		return fmt.Errorf("disk watermarks must be fractions with soft below hard, got soft %v and hard %v", c.DiskSoftWatermark, c.DiskHardWatermark)
+	}
+	if c.EgressBytesPerSec < 0 {
+		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
+	}
 	if cmd == "broker" {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
@@ -112,6 +133,11 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
+	redisAddr := fs.String("redis", "", "broker, dev: the cell's Redis for sharing quotas (env SLUICE_REDIS_ADDR; default "+defaultRedisAddr+")")
+	diskSoft := fs.Float64("disk-soft-watermark", 0, "broker, dev: soft disk watermark as a fraction (default 0.80)")
+	diskHard := fs.Float64("disk-hard-watermark", 0, "broker, dev: hard disk watermark as a fraction (default 0.90)")
+	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
+	metricsListen := fs.String("metrics-listen", "", "broker: serve the broker's metrics at /metrics on this address (env SLUICE_METRICS_LISTEN; off by default)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -144,6 +170,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
+		{[]string{"SLUICE_REDIS_ADDR"}, &cfg.RedisAddr},
+		{[]string{"SLUICE_METRICS_LISTEN"}, &cfg.MetricsListen},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -160,13 +188,23 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
-		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}} {
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen},
+		{*redisAddr, &cfg.RedisAddr}, {*metricsListen, &cfg.MetricsListen}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
 	}
 	if *private {
 		cfg.PrivatePostgres = true
+	}
+	if *diskSoft != 0 {
+		cfg.DiskSoftWatermark = *diskSoft
+	}
+	if *diskHard != 0 {
+		cfg.DiskHardWatermark = *diskHard
+	}
+	if *egress != 0 {
+		cfg.EgressBytesPerSec = *egress
 	}
 	return cfg, cfg.validate(cmd)
 }

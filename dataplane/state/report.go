@@ -23,6 +23,10 @@ type ReporterConfig struct {
 	DataDir string
 	// Partitions returns the broker's replicas' status; nil reports none.
 	Partitions func() []wire.PartitionStatus
+	// DiskState, when set, reports the data disk against the broker's
+	// watermarks ("ok", "soft" or "hard"); the control plane places no
+	// partitions on a cell with a broker above soft.
+	DiskState func() string
 	// Every is the reporting interval (default 5 s).
 	Every  time.Duration
 	Logger *slog.Logger
@@ -71,6 +75,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 		Partitions: []wire.PartitionStatus{}}
 	if r.cfg.Partitions != nil {
 		rep.Partitions = r.cfg.Partitions()
+	}
+	if r.cfg.DiskState != nil {
+		rep.DiskState = r.cfg.DiskState()
 	}
 	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
 }
