@@ -66,6 +66,9 @@ type cellOptions struct {
 	configure func(b int, cfg *kafka.Config)
 	// raft is the replicas' Raft config (default celltest.TestRaftConfig).
 	raft func() *raft.Config
+	// groups is the number of Raft groups when more than the topic's
+	// partitions (configure then maps the extra ones to other topics).
+	groups int
 }
 
 // startCellWith is startCell with options.
@@ -83,7 +86,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.cell = celltest.New(t, celltest.Options{Partitions: parts, Raft: opts.raft})
+	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft})
 	cellAPI := c.cp.CellClient()
 	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cellAPI.AllocateProducerIDs(ctx, cptest.Cell, n)

@@ -125,6 +125,31 @@ type quotaCell struct {
 	*cell
 	tn      *cptest.Tenant
 	brokers []*quotaBroker
+	second  atomic.Pointer[string] // the second topic's id, once set
+}
+
+// secondTopic serves the first topic as the harness does and a second
+// topic's partition p from Raft group first+p.
+type secondTopic struct {
+	qc    *quotaCell
+	base  kafka.Partitions
+	b     int
+	first int
+}
+
+func (s secondTopic) Get(topicID string, part int32) (kafka.Partition, bool) {
+	if id := s.qc.second.Load(); id != nil && *id == topicID {
+		g := s.first + int(part)
+		if part < 0 || g >= s.qc.cell.cell.Partitions() {
+			return nil, false
+		}
+		r := s.qc.cell.cell.Replica(s.b, g)
+		if r == nil {
+			return nil, false
+		}
+		return replica{r}, true
+	}
+	return s.base.Get(topicID, part)
 }
 
 // startQuotaCell starts a cell of parts partitions of topic for tenant
@@ -135,6 +160,13 @@ type quotaCell struct {
 // machine would otherwise move leaders (and the load's skew) mid-run. egress is each broker's
 // fetch egress budget (0: none).
 func startQuotaCell(t testing.TB, redisAddr string, parts int, topic string, egress float64) *quotaCell {
+	t.Helper()
+	return startQuotaCellGroups(t, redisAddr, parts, parts, topic, egress)
+}
+
+// startQuotaCellGroups is startQuotaCell with groups Raft groups: groups
+// beyond parts serve a second topic set later with setSecondTopic.
+func startQuotaCellGroups(t testing.TB, redisAddr string, parts, groups int, topic string, egress float64) *quotaCell {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
@@ -160,8 +192,12 @@ func startQuotaCell(t testing.TB, redisAddr string, parts int, topic string, egr
 		qc.brokers = append(qc.brokers, qb)
 	}
 	qc.cell, qc.tn = startCellWith(t, parts, topic, cellOptions{
-		configure: func(b int, cfg *kafka.Config) { cfg.Admission = qc.brokers[b].adm },
-		raft:      steadyRaft,
+		configure: func(b int, cfg *kafka.Config) {
+			cfg.Admission = qc.brokers[b].adm
+			cfg.Partitions = secondTopic{qc, cfg.Partitions, b, parts}
+		},
+		raft:   steadyRaft,
+		groups: groups,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -183,7 +219,7 @@ func startQuotaCell(t testing.TB, redisAddr string, parts int, topic string, egr
 		wg.Wait()
 	})
 	celltest.WaitFor(t, 30*time.Second, "every partition led by its preferred broker", func() bool {
-		for p := 0; p < parts; p++ {
+		for p := 0; p < groups; p++ {
 			if qc.cell.cell.Leader(p) != p%3 {
 				return false
 			}
