@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -417,7 +418,7 @@ func decode(s string) (quotas.Demand, bool) {
 	}
 	for k, p := range parts {
 		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || v < 0 {
+		if err != nil || !(v >= 0) || math.IsInf(v, 1) { // also NaN
 			return quotas.Demand{}, false
 		}
 		d[k] = v
