@@ -16,7 +16,7 @@ import (
 )
 
 // Noisy-neighbour workload (docs/benchmarks.md). Tenant A's quotas are
-// 1 MB/s produce and 2 MB/s fetch; tenant B's 4 MB/s produce and 8 MB/s
+// 1 MB/s produce and 2 MB/s fetch; tenant B's 4 MB/s produce and 2 MB/s
 // fetch. B produces 1 KiB records at a steady 2 MB/s (half its quota) and
 // then reads everything in its topic back from the start; A, when present,
 // offers 10 MB/s of produce (10× its quota) and reads its own topic flat
@@ -26,7 +26,7 @@ const (
 	noisyAProduce   = 1_000_000
 	noisyAFetch     = 2_000_000
 	noisyBProduce   = 4_000_000
-	noisyBFetch     = 8_000_000
+	noisyBFetch     = 2_000_000
 	noisyBOffered   = 2_000_000
 	noisyAOffered   = 10 * noisyAProduce
 	noisyEgress     = 16_000_000
