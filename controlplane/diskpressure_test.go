@@ -37,6 +37,9 @@ func TestDiskPressurePlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if c, err := e.op.AdminCell(ctx, "cell-1"); err != nil || c.Brokers[1].DiskState != "soft" || c.Brokers[0].DiskState != "ok" {
+		t.Fatalf("brokers after the report: %+v %v", c.Brokers, err)
+	}
 	_, err = a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "after", Partitions: 1})
 	if !client.IsCode(err, "cell_disk_pressure") || !strings.Contains(err.Error(), "cell-1-b2") {
 		t.Fatalf("create topic above soft: %v", err)
