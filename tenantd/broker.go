@@ -39,6 +39,8 @@ type brokerConfig struct {
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
+	// DebugListen, when set, is where the broker serves pprof.
+	DebugListen string
 	// Isolation configures tenant isolation (isolation.go).
 	Isolation isolationConfig
 	// MetricsListen, when set, serves the broker's metrics at /metrics.
@@ -51,7 +53,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen, MetricsListen: cfg.MetricsListen,
+		KafkaListen: cfg.KafkaListen, DebugListen: cfg.DebugListen, MetricsListen: cfg.MetricsListen,
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
 			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
@@ -102,6 +104,9 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	runs = append(runs, reporter.Run)
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, log) }
 	runs = append(runs, runReplicas)
+	if cfg.DebugListen != "" {
+		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -230,6 +235,11 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
+		// Keys of other cells' tenants: the control plane checks them and
+		// says where they live, so any broker sends a client home.
+		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+			return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
+		}),
 		Logger:    log,
 		Admission: cfg.adm,
 	})

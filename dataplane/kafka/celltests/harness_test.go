@@ -36,6 +36,7 @@ type cell struct {
 	states []*state.Syncer
 	ids    kafka.ProducerIDs
 	logger *slog.Logger
+	homes  kafka.Homes // for listeners started from now on; nil: no key-home lookups
 
 	// topicID is the one topic whose partitions are the cell's groups.
 	topicID string
@@ -156,7 +157,7 @@ func (c *cell) startServer(b int, ln net.Listener) {
 		}
 	}
 	cfg := kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
-		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second}
+		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second, Homes: c.homes}
 	if c.configure != nil {
 		c.configure(b, &cfg)
 	}
