@@ -177,7 +177,7 @@ func (s *Server) adminCreateCell(c echo.Context) error {
 	return c.JSON(http.StatusCreated, cells[0])
 }
 
-const brokerColumns = `id, cell_id, node_id, kafka_addr, http_addr, raft_addr, status, disk_used_bytes, disk_total_bytes, last_seen_at, created_at`
+const brokerColumns = `id, cell_id, node_id, kafka_addr, http_addr, raft_addr, status, disk_used_bytes, disk_total_bytes, disk_state, last_seen_at, created_at`
 
 func (s *Server) loadBrokers(ctx context.Context, where string, args ...any) ([]api.Broker, error) {
 	rows, err := s.db.Query(ctx, `SELECT `+brokerColumns+` FROM brokers `+where, args...)
@@ -187,7 +187,7 @@ func (s *Server) loadBrokers(ctx context.Context, where string, args ...any) ([]
 	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Broker, error) {
 		var b api.Broker
 		return b, r.Scan(&b.ID, &b.CellID, &b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.RaftAddr, &b.Status,
-			&b.DiskUsedBytes, &b.DiskTotalBytes, &b.LastSeenAt, &b.CreatedAt)
+			&b.DiskUsedBytes, &b.DiskTotalBytes, &b.DiskState, &b.LastSeenAt, &b.CreatedAt)
 	})
 	if bs == nil {
 		bs = []api.Broker{}

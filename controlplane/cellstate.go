@@ -223,10 +223,17 @@ func (s *Server) cellReport(c echo.Context) error {
 	if r.Version != wire.Version {
 		return catalog.InvalidRequest.Newf("report version %d; this control plane speaks %d", r.Version, wire.Version)
 	}
+	switch r.DiskState {
+	case "":
+		r.DiskState = "ok" // brokers that do not report watermarks
+	case "ok", "soft", "hard":
+	default:
+		return catalog.InvalidRequest.Newf("disk_state %q: want ok, soft or hard", r.DiskState)
+	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, last_seen_at = now()
-			WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes)
+		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, last_seen_at = now()
+			WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,8 +16,18 @@ const replicationFactor = 3
 // placePartitions assigns partitions [from, to) of a topic to the brokers of
 // cell. Replica lists rotate through the cell's brokers, starting after the
 // partitions the cell already holds, so preferred leaders (the first replica)
-// spread evenly across brokers.
+// spread evenly across brokers. While a broker of the cell reports its disk
+// above the soft watermark nothing is placed (CellDiskPressure).
 func placePartitions(ctx context.Context, tx pgx.Tx, cell, topicID string, from, to int) (int, error) {
+	var full, state string
+	err := tx.QueryRow(ctx, `SELECT id, disk_state FROM brokers WHERE cell_id = $1 AND status = 'active' AND disk_state <> 'ok'
+		ORDER BY id LIMIT 1`, cell).Scan(&full, &state)
+	switch {
+	case err == nil:
+		return 0, catalog.CellDiskPressure.Newf("broker %s of the tenant's cell is above its %s disk watermark: no partitions are placed on the cell until its disk use falls; retry later", full, state)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return 0, err
+	}
 	rows, err := tx.Query(ctx, `SELECT node_id FROM brokers WHERE cell_id = $1 AND status = 'active' ORDER BY node_id`, cell)
 	if err != nil {
 		return 0, err

@@ -100,11 +100,13 @@ func (s *Server) signup(c echo.Context) error {
 }
 
 // pickSharedCell chooses the active cell of a shared pool with the fewest
-// tenants (ties by fewest partitions, then id).
+// tenants (ties by fewest partitions, then id), skipping cells with a broker
+// above its soft disk watermark.
 func pickSharedCell(ctx context.Context, tx pgx.Tx) (pool, cell string, err error) {
 	err = tx.QueryRow(ctx, `
 		SELECT c.pool_id, c.id FROM cells c JOIN pools p ON p.id = c.pool_id
 		WHERE p.kind = 'shared' AND c.status = 'active'
+		  AND NOT EXISTS (SELECT 1 FROM brokers b WHERE b.cell_id = c.id AND b.status = 'active' AND b.disk_state <> 'ok')
 		ORDER BY (SELECT count(*) FROM tenants t WHERE t.home_cell_id = c.id),
 		         (SELECT count(*) FROM partitions x WHERE x.cell_id = c.id), c.id
 		LIMIT 1 FOR UPDATE OF c`).Scan(&pool, &cell)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
@@ -46,13 +47,19 @@ type brokerConfig struct {
 	HTTPListen string
 	// DebugListen, when set, is where the broker serves pprof.
 	DebugListen string
+	// Isolation configures tenant isolation (isolation.go).
+	Isolation isolationConfig
+
+	adm *admission.Admission // set by runBroker for startKafka
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen}
+		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen,
+		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
+			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -85,8 +92,17 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		}
 		defer cfg.Metrics.Unregister(gl.tracker)
 	}
+	if cfg.Isolation.Registerer == nil {
+		cfg.Isolation.Registerer = cfg.Metrics
+	}
+	iso, err := newIsolation(cfg, syncer, &manager, log)
+	if err != nil {
+		return err
+	}
+	cfg.adm = iso.adm
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
-		Groups: gl.report,
+		Groups:    gl.report,
+		DiskState: func() string { return iso.adm.DiskState().String() },
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
@@ -97,13 +113,13 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas}
+	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) }}
 	if cfg.DebugListen != "" {
 		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
 	errs := make(chan error, len(runs))
 	for _, run := range runs {
 		wg.Add(1)
@@ -247,7 +263,8 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
 			return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
 		}),
-		Logger: log,
+		Logger:    log,
+		Admission: cfg.adm,
 	})
 	if err != nil {
 		return nil, err

@@ -35,7 +35,8 @@ type Config struct {
 	CellKey  string `json:"cell_key"`
 	// MetricsListen, when set, is where a broker serves its Prometheus
 	// metrics (/metrics); in dev mode, those of all three dev brokers,
-	// labelled broker="dev-b1" and so on.
+	// labelled broker="dev-b1" and so on (without it, dev serves them on
+	// the control plane's /metrics, labelled the same way).
 	MetricsListen string `json:"metrics_listen"`
 	// RaftListen is the broker's Raft transport listen address; default
 	// its advertised address. In dev mode it is the first dev broker's
@@ -64,10 +65,21 @@ type Config struct {
 	// 0600), for the first start of a deployment when no operator can yet
 	// call the API. The file must not exist yet.
 	OperatorKeyFile string `json:"operator_key_file"`
+	// RedisAddr is the cell's Redis, through which brokers share tenants'
+	// cell-wide quotas by demand (default 127.0.0.1:6379). Without it a
+	// broker enforces an even share.
+	RedisAddr string `json:"redis_addr"`
+	// DiskSoftWatermark and DiskHardWatermark are the data disk's
+	// watermarks as fractions (defaults 0.80 and 0.90).
+	DiskSoftWatermark float64 `json:"disk_soft_watermark"`
+	DiskHardWatermark float64 `json:"disk_hard_watermark"`
+	// EgressBytesPerSec is each broker's fetch egress budget, beyond which
+	// fetch responses queue for fair egress (default 256 MiB/s).
+	EgressBytesPerSec int64 `json:"egress_bytes_per_sec"`
 }
 
 func defaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info"}
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info", RedisAddr: defaultRedisAddr}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -75,6 +87,13 @@ func (c *Config) validate(cmd string) error {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			return fmt.Errorf("metrics address %q is not host:port: %w", c.MetricsListen, err)
 		}
+	}
+	if c.DiskSoftWatermark < 0 || c.DiskHardWatermark < 0 || c.DiskSoftWatermark > 1 || c.DiskHardWatermark > 1 ||
+		(c.DiskSoftWatermark > 0 && c.DiskHardWatermark > 0 && c.DiskSoftWatermark >= c.DiskHardWatermark) {
+		return fmt.Errorf("disk watermarks must be fractions with soft below hard, got soft %v and hard %v", c.DiskSoftWatermark, c.DiskHardWatermark)
+	}
+	if c.EgressBytesPerSec < 0 {
+		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
 	}
 	if cmd == "broker" {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
@@ -140,6 +159,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
 	httpListen := fs.String("http-listen", "", "broker: HTTP data API listen address (env SLUICE_HTTP_LISTEN; default the http_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devHTTPListen+")")
+	redisAddr := fs.String("redis", "", "broker, dev: the cell's Redis for sharing quotas (env SLUICE_REDIS_ADDR; default "+defaultRedisAddr+")")
+	diskSoft := fs.Float64("disk-soft-watermark", 0, "broker, dev: soft disk watermark as a fraction (default 0.80)")
+	diskHard := fs.Float64("disk-hard-watermark", 0, "broker, dev: hard disk watermark as a fraction (default 0.90)")
+	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -174,6 +197,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
 		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
+		{[]string{"SLUICE_REDIS_ADDR"}, &cfg.RedisAddr},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -194,7 +218,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
-		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}} {
+		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
@@ -204,6 +228,15 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *metricsListen != "" {
 		cfg.MetricsListen = *metricsListen
+	}
+	if *diskSoft != 0 {
+		cfg.DiskSoftWatermark = *diskSoft
+	}
+	if *diskHard != 0 {
+		cfg.DiskHardWatermark = *diskHard
+	}
+	if *egress != 0 {
+		cfg.EgressBytesPerSec = *egress
 	}
 	return cfg, cfg.validate(cmd)
 }

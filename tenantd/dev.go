@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/api"
@@ -90,6 +91,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	apiURL := selfURL(ln)
 	keyFile := filepath.Join(cfg.DataDir, "operator-key")
 
+	reg := prometheus.NewRegistry() // the control plane's and the dev brokers' metrics
 	var readyErr error
 	var brokers sync.WaitGroup
 	sctx, cancel := context.WithCancel(ctx)
@@ -137,6 +139,10 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
 				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID)}
 			bc.Metrics = metrics(b.ID)
+			if bc.Metrics == nil {
+				bc.Metrics = wrapBroker(reg, b.ID)
+			}
+			bc.Isolation = brokerConfigOf(cfg).Isolation
 			brokers.Add(1)
 			go func() {
 				defer brokers.Done()
@@ -157,7 +163,7 @@ Sluice is running.
 Press Ctrl-C to stop.
 `, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","))
 	}
-	h, err := controlPlaneHandler(pool, log, selfURL(ln))
+	h, err := controlPlaneHandler(pool, log, selfURL(ln), reg)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // serveControlPlane serves the API on ln until ctx ends. ready runs once the
 // listener accepts requests.
 func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, ready func()) error {
-	h, err := controlPlaneHandler(pool, log, selfURL(ln))
+	h, err := controlPlaneHandler(pool, log, selfURL(ln), nil)
 	if err != nil {
 		return err
 	}
@@ -105,9 +105,12 @@ func selfURL(ln net.Listener) string {
 
 // controlPlaneHandler serves the API under /v1/ and /internal/, the console
 // at /, and the process's Prometheus metrics. The console reaches the API at
-// apiURL.
-func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string) (http.Handler, error) {
-	reg := prometheus.NewRegistry()
+// apiURL. reg, when set, is the registry to serve (dev mode's brokers
+// register on it too); nil means a new one.
+func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, reg *prometheus.Registry) (http.Handler, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg})
 	if err != nil {

@@ -264,6 +264,7 @@ type Broker struct {
 	Status         string     `json:"status"`
 	DiskUsedBytes  int64      `json:"disk_used_bytes"`
 	DiskTotalBytes int64      `json:"disk_total_bytes"`
+	DiskState      string     `json:"disk_state"` // ok, soft or hard, as last reported
 	LastSeenAt     *time.Time `json:"last_seen_at,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
 }

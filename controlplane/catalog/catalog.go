@@ -136,7 +136,13 @@ var (
 	InvalidSessionTimeout  = def("invalid_session_timeout", http.StatusBadRequest, kafkaInvalidSessionTimeout, false, "the session timeout is outside the range the broker allows")
 	OffsetMetadataTooLarge = def("offset_metadata_too_large", http.StatusRequestEntityTooLarge, kafkaOffsetMetadataTooLarge, false, "the offset commit's metadata is too large")
 	GroupSubscribedToTopic = def("group_subscribed_to_topic", http.StatusConflict, kafkaGroupSubscribedToTopic, false, "the consumer group's members are subscribed to the topic; its offsets cannot be deleted")
-	Internal               = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
+	// Tenant isolation in the data plane (dataplane/admission).
+	ThroughputExceeded   = def("throughput_quota_exceeded", http.StatusTooManyRequests, kafkaThrottlingQuotaExceeded, true, "the tenant is over its produce or fetch rate; retry after the time given")
+	RequestRateExceeded  = def("request_rate_exceeded", http.StatusTooManyRequests, kafkaThrottlingQuotaExceeded, true, "the tenant is over its request rate; retry after the time given")
+	ConnectionLimit      = def("connection_limit_exceeded", http.StatusTooManyRequests, kafkaPolicyViolation, true, "the tenant has as many connections to this broker as its quota allows")
+	StorageQuotaExceeded = def("storage_quota_exceeded", http.StatusInsufficientStorage, kafkaPolicyViolation, false, "the tenant's stored bytes reached its storage quota; delete data, shorten retention or raise the quota")
+	CellDiskPressure     = def("cell_disk_pressure", http.StatusServiceUnavailable, kafkaPolicyViolation, true, "a broker of the tenant's cell is above its soft disk watermark, so no new partitions are placed there now")
+	Internal             = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
 )
 
 var entries = map[Code]*Entry{}

@@ -97,11 +97,14 @@ type Partition struct {
 
 // Report is what one broker observes, sent every few seconds.
 type Report struct {
-	Version        int               `json:"version"`
-	BrokerID       string            `json:"broker_id"`
-	DiskUsedBytes  int64             `json:"disk_used_bytes"`
-	DiskTotalBytes int64             `json:"disk_total_bytes"`
-	Partitions     []PartitionStatus `json:"partitions"`
+	Version        int    `json:"version"`
+	BrokerID       string `json:"broker_id"`
+	DiskUsedBytes  int64  `json:"disk_used_bytes"`
+	DiskTotalBytes int64  `json:"disk_total_bytes"`
+	// DiskState is the disk against the broker's watermarks: "ok", "soft"
+	// or "hard"; empty from brokers that do not report it (taken as ok).
+	DiskState  string            `json:"disk_state,omitempty"`
+	Partitions []PartitionStatus `json:"partitions"`
 	// Groups is the lag of every committed offset of the groups this
 	// broker coordinates (all of them, every report); absent from brokers
 	// that coordinate none.

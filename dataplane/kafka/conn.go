@@ -39,6 +39,9 @@ type conn struct {
 	redirected atomic.Bool      // redirect != nil, for the key watcher
 
 	wbuf []byte // reused for responses
+
+	throttle time.Duration // the current request's throttle (quota.go)
+	release  func()        // gives back the tenant's connection slot, once taken
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -59,6 +62,7 @@ var errCloseAfterReply = errors.New("close after reply")
 func (c *conn) serve() {
 	log := c.s.cfg.Logger.With("remote", c.remote)
 	defer c.nc.Close()
+	defer c.releaseConnection()
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("kafka connection panicked; closed", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -146,6 +150,7 @@ func (c *conn) handle(req *request) error {
 	}
 	var resp kmsg.Response
 	var after error
+	c.throttle = c.requestThrottle(req)
 	switch r := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp = c.apiVersions(r)
@@ -172,7 +177,7 @@ func (c *conn) handle(req *request) error {
 			if produceFailed(resp.(*kmsg.ProduceResponse)) {
 				return errors.New("acks=0 produce failed")
 			}
-			return nil
+			return c.mute(c.throttle)
 		}
 	case *kmsg.FetchRequest:
 		return c.fetch(req, r)
@@ -195,7 +200,10 @@ func (c *conn) handle(req *request) error {
 			return fmt.Errorf("%w %d", errUnknownAPI, req.key)
 		}
 	}
-	if err := c.write(req, resp); err != nil {
+	if tr, ok := resp.(kmsg.SetThrottleResponse); ok && c.throttle > 0 {
+		tr.SetThrottle(throttleMillis(c.throttle))
+	}
+	if err := c.respond(req, func() error { return c.write(req, resp) }); err != nil {
 		return err
 	}
 	return after

@@ -64,8 +64,17 @@ func (c *conn) fetch(req *request, r *kmsg.FetchRequest) error {
 		}
 		left := time.Until(deadline)
 		if topErr != 0 || failed || total >= int64(r.MinBytes) || left <= 0 || c.s.ctx.Err() != nil {
-			err := writeFetch(c.nc, c.s.cfg.Now().Add(c.s.cfg.WriteTimeout), req, topErr, topics)
-			releaseFetch(topics)
+			if err := c.recordFetch(c.s.ctx, total); err != nil {
+				releaseFetch(topics)
+				return err
+			}
+			err := c.respond(req, func() error {
+				err := writeFetch(c.nc, c.s.cfg.Now().Add(c.s.cfg.WriteTimeout), req, topErr, throttleMillis(c.throttle), topics)
+				releaseFetch(topics) // before the mute: the records are sent
+				topics = nil
+				return err
+			})
+			releaseFetch(topics) // the delay before writing was cut short
 			return err
 		}
 		releaseFetch(topics)
@@ -198,7 +207,7 @@ func releaseFetch(topics []fetchTopic) {
 // are built in memory; each partition's records are written from their
 // segment file with Slice.WriteTo, which uses sendfile(2) when w is a plain
 // TCP connection and copies otherwise (TLS).
-func writeFetch(w io.Writer, deadline time.Time, req *request, topErr int16, topics []fetchTopic) error {
+func writeFetch(w io.Writer, deadline time.Time, req *request, topErr int16, throttleMs int32, topics []fetchTopic) error {
 	ver := req.version
 	flex := ver >= 12
 	type piece struct {
@@ -207,7 +216,7 @@ func writeFetch(w io.Writer, deadline time.Time, req *request, topErr int16, top
 	}
 	var pieces []piece
 	b := appendHeader(nil, req)
-	b = be32(b, 0) // throttle_time_ms
+	b = be32(b, throttleMs)
 	if ver >= 7 {
 		b = be16(b, topErr)
 		b = be32(b, 0) // session id: always sessionless

@@ -42,7 +42,7 @@ func TestWriteFetchDecodes(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		req := &request{key: 1, version: v, corr: 42, flexible: v >= 12}
-		if err := writeFetch(&buf, time.Time{}, req, 0, topics); err != nil {
+		if err := writeFetch(&buf, time.Time{}, req, 0, 0, topics); err != nil {
 			t.Fatal(err)
 		}
 		s.Release()

@@ -36,6 +36,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 	type job struct {
 		part  Partition
 		batch []byte
+		recs  int32
 		out   *kmsg.ProduceResponseTopicPartition
 	}
 	var jobs []job
@@ -80,6 +81,10 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				fail(catalog.InvalidRequest, "transactional producers are not supported yet")
 				continue
 			}
+			if err := c.checkProduce(len(rp.Records)); err != nil {
+				op.ErrorCode, op.ErrorMessage = errCode(err)
+				continue
+			}
 			if h.ProducerID >= 0 && c.s.cfg.ProducerIDs == nil {
 				// Without InitProducerId there is no producer id this
 				// listener handed out, and its partitions may not dedupe.
@@ -98,7 +103,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				}
 				continue
 			}
-			jobs = append(jobs, job{part: part, batch: rp.Records, out: op})
+			jobs = append(jobs, job{part: part, batch: rp.Records, recs: h.NumRecords, out: op})
 		}
 	}
 
@@ -134,6 +139,15 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		}
 		wg.Wait()
 	}
+	// Record first, then throttle: what was acknowledged counts in full.
+	var acked, records int64
+	for _, j := range jobs {
+		if j.out.ErrorCode == 0 {
+			acked += int64(len(j.batch))
+			records += int64(j.recs)
+		}
+	}
+	c.recordProduce(acked, records)
 	if r.Version >= 10 {
 		addLeaderEndpoints(v, resp)
 	}

@@ -80,6 +80,9 @@ func (c *conn) authenticate(token []byte) error {
 	case err != nil:
 		return catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
 	}
+	if err := c.admitConnection(p.TenantID); err != nil {
+		return err
+	}
 	c.dev = false
 	c.secret = secret
 	c.principal.Store(p)

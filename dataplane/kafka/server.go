@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -84,6 +85,10 @@ type Config struct {
 	RecheckEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Admission, when set, enforces tenant isolation: throughput quotas
+	// (throttle_time_ms and muted connections), fair egress for fetches,
+	// disk watermarks and per-tenant limits. Unset, nothing is limited.
+	Admission *admission.Admission
 }
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,20 @@ type Config struct {
 	Timeout time.Duration
 	// Floor is passed to quotas.Split. Default quotas.DefaultFloor.
 	Floor float64
+	// DemandRounds is how many rounds each published demand averages
+	// over (time-weighted). Default 1: the last round only. A broker
+	// whose clients send large batches at a low rate records demand in
+	// lumps; averaging over a few rounds keeps its share from swinging
+	// between the floor and several times its rate.
+	DemandRounds int
+	// ThrottledBoost multiplies the demand a broker publishes for a
+	// tenant's kind while that tenant's bucket is in debt (the broker is
+	// throttling it, so its clients would send more than it admitted);
+	// the demand is then at least the broker's current share.
+	// Default 1: publish what was admitted. Above 1, a broker whose share
+	// binds takes share from brokers whose clients use less than theirs
+	// within a few rounds, instead of only through the floor.
+	ThrottledBoost float64
 	// Logger gets mode changes. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -82,6 +97,10 @@ func (c *Config) validate() error {
 		return errors.New("buckets are required")
 	case c.Interval < 0 || c.TTL < 0 || c.Timeout < 0:
 		return errors.New("interval, TTL and timeout must not be negative")
+	case c.ThrottledBoost < 0:
+		return errors.New("throttled boost must not be negative")
+	case c.DemandRounds < 0:
+		return errors.New("demand rounds must not be negative")
 	case c.Floor < 0 || c.Floor > 1:
 		return fmt.Errorf("floor must be between 0 and 1, got %v", c.Floor)
 	}
@@ -96,6 +115,12 @@ func (c *Config) validate() error {
 	}
 	if c.Floor == 0 {
 		c.Floor = quotas.DefaultFloor
+	}
+	if c.DemandRounds == 0 {
+		c.DemandRounds = 1
+	}
+	if c.ThrottledBoost == 0 {
+		c.ThrottledBoost = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -122,12 +147,22 @@ type Sharer struct {
 	// round serializes rounds.
 	round sync.Mutex
 
+	// past is the local demand of the last DemandRounds rounds, oldest
+	// first; guarded by round.
+	past []pastDemand
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	brokers []string // the cell's broker ids, sorted, including this one
 	self    int      // index of BrokerID in brokers
 	tenants map[string]*tenant
 	stats   Stats
+}
+
+type pastDemand struct {
+	demand map[string]quotas.Demand
+	secs   float64
+	at     time.Time
 }
 
 type tenant struct {
@@ -252,7 +287,8 @@ func (s *Sharer) Sync(ctx context.Context) error {
 	defer s.round.Unlock()
 
 	now := s.cfg.Now()
-	local := s.cfg.Buckets.TakeDemand(now)
+	local := s.smooth(s.cfg.Buckets.TakeDemand(now), now)
+	local = s.boost(local, now)
 	s.mu.Lock()
 	brokers, self := slices.Clone(s.brokers), s.self
 	s.mu.Unlock()
@@ -382,10 +418,69 @@ func decode(s string) (quotas.Demand, bool) {
 	}
 	for k, p := range parts {
 		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || v < 0 {
+		if err != nil || !(v >= 0) || math.IsInf(v, 1) { // also NaN
 			return quotas.Demand{}, false
 		}
 		d[k] = v
 	}
 	return d, true
+}
+
+// smooth records this round's local demand and returns the time-weighted
+// average over the last DemandRounds rounds. s.round must be held.
+func (s *Sharer) smooth(d map[string]quotas.Demand, now time.Time) map[string]quotas.Demand {
+	if s.cfg.DemandRounds <= 1 {
+		return d
+	}
+	secs := 0.0
+	if n := len(s.past); n > 0 {
+		secs = now.Sub(s.past[n-1].at).Seconds()
+	}
+	if secs <= 0 {
+		secs = s.cfg.Interval.Seconds()
+	}
+	s.past = append(s.past, pastDemand{demand: d, secs: secs, at: now})
+	if len(s.past) > s.cfg.DemandRounds {
+		s.past = s.past[len(s.past)-s.cfg.DemandRounds:]
+	}
+	var total float64
+	out := make(map[string]quotas.Demand, len(d))
+	for _, p := range s.past {
+		total += p.secs
+		for id, dd := range p.demand {
+			o := out[id]
+			for k := range o {
+				o[k] += dd[k] * p.secs
+			}
+			out[id] = o
+		}
+	}
+	for id, o := range out {
+		for k := range o {
+			o[k] /= total
+		}
+		out[id] = o
+	}
+	return out
+}
+
+// boost raises the demand of every tenant's kind whose bucket is in debt
+// at now to ThrottledBoost × the larger of its admitted rate and its
+// current share. A throttled client is muted, so it sent little in the
+// window; without the share as a lower bound its broker's share would
+// shrink exactly when its clients want more.
+func (s *Sharer) boost(local map[string]quotas.Demand, now time.Time) map[string]quotas.Demand {
+	if s.cfg.ThrottledBoost == 1 {
+		return local
+	}
+	for id, d := range local {
+		l, _ := s.cfg.Buckets.Limits(id)
+		for k := range quotas.NumKinds {
+			if s.cfg.Buckets.Debt(id, quotas.Kind(k), now) > 0 {
+				d[k] = max(d[k], l[k].Rate) * s.cfg.ThrottledBoost
+			}
+		}
+		local[id] = d
+	}
+	return local
 }

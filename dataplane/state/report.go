@@ -27,6 +27,10 @@ type ReporterConfig struct {
 	// one, each report: the control plane drops the broker's groups that a
 	// report leaves out); nil reports none.
 	Groups func() []wire.GroupLag
+	// DiskState, when set, reports the data disk against the broker's
+	// watermarks ("ok", "soft" or "hard"); the control plane places no
+	// partitions on a cell with a broker above soft.
+	DiskState func() string
 	// Every is the reporting interval (default 5 s).
 	Every  time.Duration
 	Logger *slog.Logger
@@ -78,6 +82,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 	}
 	if r.cfg.Groups != nil {
 		rep.Groups = r.cfg.Groups()
+	}
+	if r.cfg.DiskState != nil {
+		rep.DiskState = r.cfg.DiskState()
 	}
 	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
 }

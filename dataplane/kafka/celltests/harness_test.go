@@ -47,6 +47,7 @@ type cell struct {
 	// brokers); coords are the brokers' coordinators (nil while down).
 	offsets *celltest.Cell
 	coords  []*groups.Coordinator
+	configure func(b int, cfg *kafka.Config) // nil: the defaults
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -63,19 +64,34 @@ type server struct {
 // t.Cleanup.
 func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
 	t.Helper()
-	return startCellOpts(t, parts, topic, 0)
+	return startCellWith(t, parts, topic, cellOptions{})
 }
 
 // startGroupCell is startCell with consumer groups: offsetsParts offsets
 // partitions and a coordinator per broker.
 func startGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
 	t.Helper()
-	return startCellOpts(t, parts, topic, offsetsParts)
+	return startCellWith(t, parts, topic, cellOptions{offsetsParts: offsetsParts})
 }
 
-func startCellOpts(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
+// cellOptions adjust startCellWith; zero fields keep startCell's defaults.
+type cellOptions struct {
+	// configure adjusts broker b's listener config before it starts.
+	configure func(b int, cfg *kafka.Config)
+	// raft is the replicas' Raft config (default celltest.TestRaftConfig).
+	raft func() *raft.Config
+	// groups is the number of Raft groups when more than the topic's
+	// partitions (configure then maps the extra ones to other topics).
+	groups int
+	// offsetsParts, when positive, serves consumer groups: that many
+	// offsets partitions and a coordinator per broker.
+	offsetsParts int
+}
+
+// startCellWith is startCell with options.
+func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*cell, *cptest.Tenant) {
 	t.Helper()
-	c := &cell{t: t, servers: make([]*server, 3), coords: make([]*groups.Coordinator, 3)}
+	c := &cell{t: t, servers: make([]*server, 3), coords: make([]*groups.Coordinator, 3), configure: opts.configure}
 	lns := make([]net.Listener, 3)
 	for b := range lns {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,9 +103,9 @@ func startCellOpts(t testing.TB, parts int, topic string, offsetsParts int) (*ce
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.cell = celltest.New(t, celltest.Options{Partitions: parts})
-	if offsetsParts > 0 {
-		c.offsets = celltest.New(t, celltest.Options{Partitions: offsetsParts})
+	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft})
+	if opts.offsetsParts > 0 {
+		c.offsets = celltest.New(t, celltest.Options{Partitions: opts.offsetsParts, Raft: opts.raft})
 	}
 	cellAPI := c.cp.CellClient()
 	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
@@ -175,8 +191,12 @@ func (c *cell) startServer(b int, ln net.Listener) {
 			c.t.Fatal(err)
 		}
 	}
-	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
-		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second, Homes: c.homes})
+	cfg := kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
+		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second, Homes: c.homes}
+	if c.configure != nil {
+		c.configure(b, &cfg)
+	}
+	srv, err := kafka.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -1,0 +1,148 @@
+package kafka_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/admission"
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/quotas"
+)
+
+// TestThrottleAndConnectionLimit: with admission, a produce over the
+// tenant's rate is acknowledged with throttle_time_ms and the connection
+// is muted that long (KIP-219 versions), or the response itself is
+// delayed (Produce v5); a tenant's connections beyond max_connections are
+// refused at authentication with a specific error.
+//
+// The time checks are lower bounds only (the broker must not answer
+// sooner), which a slow machine cannot break.
+func TestThrottleAndConnectionLimit(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	tn := b.cp.Signup("acme", "")
+	ctx := context.Background()
+	q, err := b.cp.Operator.AdminQuotas(ctx, tn.Tenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.ProduceBytesPerSec, q.MaxConnections = 20_000, 2
+	if _, err := b.cp.Operator.AdminSetQuotas(ctx, tn.Tenant.ID, q); err != nil {
+		t.Fatal(err)
+	}
+	b.createTopic(t, tn, "slow", 1, nil)
+	b.waitForKey(t, tn)
+	waitFor(t, "quotas to reach the broker", func() bool {
+		wt, ok := b.state.View().Tenant(tn.Tenant.ID)
+		return ok && wt.Quotas.MaxConnections == 2
+	})
+
+	buckets, err := quotas.New(quotas.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admission.New(admission.Config{BrokerID: "cell-1-b1", Buckets: buckets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// One broker: its share is the whole quota.
+		adm.FollowState(fctx, b.state, func(cs wire.CellState) {
+			for _, wt := range cs.Tenants {
+				buckets.Set(wt.ID, quotas.Limits{{Rate: float64(wt.Quotas.ProduceBytesPerSec)}}, time.Now())
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	waitFor(t, "the tenant's bucket", func() bool {
+		l, ok := buckets.Limits(tn.Tenant.ID)
+		return ok && l[quotas.ProduceBytes].Rate == 20_000
+	})
+	addr := b.startServer(t, func(c *kafka.Config) { c.Admission = adm })
+
+	produce := func(version int16, size int) *kmsg.ProduceRequest {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = version, -1, 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "slow"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = makeBatch(strings.Repeat("x", size))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+
+	c1 := dialRaw(t, addr)
+	if r := c1.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	// 20 KB/s with a 10 KB burst: 40 KB leaves 30 KB of debt, 1.5 s.
+	resp, err := c1.roundTrip(produce(9, 40_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := time.Now()
+	pr := resp.(*kmsg.ProduceResponse)
+	if p := pr.Topics[0].Partitions[0]; p.ErrorCode != 0 {
+		t.Fatalf("produce error %d", p.ErrorCode)
+	}
+	throttle := time.Duration(pr.ThrottleMillis) * time.Millisecond
+	if throttle < time.Second {
+		t.Fatalf("throttle_time_ms %d, want about 1500", pr.ThrottleMillis)
+	}
+	// Muted: the next request on the connection is not answered sooner.
+	if _, err := c1.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(answered); waited < throttle-10*time.Millisecond {
+		t.Fatalf("next response after %v, before the %v throttle ended", waited, throttle)
+	}
+
+	// Produce v5 (before KIP-219): the response itself is delayed.
+	sent := time.Now()
+	resp, err = c1.roundTrip(produce(5, 40_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr = resp.(*kmsg.ProduceResponse)
+	throttle = time.Duration(pr.ThrottleMillis) * time.Millisecond
+	if pr.Topics[0].Partitions[0].ErrorCode != 0 || throttle < time.Second {
+		t.Fatalf("v5 produce: %+v", pr)
+	}
+	if waited := time.Since(sent); waited < throttle-10*time.Millisecond {
+		t.Fatalf("v5 response after %v, before its %v throttle ended", waited, throttle)
+	}
+
+	// max_connections = 2: a third authenticated connection is refused.
+	c2 := dialRaw(t, addr)
+	if r := c2.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("second connection: %+v", r)
+	}
+	c3 := dialRaw(t, addr)
+	r := c3.authenticate(tn.KeyID, tn.Secret)
+	if r.ErrorCode != 44 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "max_connections") {
+		t.Fatalf("third connection: code %d message %v", r.ErrorCode, r.ErrorMessage)
+	}
+	c3.expectClosed(10 * time.Second)
+	if got := adm.Rejections(tn.Tenant.ID, admission.CauseConnections); got != 1 {
+		t.Fatalf("connection rejections %v, want 1", got)
+	}
+	// Closing one frees its slot.
+	c2.c.Close()
+	waitFor(t, "a freed connection slot", func() bool {
+		c4 := dialRaw(t, addr)
+		return c4.authenticate(tn.KeyID, tn.Secret).ErrorCode == 0
+	})
+}

@@ -1,0 +1,61 @@
+package quotashare
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/quotas"
+)
+
+// TestSmoothedAndBoostedDemand: with demand averaged over two rounds, a
+// broker whose clients send one lump every other round still gets about
+// its average rate; and a broker throttling the tenant publishes its
+// admitted rate boosted.
+func TestSmoothedAndBoostedDemand(t *testing.T) {
+	const quota = 15e6
+	pfx := prefix(t)
+	rdb := newRedis(t, redisAddr)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cs := cellState(acme(quota))
+	var brokers []*broker
+	for _, id := range brokerIDs {
+		b := newBroker(t, id, pfx, rdb, clk, cs)
+		b.sharer.cfg.DemandRounds = 2
+		brokers = append(brokers, b)
+	}
+	// Broker 0 records 12 MB/s steadily; broker 1 records 3 MB in every
+	// other one-second window (1.5 MB/s on average); broker 2 nothing.
+	for round := range 4 {
+		lump := 0.0
+		if round%2 == 0 {
+			lump = 3e6
+		}
+		for i, err := range window(t, clk, brokers, []float64{12e6, lump, 0}) {
+			if err != nil {
+				t.Fatalf("%s: %v", brokers[i].id, err)
+			}
+		}
+	}
+	want := quotas.Split(quota, []float64{12e6, 1.5e6, 0}, quotas.DefaultFloor, nil)
+	for i, b := range brokers {
+		if got := b.rate(t, "acme", quotas.ProduceBytes); math.Abs(got-want[i]) > 0.01*quota {
+			t.Errorf("%s share %v, want about %v", b.id, got, want[i])
+		}
+	}
+
+	// Boost: broker 0's bucket is now in debt (12 MB/s against its share).
+	b0 := brokers[0]
+	b0.sharer.cfg.ThrottledBoost = 2
+	if b0.buckets.Debt("acme", quotas.ProduceBytes, clk.Now()) <= 0 {
+		b0.buckets.Record("acme", quotas.ProduceBytes, 50e6, clk.Now())
+	}
+	share := b0.rate(t, "acme", quotas.ProduceBytes)
+	for _, admitted := range []float64{0, 1e6, 2 * share} {
+		local := map[string]quotas.Demand{"acme": {admitted, 0, 0}}
+		got := b0.sharer.boost(local, clk.Now())
+		if want := 2 * max(admitted, share); got["acme"][quotas.ProduceBytes] != want || got["acme"][quotas.FetchBytes] != 0 {
+			t.Fatalf("admitted %v, share %v: boosted demand %v, want %v", admitted, share, got["acme"], want)
+		}
+	}
+}
