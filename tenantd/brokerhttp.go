@@ -33,7 +33,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hs, err := httpapi.New(httpapi.Config{
+	hc := httpapi.Config{
 		Addr:       addr,
 		NodeID:     self.NodeID,
 		State:      syncer,
@@ -45,7 +45,11 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		ControlPlane: client.New(cfg.APIURL),
 		Registry:     reg,
 		Logger:       log,
-	})
+	}
+	if cfg.adm != nil {
+		hc.Admit, hc.Record = httpapi.AdmitWith(cfg.adm)
+	}
+	hs, err := httpapi.New(hc)
 	if err != nil {
 		return nil, err
 	}

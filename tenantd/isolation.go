@@ -122,4 +122,3 @@ func tenantStorage(v *state.View, m *replicas.Manager) map[string]int64 {
 	}
 	return out
 }
-

@@ -128,6 +128,10 @@
 // GET /metrics serves the broker's Prometheus metrics: requests by route,
 // method and status, latency, rejections by catalogue code, forwards, and
 // messages and bytes published. Config.Admit is the one place a tenant's
-// publish or read is admitted (quotas); an error it returns with a
-// RetryAfter() method sets Retry-After.
+// publish or read is admitted (quotas), before it moves anything, and
+// Config.Record the one place what it moved is counted; an error Admit
+// returns with a RetryAfter() method sets Retry-After. AdmitWith builds
+// both over a broker's admission.Admission (tenantd does): over its
+// throughput or request rate a tenant gets 429 throughput_quota_exceeded
+// or request_rate_exceeded with Retry-After.
 package httpapi

@@ -69,6 +69,9 @@ func (s *Server) groupFetch(c echo.Context) error {
 	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.cfg.MaxWait)
 	return s.onCoordinator(c, cl, group, raw, wait, func(coord *groups.Coordinator) error {
 		ctx := c.Request().Context()
+		if err := s.admit(ctx, Admission{Principal: cl.p, Op: OpRead}); err != nil {
+			return err
+		}
 		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
 		if err != nil {
 			return err
@@ -202,11 +205,10 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 	for _, m := range out.Messages {
 		size += int64(len(m.Key) + len(m.Value))
 	}
-	if len(out.Messages) > 0 {
-		if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: size}); err != nil {
-			return nil, err
-		}
-	}
+	// Counted, never refused, here: the positions have moved past these
+	// messages, so refusing them now would skip them. The fetch was
+	// admitted before it read.
+	s.record(Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: size})
 	return out, nil
 }
 

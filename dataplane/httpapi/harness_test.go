@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/admission"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
@@ -79,6 +80,8 @@ func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool)
 type cellOpts struct {
 	maxBodyBytes  int64
 	retryAttempts int
+	// admission, when set, is every broker's tenant isolation.
+	admission *admission.Admission
 }
 
 func startCell(t testing.TB, o cellOpts) *cell {
@@ -151,10 +154,15 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var admit func(context.Context, httpapi.Admission) error
+		var record func(httpapi.Admission)
+		if o.admission != nil {
+			admit, record = httpapi.AdmitWith(o.admission)
+		}
 		b.http, err = httpapi.New(httpapi.Config{Listener: httpLns[i], NodeID: b.node, State: b.syncer, Partitions: httpPartitions{m},
 			ProducerIDs: ids, Logger: logger, MaxBodyBytes: o.maxBodyBytes, MaxWait: 10 * time.Second,
 			Groups: b.coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: o.retryAttempts,
-			RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond})
+			RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond, Admit: admit, Record: record})
 		if err != nil {
 			t.Fatal(err)
 		}

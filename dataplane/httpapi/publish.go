@@ -275,6 +275,9 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 		if err == nil {
 			s.metrics.published.WithLabelValues("messages").Add(float64(len(b.idx)))
 			s.metrics.published.WithLabelValues("bytes").Add(float64(len(b.batch)))
+			// Counted where appended: a forwarded batch is counted by
+			// the leader that appends it.
+			s.record(Admission{Principal: callerOf(c).p, Op: OpPublish, Topic: t.Name, Messages: len(b.idx), Bytes: int64(len(b.batch))})
 		}
 		setAll(base, err)
 		return
@@ -414,7 +417,8 @@ func newMessageID() string {
 }
 
 // admit asks Config.Admit, if set, whether the tenant may go on. It is the
-// one place where a tenant's request is admitted.
+// one place where a tenant's request is admitted; record is the one place
+// where what it moved is counted.
 func (s *Server) admit(ctx context.Context, a Admission) error {
 	if s.cfg.Admit == nil {
 		return nil
@@ -427,6 +431,13 @@ func (s *Server) admit(ctx context.Context, a Admission) error {
 		return err
 	}
 	return nil
+}
+
+// record tells Config.Record, if set, what an admitted request moved.
+func (s *Server) record(a Admission) {
+	if s.cfg.Record != nil && (a.Bytes > 0 || a.Messages > 0) {
+		s.cfg.Record(a)
+	}
 }
 
 // producerID answers POST /v1/producer-ids: a new producer id at epoch 0

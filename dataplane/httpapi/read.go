@@ -120,6 +120,9 @@ func (s *Server) read(c echo.Context) error {
 	case leader != s.cfg.NodeID:
 		return s.proxy(c, cl.v, leader, nil, rp.wait)
 	}
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name}); err != nil {
+		return err
+	}
 	out, err := s.readLocal(c.Request().Context(), part, int32(pn), rp)
 	if err != nil {
 		return err
@@ -128,9 +131,7 @@ func (s *Server) read(c echo.Context) error {
 	for _, m := range out.Messages {
 		size += int64(len(m.Key) + len(m.Value))
 	}
-	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size}); err != nil {
-		return err
-	}
+	s.record(Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size})
 	return c.JSON(http.StatusOK, out)
 }
 

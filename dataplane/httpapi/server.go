@@ -55,11 +55,15 @@ type Config struct {
 	// RetryBackoff is the wait after the first nack, doubled after each
 	// further one up to RetryMaxBackoff. Defaults 1 s and 1 min.
 	RetryBackoff, RetryMaxBackoff time.Duration
-	// Admit, when set, is asked before every publish and after every read
-	// whether the tenant may go on (quotas). An error it returns is the
+	// Admit, when set, is asked before every publish and every read
+	// whether the tenant may go on (quotas); a read's Bytes and Messages
+	// are then 0, as nothing is read yet. An error it returns is the
 	// answer; one with a RetryAfter() time.Duration method also sets the
 	// Retry-After header.
 	Admit func(ctx context.Context, a Admission) error
+	// Record, when set, is told what an admitted request moved: after a
+	// publish commits, and after a read with what it returns.
+	Record func(a Admission)
 	// Registry receives the API's metrics and is served at /metrics;
 	// default a new registry.
 	Registry *prometheus.Registry
