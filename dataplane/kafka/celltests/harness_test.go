@@ -45,8 +45,8 @@ type cell struct {
 	// offsets, when the cell serves consumer groups, holds the offsets
 	// partitions (a second set of Raft groups over the same three
 	// brokers); coords are the brokers' coordinators (nil while down).
-	offsets *celltest.Cell
-	coords  []*groups.Coordinator
+	offsets   *celltest.Cell
+	coords    []*groups.Coordinator
 	configure func(b int, cfg *kafka.Config) // nil: the defaults
 
 	// mu guards the fields below.
