@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -382,7 +383,8 @@ func decode(s string) (quotas.Demand, bool) {
 	}
 	for k, p := range parts {
 		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || v < 0 {
+		// NaN and ±Inf parse too; one of them would poison every share.
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return quotas.Demand{}, false
 		}
 		d[k] = v
