@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -128,4 +129,28 @@ func TestNetworkCutsPairs(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// FuzzReadHello feeds arbitrary connection openings to the proxy's hello
+// reader. Invariants: it never panics, never reads a node id over 64
+// bytes, and the raw bytes it returns are exactly the bytes it consumed, so
+// the broker behind the proxy sees the hello unchanged.
+func FuzzReadHello(f *testing.F) {
+	f.Add(hello("1"))
+	f.Add(append(hello("3"), "frames"...))
+	f.Add(hello("")[:5])
+	f.Add([]byte("SLRT\x01\x01\xff\xff\xff\xff\x0f"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		br := bufio.NewReader(bytes.NewReader(in))
+		raw, id, err := readHello(br)
+		if err != nil {
+			return
+		}
+		if len(id) > 64 {
+			t.Fatalf("node id of %d bytes", len(id))
+		}
+		if consumed := len(in) - br.Buffered(); !bytes.Equal(raw, in[:consumed]) {
+			t.Fatalf("raw hello %q, consumed %q", raw, in[:consumed])
+		}
+	})
 }
