@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -85,7 +86,7 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long to inject faults")
 	flag.DurationVar(&cfg.Interval, "interval", 10*time.Second, "how long each fault lasts, and each quiet spell between faults")
 	flag.Int64Var(&cfg.Seed, "seed", time.Now().UnixNano(), "seed for faults, keys and sessions")
-	flag.StringVar(&nemeses, "nemeses", "all", "comma-separated faults: kill, pause, restart, isolate, bridge, or all")
+	flag.StringVar(&nemeses, "nemeses", "all", "comma-separated faults: "+strings.Join(Nemeses, ", ")+", or all")
 	flag.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the topic")
 	flag.IntVar(&cfg.Producers, "producers", 3, "idempotent producers")
 	flag.IntVar(&cfg.Consumers, "consumers", 2, "consumers")

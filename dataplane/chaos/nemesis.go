@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand"
@@ -23,10 +24,16 @@ const (
 	// Bridge cuts the Raft link between two brokers only; the third still
 	// reaches both.
 	Bridge = "bridge"
+	// KillMajority sends SIGKILL to two brokers at once: no partition can
+	// commit until heal starts them again.
+	KillMajority = "kill-majority"
+	// KillAll sends SIGKILL to every broker at once and starts them all
+	// again at heal: only what the brokers made durable may be served.
+	KillAll = "kill-all"
 )
 
 // Nemeses lists every nemesis.
-var Nemeses = []string{Kill, Pause, Restart, Isolate, Bridge}
+var Nemeses = []string{Kill, Pause, Restart, Isolate, Bridge, KillMajority, KillAll}
 
 // Nemesis injects faults into a cluster on a schedule.
 type Nemesis struct {
@@ -63,6 +70,24 @@ func (n *Nemesis) Inject() (string, func() error) {
 		n.c.TermBroker(b)
 		err := n.c.StartBroker(b)
 		return "restart " + id, func() error { return err }
+	case KillMajority:
+		o := (b + 1 + n.rng.Intn(n.c.Brokers()-1)) % n.c.Brokers()
+		n.c.KillBroker(b)
+		n.c.KillBroker(o)
+		return fmt.Sprintf("SIGKILL %s and %s", id, n.c.brokers[o].id), func() error {
+			return errors.Join(n.c.StartBroker(b), n.c.StartBroker(o))
+		}
+	case KillAll:
+		for i := range n.c.Brokers() {
+			n.c.KillBroker(i)
+		}
+		return "SIGKILL every broker", func() error {
+			var errs []error
+			for i := range n.c.Brokers() {
+				errs = append(errs, n.c.StartBroker(i))
+			}
+			return errors.Join(errs...)
+		}
 	case Isolate:
 		n.c.net.Isolate(b, n.c.Brokers())
 		return "isolate " + id, func() error { n.c.net.Heal(); return nil }
