@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
@@ -135,7 +136,12 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 	slot.Store(m)
 	log.Info("raft transport listening", "raft_listen", listen, "raft_advertise", advertise, "node_id", self.NodeID)
 
-	ks, err := startKafka(ctx, cfg, self, syncer, m, log)
+	coord, err := startGroups(self, m, log)
+	if err != nil {
+		return err
+	}
+	defer coord.Close()
+	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, log)
 	if err != nil {
 		return err
 	}
@@ -184,7 +190,7 @@ func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log
 // startKafka serves the Kafka protocol on the broker's Kafka address over
 // its replicas, with producer ids from the control plane and topic admin
 // forwarded to the control plane's API under the caller's own key.
-func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, log *slog.Logger) (*kafka.Server, error) {
+func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, log *slog.Logger) (*kafka.Server, error) {
 	addr := cfg.KafkaListen
 	if addr == "" {
 		addr = self.KafkaAddr
@@ -202,6 +208,7 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
+		Groups: coord,
 		Logger: log,
 	})
 	if err != nil {
@@ -225,4 +232,18 @@ func (p replicaPartitions) Get(topicID string, part int32) (kafka.Partition, boo
 		return nil, false
 	}
 	return r, true
+}
+
+// startGroups starts the broker's consumer-group coordinator over its
+// replicas of the cell's offsets partitions (which the replica manager
+// opens once the cell state lists enough brokers).
+func startGroups(self wire.Broker, m *replicas.Manager, log *slog.Logger) (*groups.Coordinator, error) {
+	return groups.New(groups.Config{NodeID: self.NodeID, Logger: log,
+		Offsets: func(p int32) (groups.Log, bool) {
+			r, ok := m.Get(groups.OffsetsTopicID, p)
+			if !ok {
+				return nil, false
+			}
+			return r, true
+		}})
 }

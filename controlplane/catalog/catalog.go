@@ -63,6 +63,19 @@ const (
 	kafkaUnknownLeaderEpoch         int16 = 75
 	kafkaOutOfOrderSequenceNumber   int16 = 45
 	kafkaInvalidProducerEpoch       int16 = 47
+	// Consumer groups.
+	kafkaOffsetMetadataTooLarge int16 = 12
+	kafkaCoordinatorLoading     int16 = 14
+	kafkaNotCoordinator         int16 = 16
+	kafkaInconsistentProtocol   int16 = 23
+	kafkaInvalidGroupID         int16 = 24
+	kafkaUnknownMemberID        int16 = 25
+	kafkaInvalidSessionTimeout  int16 = 26
+	kafkaRebalanceInProgress    int16 = 27
+	kafkaGroupNotEmpty          int16 = 68
+	kafkaMemberIDRequired       int16 = 79
+	kafkaFencedInstanceID       int16 = 82
+	kafkaGroupSubscribedToTopic int16 = 86
 )
 
 // The catalogue. Codes are stable API: add new ones, never rename.
@@ -110,7 +123,20 @@ var (
 	UnknownLeaderEpoch   = def("unknown_leader_epoch", http.StatusConflict, kafkaUnknownLeaderEpoch, true, "the leader epoch in the request is newer than the partition's")
 	OutOfOrderSequence   = def("out_of_order_sequence", http.StatusConflict, kafkaOutOfOrderSequenceNumber, false, "the producer's sequence number does not follow its previous batch")
 	InvalidProducerEpoch = def("invalid_producer_epoch", http.StatusConflict, kafkaInvalidProducerEpoch, false, "the producer was fenced by a newer epoch of the same producer id")
-	Internal             = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
+	// Consumer groups (the coordinator's answers; Kafka's codes).
+	NotCoordinator         = def("not_coordinator", http.StatusServiceUnavailable, kafkaNotCoordinator, true, "this broker does not coordinate the consumer group; find the coordinator again")
+	CoordinatorLoading     = def("coordinator_loading", http.StatusServiceUnavailable, kafkaCoordinatorLoading, true, "the group coordinator is still loading the group's state; retry shortly")
+	UnknownMember          = def("unknown_member", http.StatusConflict, kafkaUnknownMemberID, false, "the member id is not a member of the consumer group; join again")
+	RebalanceInProgress    = def("rebalance_in_progress", http.StatusConflict, kafkaRebalanceInProgress, true, "the consumer group is rebalancing; join again")
+	FencedInstance         = def("fenced_instance_id", http.StatusConflict, kafkaFencedInstanceID, false, "a newer member with the same group instance id replaced this one")
+	MemberIDRequired       = def("member_id_required", http.StatusConflict, kafkaMemberIDRequired, false, "join again with the member id given in this answer")
+	GroupNotEmpty          = def("group_not_empty", http.StatusConflict, kafkaGroupNotEmpty, false, "the consumer group still has members")
+	InconsistentProtocol   = def("inconsistent_group_protocol", http.StatusConflict, kafkaInconsistentProtocol, false, "the member's protocol type or protocols do not match the consumer group's")
+	InvalidGroupID         = def("invalid_group_id", http.StatusBadRequest, kafkaInvalidGroupID, false, "the consumer group id is not valid")
+	InvalidSessionTimeout  = def("invalid_session_timeout", http.StatusBadRequest, kafkaInvalidSessionTimeout, false, "the session timeout is outside the range the broker allows")
+	OffsetMetadataTooLarge = def("offset_metadata_too_large", http.StatusRequestEntityTooLarge, kafkaOffsetMetadataTooLarge, false, "the offset commit's metadata is too large")
+	GroupSubscribedToTopic = def("group_subscribed_to_topic", http.StatusConflict, kafkaGroupSubscribedToTopic, false, "the consumer group's members are subscribed to the topic; its offsets cannot be deleted")
+	Internal               = def("internal", http.StatusInternalServerError, kafkaUnknownServerError, false, "an internal error occurred")
 )
 
 var entries = map[Code]*Entry{}

@@ -26,7 +26,7 @@ var clientSoftwareRE = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z
 func (c *conn) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiKeys
-	if c.s.cfg.ControlPlane == nil || c.s.cfg.ProducerIDs == nil {
+	if c.s.cfg.ControlPlane == nil || c.s.cfg.ProducerIDs == nil || c.s.cfg.Groups == nil {
 		resp.ApiKeys = nil
 		for _, k := range apiKeys {
 			if c.s.serves(k.ApiKey) {
@@ -50,6 +50,8 @@ func (s *Server) serves(key int16) bool {
 		return s.cfg.ControlPlane != nil
 	case key == 22:
 		return s.cfg.ProducerIDs != nil
+	case groupAPIs[key]:
+		return s.cfg.Groups != nil
 	}
 	_, ok := apis[key]
 	return ok

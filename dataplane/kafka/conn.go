@@ -183,7 +183,9 @@ func (c *conn) handle(req *request) error {
 	case *kmsg.InitProducerIDRequest:
 		resp = c.initProducerID(r)
 	default:
-		return fmt.Errorf("%w %d", errUnknownAPI, req.key)
+		if resp = c.handleGroup(req); resp == nil {
+			return fmt.Errorf("%w %d", errUnknownAPI, req.key)
+		}
 	}
 	if err := c.write(req, resp); err != nil {
 		return err

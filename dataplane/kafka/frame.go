@@ -39,6 +39,18 @@ var apis = map[int16]apiRange{
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions (with Config.ControlPlane)
+	// Consumer groups (with Config.Groups; see groups.go).
+	8:  {0, 8}, // OffsetCommit
+	9:  {0, 8}, // OffsetFetch (v8: many groups)
+	10: {0, 4}, // FindCoordinator (v4: batched keys)
+	11: {0, 9}, // JoinGroup
+	12: {0, 4}, // Heartbeat
+	13: {0, 5}, // LeaveGroup (v3: batched members)
+	14: {0, 5}, // SyncGroup
+	15: {0, 5}, // DescribeGroups
+	16: {0, 4}, // ListGroups
+	42: {0, 2}, // DeleteGroups
+	47: {0, 0}, // OffsetDelete
 }
 
 // request is one decoded request.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -41,6 +42,11 @@ type Config struct {
 	// idempotence off. Production: a ProducerIDBlocks over the control
 	// plane's cell API.
 	ProducerIDs ProducerIDs
+	// Groups, when set, serves the consumer-group APIs (FindCoordinator,
+	// Join/Sync/Heartbeat/LeaveGroup, OffsetCommit/Fetch/Delete,
+	// List/Describe/DeleteGroups) with this broker's coordinator. Unset,
+	// they are not advertised.
+	Groups *groups.Coordinator
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxRequestBytes is the largest request frame accepted; a larger one

@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
@@ -60,6 +61,13 @@ type Config struct {
 	// CheckInterval is each replica's removal and preferred-leader check
 	// interval; default partition's (1s).
 	CheckInterval time.Duration
+	// OffsetsPartitions is the number of the cell's internal offsets
+	// partitions (consumer groups; see OffsetsPlacement); every broker of
+	// a cell must agree. Default groups.DefaultPartitions; negative: none.
+	OffsetsPartitions int
+	// OffsetsReplicas is each offsets partition's replica count; default
+	// DefaultOffsetsReplicas.
+	OffsetsReplicas int
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -79,6 +87,12 @@ func (c *Config) validate() error {
 	}
 	if c.Raft == nil {
 		c.Raft = partition.DefaultRaftConfig
+	}
+	if c.OffsetsPartitions == 0 {
+		c.OffsetsPartitions = groups.DefaultPartitions
+	}
+	if c.OffsetsReplicas == 0 {
+		c.OffsetsReplicas = DefaultOffsetsReplicas
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -156,6 +170,7 @@ func (m *Manager) Apply(ctx context.Context, v *state.View) error {
 			}
 		}
 	}
+	m.offsetsWanted(v, want)
 	var errs []error
 
 	// Close and delete what is no longer assigned here.
@@ -306,6 +321,9 @@ func (m *Manager) Status() []wire.PartitionStatus {
 	defer m.mu.RUnlock()
 	out := make([]wire.PartitionStatus, 0, len(m.replicas))
 	for k, r := range m.replicas {
+		if k.topic == groups.OffsetsTopicID {
+			continue // internal: no topic of the control plane's
+		}
 		st := wire.PartitionStatus{TopicID: k.topic, Partition: int(k.part), LeaderEpoch: int64(r.LeaderEpoch()),
 			HighWatermark: r.HighWatermark()}
 		if id, _ := r.LeaderID(); id != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -40,6 +41,12 @@ type cell struct {
 	// topicID is the one topic whose partitions are the cell's groups.
 	topicID string
 
+	// offsets, when the cell serves consumer groups, holds the offsets
+	// partitions (a second set of Raft groups over the same three
+	// brokers); coords are the brokers' coordinators (nil while down).
+	offsets *celltest.Cell
+	coords  []*groups.Coordinator
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	servers []*server // nil while a broker is down
@@ -55,7 +62,19 @@ type server struct {
 // t.Cleanup.
 func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
 	t.Helper()
-	c := &cell{t: t, servers: make([]*server, 3)}
+	return startCellOpts(t, parts, topic, 0)
+}
+
+// startGroupCell is startCell with consumer groups: offsetsParts offsets
+// partitions and a coordinator per broker.
+func startGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
+	t.Helper()
+	return startCellOpts(t, parts, topic, offsetsParts)
+}
+
+func startCellOpts(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
+	t.Helper()
+	c := &cell{t: t, servers: make([]*server, 3), coords: make([]*groups.Coordinator, 3)}
 	lns := make([]net.Listener, 3)
 	for b := range lns {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,6 +87,9 @@ func startCell(t testing.TB, parts int, topic string) (*cell, *cptest.Tenant) {
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c.cell = celltest.New(t, celltest.Options{Partitions: parts})
+	if offsetsParts > 0 {
+		c.offsets = celltest.New(t, celltest.Options{Partitions: offsetsParts})
+	}
 	cellAPI := c.cp.CellClient()
 	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cellAPI.AllocateProducerIDs(ctx, cptest.Cell, n)
@@ -136,8 +158,24 @@ func (c *cell) startServer(b int, ln net.Listener) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	var coord *groups.Coordinator
+	if c.offsets != nil {
+		var err error
+		coord, err = groups.New(groups.Config{NodeID: b + 1, Partitions: c.offsets.Partitions(), Logger: c.logger,
+			MinSessionTimeout: time.Second, InitialRebalanceDelay: 200 * time.Millisecond, CheckInterval: 50 * time.Millisecond,
+			Offsets: func(p int32) (groups.Log, bool) {
+				r := c.offsets.Replica(b, int(p))
+				if r == nil {
+					return nil, false
+				}
+				return replica{r}, true
+			}})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
 	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
-		ProducerIDs: c.ids, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -145,19 +183,24 @@ func (c *cell) startServer(b int, ln net.Listener) {
 	go func() { s.done <- srv.Serve(context.Background()) }()
 	c.mu.Lock()
 	c.servers[b] = s
+	c.coords[b] = coord
 	c.mu.Unlock()
 }
 
 func (c *cell) stopServer(b int) {
 	c.mu.Lock()
 	s := c.servers[b]
-	c.servers[b] = nil
+	coord := c.coords[b]
+	c.servers[b], c.coords[b] = nil, nil
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
 	if err := s.srv.Close(); err != nil {
 		c.t.Errorf("close listener %d: %v", b, err)
+	}
+	if coord != nil {
+		coord.Close()
 	}
 	if err := <-s.done; err != nil {
 		c.t.Errorf("serve %d: %v", b, err)
@@ -168,11 +211,17 @@ func (c *cell) stopServer(b int) {
 func (c *cell) kill(b int) {
 	c.stopServer(b)
 	c.cell.StopBroker(b)
+	if c.offsets != nil {
+		c.offsets.StopBroker(b)
+	}
 }
 
 // restart starts broker b's replicas from disk and then its listener.
 func (c *cell) restart(b int) {
 	c.cell.StartBroker(b)
+	if c.offsets != nil {
+		c.offsets.StartBroker(b)
+	}
 	c.startServer(b, nil)
 }
 

@@ -1,0 +1,189 @@
+package groups
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// run is the coordinator's goroutine: every CheckInterval it follows the
+// leadership of the offsets partitions (loading those this broker comes
+// to lead, dropping those it stops leading) and moves the groups' timers.
+func (c *Coordinator) run() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		c.check()
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Coordinator) check() {
+	now := c.cfg.Now()
+	for _, sh := range c.shards {
+		l, ok := c.cfg.Offsets(sh.id)
+		leads := false
+		var epoch int32
+		if ok {
+			node, known := l.Leader()
+			leads = known && node == c.cfg.NodeID
+			epoch = l.LeaderEpoch()
+		}
+		sh.mu.Lock()
+		switch {
+		case !leads:
+			if sh.status != shardNotLeader {
+				c.cfg.Logger.Info("offsets partition no longer led here; its groups are dropped", "offsets_partition", sh.id, "epoch", sh.epoch)
+				c.unload(sh)
+			}
+		case sh.status == shardNotLeader || sh.epoch != epoch || sh.log != l:
+			c.unload(sh)
+			sh.status, sh.epoch, sh.log = shardLoading, epoch, l
+			sess := sh.session
+			c.wg.Add(1)
+			go c.load(sh, l, sess, epoch)
+		case sh.status == shardLoaded:
+			for k, g := range sh.groups {
+				g.tick(now)
+				if g.empty() {
+					delete(sh.groups, k)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// unload drops a shard's groups, answering every waiting call with
+// ErrNotCoordinator. sh.mu is held.
+func (c *Coordinator) unload(sh *shard) {
+	for _, g := range sh.groups {
+		for _, m := range g.members {
+			if m.joinWait != nil {
+				m.joinWait <- joinOutcome{res: JoinResult{MemberID: m.id}, err: ErrNotCoordinator}
+				m.joinWait = nil
+			}
+			if m.syncWait != nil {
+				m.syncWait <- syncOutcome{err: ErrNotCoordinator}
+				m.syncWait = nil
+			}
+		}
+	}
+	sh.groups = map[gkey]*group{}
+	sh.status, sh.log = shardNotLeader, nil
+	sh.session++
+}
+
+// loadChunk is how much of an offsets partition one read takes.
+const loadChunk = 1 << 20
+
+// load replays an offsets partition this broker leads from its log start
+// to its high watermark (the barrier of the leader's term applied every
+// earlier entry, so that is every commit any leader acknowledged) and
+// installs the groups, unless leadership moved meanwhile. A failed load
+// leaves the shard not loaded; the next check starts over.
+func (c *Coordinator) load(sh *shard, l Log, sess uint64, epoch int32) {
+	defer c.wg.Done()
+	start := time.Now()
+	groups, records, err := c.replay(l)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.session != sess {
+		return
+	}
+	if err != nil {
+		c.cfg.Logger.Error("load offsets partition; will retry", "offsets_partition", sh.id, "epoch", epoch, "err", err)
+		c.unload(sh)
+		return
+	}
+	for k, g := range groups {
+		if g.empty() {
+			delete(groups, k)
+		}
+	}
+	sh.groups, sh.status = groups, shardLoaded
+	c.cfg.Logger.Info("offsets partition loaded; coordinating its groups", "offsets_partition", sh.id, "epoch", epoch,
+		"groups", len(groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// replay rebuilds the groups of an offsets partition from its log.
+func (c *Coordinator) replay(l Log) (map[gkey]*group, int, error) {
+	groups := map[gkey]*group{}
+	now := c.cfg.Now()
+	off, hw := l.LogStartOffset(), l.HighWatermark()
+	records := 0
+	for off < hw {
+		sl, _, err := l.Fetch(off, loadChunk)
+		if err != nil {
+			return nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
+		}
+		b, err := sl.AppendTo(nil)
+		sl.Release()
+		if err != nil {
+			return nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
+		}
+		if len(b) == 0 {
+			return nil, records, fmt.Errorf("read offsets partition at %d: nothing below high watermark %d", off, hw)
+		}
+		next, err := eachRecord(b, func(offset int64, r kv) error {
+			records++
+			if err := applyRecord(groups, now, c.cfg.InitialRebalanceDelay, r); err != nil {
+				return fmt.Errorf("offset %d: %w", offset, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, records, err
+		}
+		if next <= off {
+			return nil, records, errors.New("offsets partition read made no progress")
+		}
+		off = next
+	}
+	return groups, records, nil
+}
+
+// applyRecord applies one offsets-partition record to groups.
+func applyRecord(groups map[gkey]*group, now time.Time, delay time.Duration, r kv) error {
+	k, err := decodeKey(r.key)
+	if err != nil {
+		return err
+	}
+	gk := gkey{k.tenant, k.group}
+	g := groups[gk]
+	if g == nil {
+		if r.value == nil {
+			return nil
+		}
+		g = newGroup(k.tenant, k.group, delay)
+		groups[gk] = g
+	}
+	switch k.kind {
+	case kindOffset:
+		if r.value == nil {
+			delete(g.offsets, k.tp)
+			return nil
+		}
+		v, err := decodeOffset(r.value)
+		if err != nil {
+			return err
+		}
+		g.offsets[k.tp] = v
+	case kindGroup:
+		if r.value == nil {
+			delete(groups, gk)
+			return nil
+		}
+		rec, err := decodeGroup(r.value)
+		if err != nil {
+			return err
+		}
+		g.restore(now, rec)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package replicas
+
+import (
+	"sort"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// DefaultOffsetsReplicas is the default replica count of an offsets
+// partition.
+const DefaultOffsetsReplicas = 3
+
+// OffsetsPlacement places the cell's internal offsets partitions (topic
+// id groups.OffsetsTopicID), which hold the consumer groups' state and
+// committed offsets: n partitions, each over the cell's replicas brokers
+// with the lowest node ids, rotated by partition so that preferred
+// leaders (and so coordinators) spread. Every broker computes the same
+// placement from the same state.
+//
+// It is nil until the state lists that many brokers: a Raft group
+// bootstrapped with fewer voters could never be grown safely (replica
+// changes of a live partition are not supported), and the brokers of a new
+// cell appear in its state one at a time. Later brokers (higher node ids)
+// do not change the placement; removing one of the chosen brokers from the
+// cell would, and is not supported.
+func OffsetsPlacement(v *state.View, n, replicas int) []wire.Partition {
+	if n <= 0 || replicas <= 0 || len(v.Brokers) < replicas {
+		return nil
+	}
+	nodes := make([]int, 0, len(v.Brokers))
+	for _, b := range v.Brokers {
+		nodes = append(nodes, b.NodeID)
+	}
+	sort.Ints(nodes)
+	nodes = nodes[:replicas]
+	out := make([]wire.Partition, n)
+	for p := range out {
+		out[p].Partition = p
+		for i := range replicas {
+			out[p].Replicas = append(out[p].Replicas, nodes[(p+i)%replicas])
+		}
+	}
+	return out
+}
+
+// offsetsWanted adds this broker's offsets partitions to want.
+func (m *Manager) offsetsWanted(v *state.View, want map[key]wire.Partition) {
+	for _, p := range OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas) {
+		for _, r := range p.Replicas {
+			if r == m.cfg.NodeID {
+				want[key{groups.OffsetsTopicID, int32(p.Partition)}] = p
+			}
+		}
+	}
+}
