@@ -177,19 +177,32 @@ func readHello(r *bufio.Reader) ([]byte, string, error) {
 	if [4]byte(raw[:4]) != helloMagic || raw[4] != helloVersion {
 		return nil, "", errors.New("read hello: not a raft transport hello")
 	}
-	n, err := binary.ReadUvarint(r)
+	n, err := binary.ReadUvarint(recorder{r, &raw})
 	if err != nil {
 		return nil, "", fmt.Errorf("read hello: %w", err)
 	}
 	if n > 64 {
 		return nil, "", fmt.Errorf("read hello: node id of %d bytes", n)
 	}
-	raw = binary.AppendUvarint(raw, n)
 	id := make([]byte, n)
 	if _, err := io.ReadFull(r, id); err != nil {
 		return nil, "", fmt.Errorf("read hello: %w", err)
 	}
 	return append(raw, id...), string(id), nil
+}
+
+// recorder is a ByteReader that keeps the bytes it reads.
+type recorder struct {
+	r   *bufio.Reader
+	raw *[]byte
+}
+
+func (r recorder) ReadByte() (byte, error) {
+	b, err := r.r.ReadByte()
+	if err == nil {
+		*r.raw = append(*r.raw, b)
+	}
+	return b, err
 }
 
 func (p *proxy) serve(down net.Conn) {

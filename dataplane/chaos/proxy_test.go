@@ -141,7 +141,8 @@ func FuzzReadHello(f *testing.F) {
 	f.Add(hello("")[:5])
 	f.Add([]byte("SLRT\x01\x01\xff\xff\xff\xff\x0f"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		br := bufio.NewReader(bytes.NewReader(in))
+		src := bytes.NewReader(in)
+		br := bufio.NewReader(src)
 		raw, id, err := readHello(br)
 		if err != nil {
 			return
@@ -149,7 +150,7 @@ func FuzzReadHello(f *testing.F) {
 		if len(id) > 64 {
 			t.Fatalf("node id of %d bytes", len(id))
 		}
-		if consumed := len(in) - br.Buffered(); !bytes.Equal(raw, in[:consumed]) {
+		if consumed := len(in) - br.Buffered() - src.Len(); !bytes.Equal(raw, in[:consumed]) {
 			t.Fatalf("raw hello %q, consumed %q", raw, in[:consumed])
 		}
 	})
