@@ -40,7 +40,7 @@ func TestChaosShort(t *testing.T) {
 	cfg := Config{
 		Tenantd: bin, DatabaseURL: dbURL, Dir: dir,
 		Duration: 50 * time.Second, Interval: 7 * time.Second, Seed: seed, Nemeses: Nemeses,
-		Partitions: 3, Producers: 2, Consumers: 2, Keys: 8, Rate: 150,
+		Partitions: 3, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 150,
 		SessionLength: 15 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
 	}
 	var out bytes.Buffer
@@ -65,6 +65,9 @@ func TestChaosShort(t *testing.T) {
 	}
 	if res.Records == 0 {
 		t.Error("the consumers polled nothing")
+	}
+	if res.GroupRecords == 0 {
+		t.Error("the group's members polled nothing")
 	}
 	if !res.Valid() {
 		t.Fatalf("the history violates the delivery contract (seed %d)", seed)

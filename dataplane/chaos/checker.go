@@ -51,6 +51,8 @@ type Checker struct {
 	acks     int
 	polls    int
 	records  int
+	group    int // records polled by sessions started anywhere (group members)
+	anywhere map[string]bool
 	final    map[int32]bool
 }
 
@@ -61,7 +63,7 @@ type session struct {
 // NewChecker returns an empty checker.
 func NewChecker() *Checker {
 	return &Checker{acked: map[string]at{}, valueAt: map[at]string{}, where: map[string]at{},
-		sessions: map[string]*session{}, counts: map[string]int{}, examples: map[string][]string{},
+		sessions: map[string]*session{}, anywhere: map[string]bool{}, counts: map[string]int{}, examples: map[string][]string{},
 		final: map[int32]bool{}}
 }
 
@@ -122,6 +124,16 @@ func (c *Checker) StartSession(sess string, part int32, from int64) {
 	s.next[part] = from
 }
 
+// StartSessionAnywhere begins session sess on partition part at an offset
+// the checker learns from the session's first record: a group member's
+// assignment, which starts from the group's committed offset.
+func (c *Checker) StartSessionAnywhere(sess string, part int32) {
+	c.StartSession(sess, part, -1)
+	c.mu.Lock()
+	c.anywhere[sess] = true
+	c.mu.Unlock()
+}
+
 // EndSession forgets a session's positions (its partitions were revoked).
 func (c *Checker) EndSession(sess string, part int32) {
 	c.mu.Lock()
@@ -138,6 +150,9 @@ func (c *Checker) Polled(sess string, recs []Record) {
 	defer c.mu.Unlock()
 	c.polls++
 	c.records += len(recs)
+	if c.anywhere[sess] {
+		c.group += len(recs)
+	}
 	s := c.sessions[sess]
 	for _, r := range recs {
 		c.observe(at{r.Part, r.Offset}, r.Value, "poll by "+sess)
@@ -149,6 +164,7 @@ func (c *Checker) Polled(sess string, recs []Record) {
 			continue
 		}
 		switch {
+		case next < 0: // the session's first record sets where it starts
 		case r.Offset < next:
 			c.violate(NonmonotonicPoll, "%s: partition %d went back to offset %d after reading up to %d", sess, r.Part, r.Offset, next-1)
 		case r.Offset > next:
@@ -204,6 +220,7 @@ func (c *Checker) AckedEnd(part int32) int64 {
 // Result is what the checker found.
 type Result struct {
 	Acks, Polls, Records int
+	GroupRecords         int // of Records, polled by group members
 	Counts               map[string]int
 	Examples             map[string][]string
 	// Unchecked lists partitions with acknowledged writes but no final read.
@@ -225,7 +242,7 @@ func (r Result) Valid() bool {
 func (c *Checker) Result() Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := Result{Acks: c.acks, Polls: c.polls, Records: c.records, Counts: map[string]int{}, Examples: map[string][]string{}}
+	r := Result{Acks: c.acks, Polls: c.polls, Records: c.records, GroupRecords: c.group, Counts: map[string]int{}, Examples: map[string][]string{}}
 	for _, p := range Properties {
 		r.Counts[p] = c.counts[p]
 		r.Examples[p] = append([]string(nil), c.examples[p]...)

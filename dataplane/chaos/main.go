@@ -38,9 +38,11 @@ type Config struct {
 	Topic       string
 	Partitions  int
 	Producers   int
-	Consumers   int
-	Keys        int
-	Rate        int // records per second, all producers together
+	Consumers   int // consumers assigned every partition directly
+	// GroupConsumers are members of one consumer group, committing.
+	GroupConsumers int
+	Keys           int
+	Rate           int // records per second, all producers together
 	// SessionLength is a consumer session's mean length, after which it
 	// starts a new client from where it stopped.
 	SessionLength  time.Duration
@@ -55,7 +57,7 @@ func (c *Config) validate() error {
 		return errors.New("-tenantd: the path of a tenantd binary is required (make build)")
 	case c.Duration <= 0 || c.Interval <= 0:
 		return errors.New("-duration and -interval must be positive")
-	case c.Partitions < 1 || c.Producers < 1 || c.Consumers < 0 || c.Keys < 1 || c.Rate < 1:
+	case c.Partitions < 1 || c.Producers < 1 || c.Consumers < 0 || c.GroupConsumers < 0 || c.Keys < 1 || c.Rate < 1:
 		return errors.New("-partitions, -producers, -keys and -rate must be at least 1")
 	case c.SessionLength <= 0 || c.FinalTimeout <= 0:
 		return errors.New("-session and -final-timeout must be positive")
@@ -89,7 +91,8 @@ func main() {
 	flag.StringVar(&nemeses, "nemeses", "all", "comma-separated faults: "+strings.Join(Nemeses, ", ")+", or all")
 	flag.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the topic")
 	flag.IntVar(&cfg.Producers, "producers", 3, "idempotent producers")
-	flag.IntVar(&cfg.Consumers, "consumers", 2, "consumers")
+	flag.IntVar(&cfg.Consumers, "consumers", 1, "consumers assigned every partition directly")
+	flag.IntVar(&cfg.GroupConsumers, "group-consumers", 2, "members of one consumer group")
 	flag.IntVar(&cfg.Keys, "keys", 16, "distinct record keys")
 	flag.IntVar(&cfg.Rate, "rate", 300, "records per second, all producers together")
 	flag.DurationVar(&cfg.SessionLength, "session", 30*time.Second, "mean length of a consumer session")
@@ -178,8 +181,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 	res := chk.Result()
 	faults, kinds := nem.Counts()
 	fmt.Fprintf(out, "chaos: seed %d, %v of faults every %v, %v in all, dir %s\n", cfg.Seed, cfg.Duration, cfg.Interval, time.Since(start).Round(time.Second), cfg.Dir)
-	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged, %d not acknowledged; %d polls returned %d records in %d consumer sessions (%d fetch errors)\n",
-		w.produced.Load(), res.Acks, w.failed.Load(), res.Polls, res.Records, w.sessions.Load(), w.fetchErrs.Load())
+	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged, %d not acknowledged; %d polls returned %d records (%d by group members) in %d consumer sessions, %d group assignments (%d fetch errors)\n",
+		w.produced.Load(), res.Acks, w.failed.Load(), res.Polls, res.Records, res.GroupRecords, w.sessions.Load(), w.assigns.Load(), w.fetchErrs.Load())
 	fmt.Fprintf(out, "  faults:   %d injected (%s); %d raft connections cut\n", faults, kinds, c.net.Cuts())
 	for _, p := range Properties {
 		fmt.Fprintf(out, "  %-21s %d\n", p+":", res.Counts[p])

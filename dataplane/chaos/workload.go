@@ -27,7 +27,7 @@ type Workload struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	// counters for the summary
-	produced, failed, fetchErrs, sessions atomic.Int64
+	produced, failed, fetchErrs, sessions, assigns atomic.Int64
 }
 
 func (c *Cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -51,6 +51,10 @@ func StartWorkload(cfg Config, c *Cluster, chk *Checker, log *slog.Logger) *Work
 	for i := 0; i < cfg.Consumers; i++ {
 		w.wg.Add(1)
 		go w.consume(i)
+	}
+	for i := 0; i < cfg.GroupConsumers; i++ {
+		w.wg.Add(1)
+		go w.groupConsume(i)
 	}
 	return w
 }
@@ -175,6 +179,100 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 			w.chk.Polled(sess, recs)
 			next[fp.Partition] = recs[len(recs)-1].Offset + 1
 		})
+	}
+	return true
+}
+
+// groupConsume runs group member id of the group "chaos": a series of
+// sessions, each a fresh client that joins the group, reads what it is
+// assigned from the group's committed offsets and commits as it goes
+// (auto-commit every second, and on revocation). Every assignment starts a
+// checker session per partition, which ends when the partition is revoked
+// or lost: within it offsets must follow on.
+func (w *Workload) groupConsume(id int) {
+	defer w.wg.Done()
+	rng := rand.New(rand.NewSource(w.cfg.Seed + 2000 + int64(id)))
+	for n := 0; ; n++ {
+		length := w.cfg.SessionLength/2 + time.Duration(rng.Int63n(int64(w.cfg.SessionLength)))
+		if !w.groupSession(fmt.Sprintf("g%d-s%d", id, n), length) {
+			return
+		}
+	}
+}
+
+func (w *Workload) groupSession(name string, length time.Duration) bool {
+	w.sessions.Add(1)
+	// Each assignment of a partition is a checker session of its own; with
+	// the cooperative balancer a partition kept across a rebalance stays in
+	// its session.
+	var mu sync.Mutex
+	gen := map[int32]int{}
+	sess := func(p int32) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%s-a%d-p%d", name, gen[p], p)
+	}
+	end := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		for _, p := range m[w.cfg.Topic] {
+			w.chk.EndSession(sess(p), p)
+		}
+	}
+	cl, err := kgo.NewClient(w.c.clientOpts(
+		kgo.ConsumerGroup("chaos"),
+		kgo.ConsumeTopics(w.cfg.Topic),
+		kgo.AutoCommitInterval(time.Second),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(15*time.Second),
+		kgo.RebalanceTimeout(30*time.Second),
+		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			w.assigns.Add(1)
+			for _, p := range m[w.cfg.Topic] {
+				mu.Lock()
+				gen[p]++
+				mu.Unlock()
+				w.chk.StartSessionAnywhere(sess(p), p)
+			}
+		}),
+		kgo.OnPartitionsRevoked(end),
+		kgo.OnPartitionsLost(end),
+	)...)
+	if err != nil {
+		w.log.Error("group consumer client", "err", err)
+		return false
+	}
+	defer func() {
+		// Close commits what was polled and leaves the group; bounded by
+		// the client's own timeouts.
+		cl.Close()
+	}()
+	stop := time.Now().Add(length)
+	for time.Now().Before(stop) {
+		select {
+		case <-w.stop:
+			return false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				w.fetchErrs.Add(1)
+				w.log.Debug("group fetch error", "session", name, "partition", p, "err", err)
+			}
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			recs := make([]Record, len(fp.Records))
+			for i, r := range fp.Records {
+				recs[i] = Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
+			}
+			w.chk.Polled(sess(fp.Partition), recs)
+		})
+		cl.AllowRebalance()
 	}
 	return true
 }
