@@ -38,8 +38,8 @@ func FuzzLoadCache(f *testing.F) {
 	f.Add([]byte(`{"keys":[{"id":"k","tenant_id":"nobody","secret_hash":null}],"acls":[{"tenant_id":"t","operation":"???"}],"tenants":[{"id":"t"}]}`), "k", "")
 	f.Add([]byte(`{"topics":[{"id":"x","partitions":[{"partition":-1,"replicas":null}]}],"brokers":[{"node_id":-7}]}`), "", "")
 	f.Add([]byte(`null`), "", "")
+	file := filepath.Join(f.TempDir(), "cell-state.json") // rewritten by every input
 	f.Fuzz(func(t *testing.T, cache []byte, keyID, keySecret string) {
-		file := filepath.Join(t.TempDir(), "cell-state.json")
 		if err := os.WriteFile(file, cache, 0o600); err != nil {
 			t.Fatal(err)
 		}
