@@ -248,6 +248,18 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
+	// The same records through a consumer group (kcat's balanced
+	// consumer): the brokers coordinate groups over their Raft offsets
+	// partitions.
+	grp := exec.Command(kcat, append(sasl, "-G", "readme-tour", "-X", "auto.offset.reset=earliest", "-e", "-f", "%k:%s\n", "orders")...)
+	out, err = runBounded(grp, 90*time.Second)
+	if err != nil {
+		t.Fatalf("kcat -G: %v\n%s\n%s", err, out, stderr.String())
+	}
+	if got := regexp.MustCompile(`(?m)^user-\d+:event-\d+$`).FindAllString(string(out), -1); len(got) != 30 {
+		t.Fatalf("kcat -G read %d records, want 30:\n%s", len(got), out)
+	}
+
 	// The console is served at / by the same process.
 	resp, err := http.Get(apiURL + "/login")
 	if err != nil {

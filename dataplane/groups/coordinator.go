@@ -202,6 +202,9 @@ func (c *Coordinator) ready(sh *shard) (Log, error) {
 	return sh.log, nil
 }
 
+// errNoGroup marks a group lookup that found none.
+var errNoGroup = errors.New("no such group")
+
 func checkGroupID(group string) error {
 	if group == "" || len(group) > 255 {
 		return catalog.InvalidGroupID.New("a consumer group id must be 1 to 255 bytes")
@@ -352,12 +355,18 @@ func (c *Coordinator) Leave(ctx context.Context, tenantID, group string, members
 // LeaveMembers is Leave with an outcome per member (LeaveGroup v3+); err
 // is for the group as a whole.
 func (c *Coordinator) LeaveMembers(ctx context.Context, tenantID, group string, members []MemberIdentity) ([]error, error) {
-	sh, g, _, err := c.group(tenantID, group, ErrUnknownMember)
+	errs := make([]error, len(members))
+	sh, g, _, err := c.group(tenantID, group, errNoGroup)
+	if err == errNoGroup {
+		for i := range errs {
+			errs[i] = ErrUnknownMember // as Kafka answers: per member
+		}
+		return errs, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer sh.mu.Unlock()
-	errs := make([]error, len(members))
 	now := c.cfg.Now()
 	for i, m := range members {
 		errs[i] = g.leave(now, m)

@@ -40,6 +40,10 @@ type group struct {
 
 	offsets map[TopicPartition]Committed
 
+	// emptied: the group became Empty with a new generation that is not
+	// written yet; the coordinator writes it (persistEmptied).
+	emptied bool
+
 	// busy counts calls between their start and end of a write to the
 	// offsets partition; a busy group is never dropped as empty.
 	busy int
@@ -360,6 +364,7 @@ func (g *group) tryComplete(now time.Time) bool {
 	g.generation++
 	if len(g.members) == 0 {
 		g.state, g.protocol, g.leader = StateEmpty, "", ""
+		g.emptied = true
 		return true
 	}
 	g.protocol = g.selectProtocol()

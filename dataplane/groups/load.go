@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -50,7 +51,12 @@ func (c *Coordinator) check() {
 		case sh.status == shardLoaded:
 			for k, g := range sh.groups {
 				g.tick(now)
-				if g.empty() {
+				if g.emptied && g.state == StateEmpty {
+					g.emptied = false
+					g.busy++
+					c.wg.Add(1)
+					go c.persistEmptied(sh, sh.session, k, g)
+				} else if g.empty() {
 					delete(sh.groups, k)
 				}
 			}
@@ -186,4 +192,42 @@ func applyRecord(groups map[gkey]*group, now time.Time, delay time.Duration, r k
 		g.restore(now, rec)
 	}
 	return nil
+}
+
+// persistEmptied writes the group record of a group that became Empty
+// (no members, a new generation), so that a later leader neither brings
+// back its last members nor reuses its generation. It writes the state
+// as of its turn at the group's write lock, and nothing if the group has
+// members again by then (their SyncGroup writes it).
+func (c *Coordinator) persistEmptied(sh *shard, sess uint64, k gkey, g *group) {
+	defer c.wg.Done()
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	sh.mu.Lock()
+	l, err := c.ready(sh)
+	var rec groupRecord
+	ok := err == nil && sh.session == sess && g.state == StateEmpty && len(g.members) == 0
+	if ok {
+		rec = g.record()
+	}
+	sh.mu.Unlock()
+	if ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err = c.write(ctx, l, []kv{{key: encodeKey(recordKey{kind: kindGroup, tenant: k.tenant, group: k.group}), value: encodeGroup(rec)}})
+		cancel()
+		if err != nil {
+			c.cfg.Logger.Warn("write emptied group; a new leader may restore its last members until their sessions expire",
+				"tenant_id", k.tenant, "generation", rec.generation, "err", err)
+		}
+	}
+	sh.mu.Lock()
+	g.busy--
+	sh.mu.Unlock()
 }

@@ -1,0 +1,186 @@
+package groups_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/partition"
+)
+
+// replica maps celltest's server ids ("b0") to node ids (1).
+type replica struct{ *partition.Replica }
+
+func (r replica) Leader() (int, bool) {
+	if r.IsLeader() {
+		return nodeOf(r.ID())
+	}
+	id, _ := r.LeaderID()
+	if id == "" || id == r.ID() {
+		return -1, false
+	}
+	return nodeOf(id)
+}
+
+func nodeOf(id raft.ServerID) (int, bool) {
+	var b int
+	if _, err := fmt.Sscanf(string(id), "b%d", &b); err != nil {
+		return -1, false
+	}
+	return b + 1, true
+}
+
+// startCoordinators runs one offsets partition on a three-broker Raft
+// cell and a coordinator per broker.
+func startCoordinators(t *testing.T) (*celltest.Cell, []*groups.Coordinator) {
+	cell := celltest.New(t, celltest.Options{Partitions: 1})
+	var coords []*groups.Coordinator
+	for b := range 3 {
+		co, err := groups.New(groups.Config{NodeID: b + 1, Partitions: 1, MinSessionTimeout: time.Second,
+			InitialRebalanceDelay: 10 * time.Millisecond, CheckInterval: 20 * time.Millisecond,
+			Offsets: func(p int32) (groups.Log, bool) {
+				r := cell.Replica(b, int(p))
+				if r == nil {
+					return nil, false
+				}
+				return replica{r}, true
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { co.Close() })
+		coords = append(coords, co)
+	}
+	return cell, coords
+}
+
+// waitCoordinator waits until some coordinator serves the group and
+// returns its broker index.
+func waitCoordinator(t *testing.T, coords []*groups.Coordinator, tenant, group string, not int) int {
+	t.Helper()
+	at := -1
+	celltest.WaitFor(t, 30*time.Second, "a loaded coordinator", func() bool {
+		for b, co := range coords {
+			if _, local, err := co.Locate(tenant, group); err == nil && local && b != not {
+				at = b
+				return true
+			}
+		}
+		return false
+	})
+	return at
+}
+
+// TestCoordinatorReloadsOnLeaderChange: a group's generation, members,
+// assignments and committed offsets, and deletions, are rebuilt by the
+// next leader of the offsets partition; the previous leader answers
+// NOT_COORDINATOR.
+func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
+	cell, coords := startCoordinators(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const tenant = "tenant-1"
+	b := waitCoordinator(t, coords, tenant, "g", -1)
+	co := coords[b]
+	for o := range coords {
+		if o == b {
+			continue
+		}
+		if _, err := coords[o].Join(ctx, groups.JoinRequest{TenantID: tenant, Group: "g", ProtocolType: "consumer",
+			SessionTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range"}}}); !errors.Is(err, groups.ErrNotCoordinator) {
+			t.Fatalf("join at a follower: %v, want ErrNotCoordinator", err)
+		}
+	}
+
+	jr, err := co.Join(ctx, groups.JoinRequest{TenantID: tenant, Group: "g", InstanceID: "i-1", ClientID: "c", ProtocolType: "consumer",
+		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range", Metadata: []byte("sub")}}})
+	if err != nil || jr.LeaderID != jr.MemberID || len(jr.Members) != 1 {
+		t.Fatalf("join: %+v %v", jr, err)
+	}
+	a, err := co.Sync(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation, map[string][]byte{jr.MemberID: []byte("all of it")})
+	if err != nil || string(a) != "all of it" {
+		t.Fatalf("sync: %q %v", a, err)
+	}
+	tp := func(p int32) groups.TopicPartition { return groups.TopicPartition{TopicID: "topic-x", Partition: p} }
+	commits := []groups.OffsetCommit{{TopicPartition: tp(0), Offset: 10, LeaderEpoch: 1, Metadata: "m0"}, {TopicPartition: tp(1), Offset: 20}}
+	if err := co.CommitOffsets(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation, commits); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if err := co.CommitOffsets(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation-1, commits); !errors.Is(err, groups.ErrIllegalGeneration) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	if err := co.DeleteOffsets(ctx, tenant, "g", []groups.TopicPartition{tp(1)}); err != nil {
+		t.Fatalf("delete offsets: %v", err)
+	}
+	if err := co.CommitOffsets(ctx, tenant, "simple", "", "", -1, commits[:1]); err != nil {
+		t.Fatalf("simple commit: %v", err)
+	}
+	if errs := co.DeleteGroups(ctx, tenant, []string{"simple", "g", "nope"}); errs["simple"] != nil ||
+		!errors.Is(errs["g"], groups.ErrGroupNotEmpty) || !errors.Is(errs["nope"], groups.ErrGroupNotFound) {
+		t.Fatalf("delete groups: %v", errs)
+	}
+	before, _ := co.DescribeGroup(tenant, "g")
+
+	// Move leadership of the offsets partition.
+	if err := cell.Replica(b, 0).Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	nb := waitCoordinator(t, coords, tenant, "g", b)
+	nco := coords[nb]
+	celltest.WaitFor(t, 10*time.Second, "the old coordinator to step down", func() bool {
+		return errors.Is(co.Heartbeat(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation), groups.ErrNotCoordinator)
+	})
+
+	after, err := nco.DescribeGroup(tenant, "g")
+	if err != nil || after.State != groups.StateStable || after.Generation != before.Generation || len(after.Members) != 1 ||
+		after.Members[0].MemberID != jr.MemberID || string(after.Members[0].Assignment) != "all of it" || after.Members[0].InstanceID != "i-1" {
+		t.Fatalf("after failover: %+v %v\nbefore: %+v", after, err, before)
+	}
+	got, err := nco.FetchOffsets(ctx, tenant, "g", nil)
+	if err != nil || len(got) != 1 || got[tp(0)].Offset != 10 || got[tp(0)].Metadata != "m0" || got[tp(0)].LeaderEpoch != 1 {
+		t.Fatalf("offsets after failover: %+v %v", got, err)
+	}
+	if _, err := nco.DescribeGroup(tenant, "simple"); !errors.Is(err, groups.ErrGroupNotFound) {
+		t.Fatalf("deleted group after failover: %v", err)
+	}
+	if err := nco.Heartbeat(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation); err != nil {
+		t.Fatalf("heartbeat at the new coordinator: %v", err)
+	}
+	if err := nco.CommitOffsets(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation-1, commits); !errors.Is(err, groups.ErrIllegalGeneration) {
+		t.Fatalf("stale commit at the new coordinator: %v", err)
+	}
+	if all := nco.AllCommitted(); len(all) != 1 || all[0].TenantID != tenant || all[0].Group != "g" || all[0].Offset != 10 {
+		t.Fatalf("all committed: %+v", all)
+	}
+	if l := nco.ListGroups(tenant); len(l) != 1 || l[0].Group != "g" || l[0].State != groups.StateStable {
+		t.Fatalf("list groups: %+v", l)
+	}
+	if l := nco.ListGroups("tenant-2"); len(l) != 0 {
+		t.Fatalf("another tenant lists %+v", l)
+	}
+
+	// The last member leaves: the group is Empty at the next generation,
+	// and that is written, so the next leader does not bring the member
+	// back.
+	hw := cell.Replica(nb, 0).HighWatermark()
+	if err := nco.Leave(ctx, tenant, "g", []groups.MemberIdentity{{InstanceID: "i-1"}}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	celltest.WaitFor(t, 10*time.Second, "the emptied group to be written", func() bool {
+		return cell.Replica(nb, 0).HighWatermark() > hw
+	})
+	if err := cell.Replica(nb, 0).Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	third := coords[waitCoordinator(t, coords, tenant, "g", nb)]
+	d, err := third.DescribeGroup(tenant, "g")
+	if err != nil || d.State != groups.StateEmpty || len(d.Members) != 0 || d.Generation != after.Generation+1 {
+		t.Fatalf("emptied group after a second failover: %+v %v", d, err)
+	}
+}
