@@ -201,9 +201,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 	return res, nil
 }
 
-// waitReady waits, bounded, until the tenant's key reaches the brokers and
-// every partition of the topic has a leader: one record produced to each
-// partition is acknowledged (and becomes part of the history).
+// waitReady waits, bounded, until the tenant's key reaches the brokers,
+// every partition of the topic has a leader (one record produced to each
+// partition is acknowledged, and becomes part of the history) and, with
+// group consumers, the group coordinator serves a join, a read and a commit.
 func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -231,5 +232,27 @@ func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *s
 		}
 	}
 	log.Info("chaos: every partition takes writes")
+	if cfg.GroupConsumers == 0 {
+		return nil
+	}
+	// The group's coordinator works: a member joins, reads the probes of
+	// every partition and commits.
+	g, err := kgo.NewClient(c.clientOpts(kgo.ConsumerGroup("chaos"), kgo.ConsumeTopics(cfg.Topic), kgo.DisableAutoCommit())...)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	seen := map[int32]bool{}
+	for len(seen) < cfg.Partitions {
+		fs := g.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("a group member read the probes of %d of %d partitions within 2 minutes", len(seen), cfg.Partitions)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[r.Partition] = true })
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		return fmt.Errorf("the group's first commit: %w", err)
+	}
+	log.Info("chaos: the consumer group reads and commits")
 	return nil
 }
