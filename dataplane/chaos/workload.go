@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,35 @@ type Workload struct {
 	wg   sync.WaitGroup
 	// counters for the summary
 	produced, failed, fetchErrs, sessions, assigns atomic.Int64
+	// errMu guards errKinds: fetch errors by kind, for the summary.
+	errMu    sync.Mutex
+	errKinds map[string]int
+}
+
+// fetchError counts an error a poll returned.
+func (w *Workload) fetchError(sess string, p int32, err error) {
+	w.fetchErrs.Add(1)
+	kind := fmt.Sprintf("%T", err)
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		kind = ke.Message
+	}
+	w.errMu.Lock()
+	w.errKinds[kind]++
+	w.errMu.Unlock()
+	w.log.Debug("fetch error", "session", sess, "partition", p, "err", err)
+}
+
+// FetchErrors describes the fetch errors by kind.
+func (w *Workload) FetchErrors() string {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	var parts []string
+	for k, n := range w.errKinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }
 
 func (c *Cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
@@ -43,7 +74,7 @@ func (c *Cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 
 // StartWorkload starts cfg.Producers producers and cfg.Consumers consumers.
 func StartWorkload(cfg Config, c *Cluster, chk *Checker, log *slog.Logger) *Workload {
-	w := &Workload{cfg: cfg, c: c, chk: chk, log: log, stop: make(chan struct{})}
+	w := &Workload{cfg: cfg, c: c, chk: chk, log: log, stop: make(chan struct{}), errKinds: map[string]int{}}
 	for i := 0; i < cfg.Producers; i++ {
 		w.wg.Add(1)
 		go w.produce(i)
@@ -164,8 +195,7 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 		cancel()
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				w.fetchErrs.Add(1)
-				w.log.Debug("fetch error", "session", sess, "partition", p, "err", err)
+				w.fetchError(sess, p, err)
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -258,8 +288,7 @@ func (w *Workload) groupSession(name string, length time.Duration) bool {
 		cancel()
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				w.fetchErrs.Add(1)
-				w.log.Debug("group fetch error", "session", name, "partition", p, "err", err)
+				w.fetchError(name, p, err)
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
