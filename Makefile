@@ -4,7 +4,7 @@ BIN       := bin/tenantd
 PKGS      := ./...
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build run test test-short bench chaos lint fmt tools
+.PHONY: all build run test test-short bench bench-micro bench-tools chaos lint fmt tools
 
 all: build
 
@@ -29,7 +29,23 @@ tools:
 test-short:
 	$(GO) test -short $(TESTFLAGS) $(PKGS)
 
-bench:
+# Sluice against NATS JetStream: a 3-broker cell of real tenantd processes
+# and a 3-node JetStream cluster on loopback, both fsyncing before they
+# acknowledge, the same workload on each (dataplane/compare). Writes the
+# results into docs/benchmarks.md ("Sluice vs NATS JetStream"). Needs the
+# Postgres on 127.0.0.1:5432; takes about 5 minutes. BENCHFLAGS adds driver
+# flags, e.g. BENCHFLAGS='-runs 5' (go run ./dataplane/compare -h lists them).
+bench: build bench-tools
+	$(GO) run ./dataplane/compare -tenantd $(BIN) -nats-server .cache/bin/nats-server \
+	  -commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" -doc docs/benchmarks.md $(BENCHFLAGS)
+
+# What only `make bench` needs (nats-server, built from source into
+# .cache/bin): the scripts in .ci/bench.d, idempotent like .ci/tools.d's.
+bench-tools:
+	@for s in .ci/bench.d/*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
+
+# The Go micro-benchmarks of every package (go test -bench).
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # A cell of real tenantd processes under faults (kills, pauses, restarts,

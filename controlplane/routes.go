@@ -85,6 +85,7 @@ func (s *Server) routes() *echo.Echo {
 	in.GET("/state", s.cellState)
 	in.POST("/report", s.cellReport)
 	in.POST("/producer-ids", s.producerIDs)
+	in.POST("/key-home", s.keyHome)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	return e

@@ -103,7 +103,9 @@ type Server struct {
 	echo    *echo.Echo
 	logins  *limiter
 	signups *limiter
-	metrics *metrics
+	// keyHomes limits the key lookups of each cell's brokers.
+	keyHomes *limiter
+	metrics  *metrics
 }
 
 // New returns a server over cfg.DB.
@@ -127,6 +129,8 @@ func New(cfg Config) (*Server, error) {
 		authz:   az,
 		logins:  newLimiter(cfg.LoginRate, cfg.LoginBurst, cfg.Now),
 		signups: newLimiter(cfg.SignupRate, cfg.SignupBurst, cfg.Now),
+
+		keyHomes: newLimiter(keyHomeEvery, keyHomeBurst, cfg.Now),
 	}
 	s.echo = s.routes()
 	return s, nil

@@ -36,13 +36,15 @@ type brokerConfig struct {
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
+	// DebugListen, when set, is where the broker serves pprof.
+	DebugListen string
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen}
+		KafkaListen: cfg.KafkaListen, DebugListen: cfg.DebugListen}
 }
 
 // applyRetry is how soon a failed reconciliation of the replicas is tried
@@ -78,8 +80,12 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, run := range []func(context.Context) error{syncer.Run, reporter.Run, runReplicas} {
+	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas}
+	if cfg.DebugListen != "" {
+		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })
+	}
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -209,6 +215,11 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 		}},
 		Groups: coord,
+		// Keys of other cells' tenants: the control plane checks them and
+		// says where they live, so any broker sends a client home.
+		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+			return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
+		}),
 		Logger: log,
 	})
 	if err != nil {

@@ -45,6 +45,16 @@ type Config struct {
 	// told in Metadata). In dev mode it is the first dev broker's address,
 	// the others taking the next ports (port 0: free ports).
 	KafkaListen string `json:"kafka_listen"`
+	// DebugListen, when set, serves Go's runtime profiles (net/http/pprof)
+	// on this address, for profiling a broker under load. Off by default:
+	// the profiles are unauthenticated, so bind it to loopback.
+	DebugListen string `json:"debug_listen"`
+
+	// OperatorKeyFile, for migrate only: after the migrations, create a
+	// platform-operator API key and write it there as id:secret (mode
+	// 0600), for the first start of a deployment when no operator can yet
+	// call the API. The file must not exist yet.
+	OperatorKeyFile string `json:"operator_key_file"`
 }
 
 func defaultConfig() Config {
@@ -56,7 +66,7 @@ func (c *Config) validate(cmd string) error {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.DebugListen} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
 					return fmt.Errorf("address %q is not host:port: %w", a, err)
@@ -111,6 +121,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
+	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
+	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -144,6 +156,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
+		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -160,7 +173,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		dst *string
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
-		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}} {
+		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen},
+		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

@@ -37,6 +37,9 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 			return err
 		}
 		fmt.Printf("applied %d migrations %v\n", len(applied), applied)
+		if cfg.OperatorKeyFile != "" {
+			return bootstrapOperatorKey(ctx, pool, cfg.OperatorKeyFile)
+		}
 		return nil
 	case "controlplane":
 		pool, err := openDB(ctx, cfg.DatabaseURL)

@@ -45,3 +45,14 @@ func (c *Client) AllocateProducerIDs(ctx context.Context, cell string, n int) (i
 	}
 	return b.First, nil
 }
+
+// KeyHome asks whether an API key unknown to cell is valid and, if so,
+// where its tenant lives (its home cell's brokers and the tenant's topics
+// with their leaders). The secret travels to the control plane, which
+// checks it; the answer's Status says the outcome. The client must carry a
+// cell key of cell.
+func (c *Client) KeyHome(ctx context.Context, cell, keyID, secret string) (wire.KeyHome, error) {
+	var h wire.KeyHome
+	err := c.Do(ctx, http.MethodPost, "/internal/v1/cells/"+esc(cell)+"/key-home", wire.KeyHomeRequest{KeyID: keyID, Secret: secret}, &h)
+	return h, err
+}

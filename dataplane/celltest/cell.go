@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,12 @@ type Options struct {
 	Network Network
 	// Dir is the root of the brokers' data directories; default t.TempDir().
 	Dir string
+	// BootstrapGrace is how long a new group's non-preferred replicas wait
+	// for the preferred one; default the partition package's.
+	BootstrapGrace time.Duration
+	// Stopped lists brokers that New does not start (StartBroker starts
+	// them later).
+	Stopped []int
 }
 
 // TestRaftConfig has short timeouts so failover takes well under a second
@@ -97,7 +104,9 @@ func New(t testing.TB, opts Options) *Cell {
 		c.brokers = append(c.brokers, &broker{dir: filepath.Join(opts.Dir, fmt.Sprintf("broker-%d", b))})
 	}
 	for b := range c.brokers {
-		c.StartBroker(b)
+		if !slices.Contains(opts.Stopped, b) {
+			c.StartBroker(b)
+		}
 	}
 	t.Cleanup(c.Close)
 	return c
@@ -145,16 +154,17 @@ func (c *Cell) StartBroker(b int) {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
 		}
 		r, err := partition.Open(context.Background(), partition.Config{
-			ID:            BrokerID(b),
-			Dir:           filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
-			Peers:         c.peers(p),
-			Bootstrap:     true,
-			Transport:     tr,
-			Committer:     br.committer,
-			Log:           c.opts.Log,
-			Raft:          c.opts.Raft(),
-			CheckInterval: c.opts.CheckInterval,
-			Logger:        slog.New(slog.DiscardHandler),
+			ID:             BrokerID(b),
+			Dir:            filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
+			Peers:          c.peers(p),
+			Bootstrap:      true,
+			BootstrapGrace: c.opts.BootstrapGrace,
+			Transport:      tr,
+			Committer:      br.committer,
+			Log:            c.opts.Log,
+			Raft:           c.opts.Raft(),
+			CheckInterval:  c.opts.CheckInterval,
+			Logger:         slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)

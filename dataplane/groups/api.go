@@ -32,9 +32,6 @@ type Log interface {
 	// Leader is the serving leader's node id: this broker's once it won
 	// an election and applied every earlier entry.
 	Leader() (node int, ok bool)
-	// Watch wakes wake once the high watermark passes hw or leadership
-	// changes.
-	Watch(hw int64, wake chan<- struct{}) (cancel func())
 }
 
 // Protocol is one assignment protocol a member supports, with its

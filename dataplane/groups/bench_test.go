@@ -35,11 +35,12 @@ func benchNode(id raft.ServerID) (int, bool) {
 }
 
 // benchCoordinator is a coordinator on the leader of a one-partition,
-// three-broker Raft cell (real transport, fsync on every commit).
+// three-broker Raft cell (real transport, fsync on every commit, the
+// brokers' Raft timeouts).
 func benchCoordinator(b *testing.B) (*Coordinator, Log) {
-	cell := celltest.New(b, celltest.Options{Partitions: 1})
+	cell := celltest.New(b, celltest.Options{Partitions: 1, Raft: partition.DefaultRaftConfig})
 	// The preferred leader (broker 0), which nothing moves away.
-	celltest.WaitFor(b, 30*time.Second, "broker 0 to lead", func() bool { return cell.Leader(0) == 0 })
+	celltest.WaitFor(b, 60*time.Second, "broker 0 to lead", func() bool { return cell.Leader(0) == 0 })
 	leader := 0
 	l := benchReplica{cell.Replica(leader, 0)}
 	co, err := New(Config{NodeID: leader + 1, Partitions: 1, CheckInterval: 5 * time.Millisecond,

@@ -187,6 +187,19 @@ func (c *Coordinator) Locate(tenantID, group string) (node int, local bool, err 
 	return node, err == nil, nil
 }
 
+// Loaded reports whether this broker coordinates the groups of offsets
+// partition p now: it leads the partition and has loaded it.
+func (c *Coordinator) Loaded(p int32) bool {
+	if p < 0 || int(p) >= len(c.shards) {
+		return false
+	}
+	sh := c.shards[p]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, err := c.ready(sh)
+	return err == nil
+}
+
 // ready checks, with sh.mu held, that this broker leads sh's partition in
 // the epoch it loaded and has loaded it.
 func (c *Coordinator) ready(sh *shard) (Log, error) {

@@ -39,7 +39,10 @@ func nodeOf(id raft.ServerID) (int, bool) {
 // startCoordinators runs one offsets partition on a three-broker Raft
 // cell and a coordinator per broker.
 func startCoordinators(t *testing.T) (*celltest.Cell, []*groups.Coordinator) {
-	cell := celltest.New(t, celltest.Options{Partitions: 1})
+	// The brokers' Raft timeouts, so that no election happens unless the
+	// test moves leadership, and no preferred-leader check that would move
+	// it back behind the test's back.
+	cell := celltest.New(t, celltest.Options{Partitions: 1, Raft: partition.DefaultRaftConfig, CheckInterval: time.Hour})
 	var coords []*groups.Coordinator
 	for b := range 3 {
 		co, err := groups.New(groups.Config{NodeID: b + 1, Partitions: 1, MinSessionTimeout: time.Second,
@@ -65,7 +68,7 @@ func startCoordinators(t *testing.T) (*celltest.Cell, []*groups.Coordinator) {
 func waitCoordinator(t *testing.T, coords []*groups.Coordinator, tenant, group string, not int) int {
 	t.Helper()
 	at := -1
-	celltest.WaitFor(t, 30*time.Second, "a loaded coordinator", func() bool {
+	celltest.WaitFor(t, 60*time.Second, "a loaded coordinator", func() bool {
 		for b, co := range coords {
 			if _, local, err := co.Locate(tenant, group); err == nil && local && b != not {
 				at = b

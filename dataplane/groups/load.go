@@ -42,7 +42,7 @@ func (c *Coordinator) check() {
 				c.cfg.Logger.Info("offsets partition no longer led here; its groups are dropped", "offsets_partition", sh.id, "epoch", sh.epoch)
 				c.unload(sh)
 			}
-		case sh.status == shardNotLeader || sh.epoch != epoch || sh.log != l:
+		case sh.status == shardNotLeader || sh.epoch != epoch:
 			c.unload(sh)
 			sh.status, sh.epoch, sh.log = shardLoading, epoch, l
 			sess := sh.session

@@ -35,6 +35,9 @@ type conn struct {
 	mechanism bool // SaslHandshake chose PLAIN
 	rawSASL   bool // SaslHandshake v0: the next frame is a bare PLAIN token
 
+	redirect   *redirectSession // set when the key's tenant lives on another cell
+	redirected atomic.Bool      // redirect != nil, for the key watcher
+
 	wbuf []byte // reused for responses
 }
 
@@ -120,7 +123,7 @@ func (c *conn) serve() {
 				log.Info("kafka request before authentication; connection closed", "api", kmsg.NameForKey(req.key))
 				return
 			}
-			if !c.dev && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
+			if !c.dev && c.redirect == nil && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
 				log.Info("kafka key no longer valid; connection closed", "key_id", p.KeyID)
 				return
 			}
@@ -136,6 +139,11 @@ func (c *conn) serve() {
 
 // handle serves one request and writes its response, if it has one.
 func (c *conn) handle(req *request) error {
+	if c.redirect != nil {
+		if done, err := c.handleRedirected(req); done {
+			return err
+		}
+	}
 	var resp kmsg.Response
 	var after error
 	switch r := req.body.(type) {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -66,7 +67,11 @@ func (c *conn) authenticate(token []byte) error {
 		return catalog.Unauthenticated.New("the SASL/PLAIN authorization id must be empty or equal the username")
 	}
 	keyID, secret := string(parts[1]), string(parts[2])
-	p, err := c.s.cfg.State.View().Authenticate(keyID, secret, c.s.cfg.Now())
+	v := c.s.cfg.State.View()
+	p, err := v.Authenticate(keyID, secret, c.s.cfg.Now())
+	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) && credential.ValidKeyID(keyID) {
+		p, err = c.authenticateElsewhere(keyID, secret)
+	}
 	switch {
 	case errors.Is(err, state.ErrKeyExpired):
 		return catalog.KeyExpired.Wrap(err, "")

@@ -47,6 +47,16 @@ type Config struct {
 	// List/Describe/DeleteGroups) with this broker's coordinator. Unset,
 	// they are not advertised.
 	Groups *groups.Coordinator
+	// Homes, when set, is asked about API keys this cell does not know:
+	// a valid key of a tenant homed on another cell gets a redirect
+	// session, whose Metadata points the client to that cell (see
+	// redirect.go). Unset, such keys fail authentication like any wrong
+	// key. Production: the control plane's key-home lookup with the
+	// broker's cell key.
+	Homes Homes
+	// HomeLimits bound the lookups Homes serves; zero fields take their
+	// defaults.
+	HomeLimits HomeLimits
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxRequestBytes is the largest request frame accepted; a larger one
@@ -131,7 +141,7 @@ func (c *Config) validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return nil
+	return c.HomeLimits.fill()
 }
 
 // Server is a broker's Kafka listener.
@@ -141,6 +151,7 @@ type Server struct {
 	ctx    context.Context // ends at Close; bounds every wait of a request
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	homes  *homeCache // nil without Config.Homes
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -166,7 +177,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kafka config: DevTenant needs a loopback listener, not %s", ln.Addr())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}, nil
+	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	if cfg.Homes != nil {
+		s.homes = newHomeCache(cfg.Homes, cfg.HomeLimits, cfg.Now)
+	}
+	return s, nil
 }
 
 // Addr is the listener's address.
@@ -293,7 +308,8 @@ func (s *Server) watchKeys() {
 		v, now := s.cfg.State.View(), s.cfg.Now()
 		s.mu.Lock()
 		for c := range s.conns {
-			if p := c.principal.Load(); p != nil && !c.dev && !v.Valid(p, now) {
+			// Redirect sessions re-check their key with each request.
+			if p := c.principal.Load(); p != nil && !c.dev && !c.redirected.Load() && !v.Valid(p, now) {
 				s.cfg.Logger.Info("closing kafka connection: key no longer valid", "key_id", p.KeyID, "tenant_id", p.TenantID, "remote", c.remote)
 				c.nc.Close()
 			}

@@ -90,8 +90,16 @@ type Config struct {
 	// preferred leader. Required when bootstrapping.
 	Peers []raft.Server
 	// Bootstrap makes a replica with no state write the initial
-	// configuration (Peers). Every replica of a new group may do so.
+	// configuration (Peers). Every replica of a new group may do so: the
+	// preferred replica (Peers[0]) writes it at once, so it alone can
+	// campaign and becomes the first leader; the others wait for it to
+	// reach them and write the configuration themselves only if no
+	// leader has within BootstrapGrace (the preferred replica is down).
 	Bootstrap bool
+	// BootstrapGrace is how long a non-preferred replica of a new group
+	// waits for the preferred one before it bootstraps the group itself.
+	// Default three times the Raft election timeout.
+	BootstrapGrace time.Duration
 	// Transport carries this group's Raft RPCs. Required.
 	Transport raft.Transport
 	// Committer is the broker's group committer. Required.
@@ -141,6 +149,9 @@ func (c *Config) validate() error {
 	if c.Raft == nil {
 		c.Raft = DefaultRaftConfig()
 	}
+	if c.BootstrapGrace <= 0 {
+		c.BootstrapGrace = 3 * max(c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout)
+	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = time.Second
 	}
@@ -180,7 +191,7 @@ type Replica struct {
 	obsReg *raft.Observer
 
 	stop      chan struct{}
-	wg        sync.WaitGroup // the monitor and barrier goroutines
+	wg        sync.WaitGroup // the monitor, barrier and deferred-bootstrap goroutines
 	closeOnce sync.Once
 	closeErr  error
 
@@ -273,15 +284,24 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	deferBootstrap := false
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
 			return nil, err
 		}
-		if !has {
+		switch {
+		case has:
+		case cfg.Peers[0].ID == cfg.ID:
 			if err := raft.BootstrapCluster(&rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
 				return nil, fmt.Errorf("bootstrap: %w", err)
 			}
+		default:
+			// Without a configuration this replica never campaigns
+			// (hashicorp/raft grants votes to a bootstrapping group),
+			// so the preferred replica wins the first election and no
+			// leadership transfer follows it.
+			deferBootstrap = true
 		}
 	}
 	ra, err := raft.NewRaft(&rc, r.fsm, logs, stable, snaps, cfg.Transport)
@@ -299,7 +319,34 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	ra.RegisterObserver(r.obsReg)
 	r.wg.Add(1)
 	go r.monitor()
+	if deferBootstrap {
+		r.wg.Add(1)
+		go r.bootstrapLater()
+	}
 	return r, nil
+}
+
+// bootstrapLater writes the group's initial configuration on a
+// non-preferred replica of a new group if, after BootstrapGrace, no leader
+// has given it one. Raft refuses the bootstrap once the replica holds any
+// state, so a configuration that arrives meanwhile wins.
+func (r *Replica) bootstrapLater() {
+	defer r.wg.Done()
+	t := time.NewTimer(r.cfg.BootstrapGrace)
+	defer t.Stop()
+	select {
+	case <-r.stop:
+		return
+	case <-t.C:
+	}
+	f := r.raft.GetConfiguration()
+	if stopped, err := r.await(f); stopped || err != nil || len(f.Configuration().Servers) > 0 {
+		return
+	}
+	r.cfg.Logger.Info("preferred replica has not reached this new group; bootstrapping it here", "replica", r.cfg.ID, "preferred", r.cfg.Peers[0].ID)
+	if stopped, err := r.await(r.raft.BootstrapCluster(raft.Configuration{Servers: r.cfg.Peers})); !stopped && err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		r.cfg.Logger.Warn("bootstrap of new group failed", "replica", r.cfg.ID, "error", err)
+	}
 }
 
 // ID is the replica's server id.

@@ -134,6 +134,40 @@ func TestPreferredLeaderReturns(t *testing.T) {
 	}
 }
 
+// A new group's first leader is its preferred replica: the others hold no
+// configuration until it reaches them, so they cannot campaign, and no
+// leadership transfer (a client-visible leader change) follows.
+func TestNewGroupElectsPreferredFirst(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Partitions: 3, BootstrapGrace: time.Hour})
+	for p := 0; p < 3; p++ {
+		if l := c.WaitLeader(p, waitLong); l != p {
+			t.Fatalf("partition %d: first leader broker %d, want its preferred replica %d", p, l, p)
+		}
+		// Bootstrap writes term 1; the one election made term 2.
+		if term := c.Replica(p, p).Raft().CurrentTerm(); term != 2 {
+			t.Fatalf("partition %d: leader at term %d, want 2 (one election)", p, term)
+		}
+	}
+}
+
+// A new group whose preferred replica is down elects another leader once
+// the grace ends, and hands leadership to the preferred replica when it
+// starts.
+func TestNewGroupWithoutPreferredReplica(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Stopped: []int{0}})
+	if l := c.WaitLeader(0, waitLong); l == 0 {
+		t.Fatalf("stopped broker 0 leads")
+	}
+	produceN(t, c, 0, 3)
+	c.StartBroker(0)
+	celltest.WaitFor(t, waitLong, "leadership on the preferred broker 0", func() bool { return c.Leader(0) == 0 })
+	produceN(t, c, 0, 1)
+	recs, hw := readAll(t, c.Replica(0, 0))
+	if hw != 8 || len(recs) != 8 {
+		t.Fatalf("hw %d, %d records, want 8", hw, len(recs))
+	}
+}
+
 func TestRemovedReplicaShutsDown(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	lb := c.WaitLeader(0, waitLong)

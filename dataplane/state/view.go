@@ -95,6 +95,12 @@ func (v *View) Topics(tenantID string) []*wire.Topic {
 	return out
 }
 
+// HasKey reports whether an unrevoked key of the cell has this id.
+func (v *View) HasKey(id string) bool {
+	_, ok := v.keys[id]
+	return ok
+}
+
 // Broker returns a broker of the cell by node id.
 func (v *View) Broker(node int) (*wire.Broker, bool) {
 	b, ok := v.brokers[node]

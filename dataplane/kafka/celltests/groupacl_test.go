@@ -49,9 +49,7 @@ func TestGroupACLs(t *testing.T) {
 		}
 		return true
 	})
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs...), kgo.SASL(plain.Auth{User: k.ID, Pass: k.Secret}.AsMechanism()))
 	if err != nil {
 		t.Fatal(err)

@@ -36,9 +36,7 @@ func TestGroupTenantIsolation(t *testing.T) {
 	for p := range 2 {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	counts := produceN(t, c, a, topic, 2, 200)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -178,11 +176,19 @@ func TestGroupTenantIsolation(t *testing.T) {
 	proto := kmsg.NewJoinGroupRequestProtocol()
 	proto.Name, proto.Metadata = "range", (&kmsg.ConsumerMemberMetadata{Topics: []string{topic}}).AppendTo(nil)
 	join.Protocols = append(join.Protocols, proto)
-	jr := ask(join).(*kmsg.JoinGroupResponse)
-	if jr.ErrorCode == kerr.MemberIDRequired.Code {
-		join.MemberID = jr.MemberID
+	var jr *kmsg.JoinGroupResponse
+	celltest.WaitFor(t, 30*time.Second, "tenant B's join to complete", func() bool {
 		jr = ask(join).(*kmsg.JoinGroupResponse)
-	}
+		switch jr.ErrorCode {
+		case kerr.MemberIDRequired.Code:
+			join.MemberID = jr.MemberID // join again with it, as clients do
+			return false
+		case kerr.UnknownMemberID.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+			join.MemberID = "" // the coordinator moved: start over, as clients do
+			return false
+		}
+		return true
+	})
 	if jr.ErrorCode != 0 || jr.LeaderID != jr.MemberID || len(jr.Members) != 1 || jr.Members[0].MemberID != jr.MemberID || jr.Generation != 1 {
 		t.Fatalf("tenant B's join of %q: %v, generation %d, leader %s, members %+v; want a new group of B alone",
 			group, kerr.ErrorForCode(jr.ErrorCode), jr.Generation, jr.LeaderID, jr.Members)

@@ -187,9 +187,7 @@ func TestConsumerGroupSurvivesKilledMember(t *testing.T) {
 	for p := range parts {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	counts := produceN(t, c, tn, topic, parts, n)
 	t.Logf("produced %v", counts)
 
@@ -232,7 +230,7 @@ func TestConsumerGroupSurvivesKilledMember(t *testing.T) {
 	}
 	celltest.WaitFor(t, 90*time.Second, "a third of the records processed", func() bool { return proc.total.Load() >= n/3 })
 	victim := consumers[1]
-	memberBefore, genBefore := consumers[0].cl.GroupMetadata()
+	_, genBefore := consumers[0].cl.GroupMetadata()
 	victim.cut.cutAll()
 	victim.cancel()
 	<-victim.done
@@ -262,27 +260,39 @@ func TestConsumerGroupSurvivesKilledMember(t *testing.T) {
 		}
 	}
 
-	// A live member's commit with the generation it had before the
-	// rebalance is fenced.
-	member, gen := consumers[0].cl.GroupMetadata()
-	if member != memberBefore || gen <= genBefore {
-		t.Fatalf("consumer-0 is %s at generation %d, was %s at %d: no rebalance seen", member, gen, memberBefore, genBefore)
-	}
-	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Group, req.Generation, req.MemberID = group, genBefore, member
-	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, 0
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, consumers[0].cl)
-	if err != nil {
-		t.Fatalf("stale commit: %v", err)
-	}
-	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.IllegalGeneration.Code {
-		t.Fatalf("stale-generation commit answered %v, want ILLEGAL_GENERATION", kerr.ErrorForCode(code))
-	}
+	// A live member's commit with a generation from before the rebalance
+	// is fenced. (Retried while the group is between generations, which a
+	// slow machine can cause at any time.)
+	var gen int32
+	celltest.WaitFor(t, 60*time.Second, "a stale-generation commit to be answered ILLEGAL_GENERATION", func() bool {
+		var member string
+		member, gen = consumers[0].cl.GroupMetadata()
+		if gen <= genBefore {
+			return false
+		}
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation, req.MemberID = group, genBefore, member
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 0
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, consumers[0].cl)
+		if err != nil {
+			return false
+		}
+		switch code := resp.Topics[0].Partitions[0].ErrorCode; code {
+		case kerr.IllegalGeneration.Code:
+			return true
+		case kerr.RebalanceInProgress.Code, kerr.UnknownMemberID.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+			return false
+		default:
+			t.Fatalf("stale-generation commit by %s (generation %d, current %d) answered %v, want ILLEGAL_GENERATION",
+				member, genBefore, gen, kerr.ErrorForCode(code))
+			return false
+		}
+	})
 	if got, err := committed(ctx, t, consumers[0].cl, group, topic, parts); err != nil || got[0] != counts[0] {
 		t.Fatalf("after the fenced commit, partition 0 is committed at %v (%v), want %d", got, err, counts[0])
 	}

@@ -27,9 +27,7 @@ func TestGroupOldProtocolVersions(t *testing.T) {
 	for p := range parts {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	counts := produceN(t, c, tn, topic, parts, n)
 	type caps struct{ join, sync, hb, leave, commit, fetch, find, list, describe, del int16 }
 	for _, tc := range []struct {
@@ -124,9 +122,7 @@ func TestStaticMemberRestart(t *testing.T) {
 	for p := range parts {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	produceN(t, c, tn, topic, parts, 400)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -200,9 +196,7 @@ func deref(s *string) string {
 // message saying so.
 func TestFindCoordinator(t *testing.T) {
 	c, tn := startGroupCell(t, 1, "t", 3)
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := c.client(t, tn)
@@ -216,8 +210,11 @@ func TestFindCoordinator(t *testing.T) {
 			return false
 		}
 		for _, co := range resp.Coordinators {
-			if co.ErrorCode != 0 {
+			if co.ErrorCode != 0 || co.NodeID < 1 || co.NodeID > 3 {
 				return false
+			}
+			if _, local, _ := c.coords[co.NodeID-1].Locate(tn.Tenant.ID, co.Key); !local {
+				return false // answered while leadership moved; ask again
 			}
 		}
 		return true

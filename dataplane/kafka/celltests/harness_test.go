@@ -37,6 +37,7 @@ type cell struct {
 	states []*state.Syncer
 	ids    kafka.ProducerIDs
 	logger *slog.Logger
+	homes  kafka.Homes // for listeners started from now on; nil: no key-home lookups
 
 	// topicID is the one topic whose partitions are the cell's groups.
 	topicID string
@@ -175,7 +176,7 @@ func (c *cell) startServer(b int, ln net.Listener) {
 		}
 	}
 	srv, err := kafka.New(kafka.Config{Listener: ln, NodeID: b + 1, State: c.states[b], Partitions: partitions{c, b},
-		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second, Homes: c.homes})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -288,4 +289,27 @@ type testLog struct{ t testing.TB }
 func (w testLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// waitCoordinators waits until every offsets partition is led by its
+// preferred replica (celltest rotates replicas, so partition p's is
+// broker p mod 3), where leadership stays unless a test moves it, and that
+// broker's coordinator has loaded it.
+func (c *cell) waitCoordinators() {
+	c.t.Helper()
+	celltest.WaitFor(c.t, 60*time.Second, "every offsets partition led by its preferred broker and loaded", func() bool {
+		for p := range c.offsets.Partitions() {
+			b := p % c.offsets.Brokers()
+			if c.offsets.Leader(p) != b {
+				return false
+			}
+			c.mu.Lock()
+			co := c.coords[b]
+			c.mu.Unlock()
+			if co == nil || !co.Loaded(int32(p)) {
+				return false
+			}
+		}
+		return true
+	})
 }

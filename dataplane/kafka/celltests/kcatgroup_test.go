@@ -32,9 +32,7 @@ func TestKcatBalancedConsumer(t *testing.T) {
 	for p := range parts {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}
-	for p := range c.offsets.Partitions() {
-		c.offsets.WaitLeader(p, 30*time.Second)
-	}
+	c.waitCoordinators()
 	counts := produceN(t, c, tn, topic, parts, n)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -1,0 +1,13 @@
+package controlplane
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/controlplane/wire"
+)
+
+// LookupKeyHome is the key-home lookup without its HTTP handler and rate
+// limit, for benchmarks.
+func (s *Server) LookupKeyHome(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+	return s.lookupKeyHome(ctx, keyID, secret)
+}

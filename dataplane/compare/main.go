@@ -1,0 +1,377 @@
+// Command compare runs the same workload on a three-broker Sluice cell and
+// a three-node NATS JetStream cluster, both real server processes on
+// loopback with fsync before acknowledgement, and writes a table of
+// throughput, publish latency, consumer throughput and server CPU per GB
+// (`make bench`). Only the driver lives here; it talks to Sluice over the
+// Kafka protocol and the control plane's public API, like any client.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	tenantd, natsServer, postgres, dir, doc, out, commit string
+	keep, pprof                                          bool
+	profileDir, traceDir                                 string
+	profileSeconds                                       int
+	runs, latencyMessages, warmup                        int
+	latencyLimit                                         time.Duration
+	tp                                                   throughputConfig
+	only                                                 string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.tenantd, "tenantd", "bin/tenantd", "the tenantd binary")
+	flag.StringVar(&o.natsServer, "nats-server", ".cache/bin/nats-server", "the nats-server binary (v2.15.2)")
+	flag.StringVar(&o.postgres, "postgres", defaultPostgres(), "Postgres URL of a role that may create databases (env SLUICE_TEST_DATABASE_URL)")
+	flag.StringVar(&o.dir, "dir", "", "data and logs directory (default: a new temporary directory, removed afterwards unless -keep)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the data and logs directory")
+	flag.StringVar(&o.doc, "doc", "", "Markdown file whose compare section gets the results (e.g. docs/benchmarks.md)")
+	flag.StringVar(&o.out, "out", "", "also write the generated section to this file")
+	flag.StringVar(&o.commit, "commit", "", "the source commit, for the report")
+	flag.IntVar(&o.runs, "runs", 3, "repetitions of each workload on each system (interleaved)")
+	flag.IntVar(&o.tp.Messages, "messages", 200_000, "messages per throughput run, across all producers")
+	flag.IntVar(&o.tp.Producers, "producers", 4, "concurrent producers in the throughput run, each on its own connection")
+	flag.IntVar(&o.tp.Window, "window", 1000, "messages in flight per producer in the throughput run")
+	flag.IntVar(&o.tp.Parts, "partitions", 1, "Sluice partitions, and NATS streams, per log (each replicated 3 times)")
+	flag.IntVar(&o.warmup, "warmup", 100, "messages published (one at a time) to each partition or stream before timing")
+	flag.IntVar(&o.latencyMessages, "latency-messages", 5000, "messages of the single-producer latency run")
+	flag.DurationVar(&o.latencyLimit, "latency-limit", time.Minute, "stop the latency run after this long")
+	flag.BoolVar(&o.pprof, "pprof", false, "start the Sluice brokers with -debug-listen (pprof)")
+	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker, from the start of the first Sluice throughput run's timed produce phase, here (implies -pprof)")
+	flag.StringVar(&o.traceDir, "trace-dir", "", "save an execution trace of every broker, from the start of the first Sluice latency run's timed phase, here (implies -pprof)")
+	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles and traces")
+	flag.StringVar(&o.only, "only", "both", "sluice, nats or both")
+	flag.Parse()
+	o.tp.Warmup = o.warmup
+	if o.profileDir != "" || o.traceDir != "" {
+		o.pprof = true
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func defaultPostgres() string {
+	if u := os.Getenv("SLUICE_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// runResults are every run's results of one system.
+type runResults struct {
+	tp  []throughputResult
+	lat []latencyResult
+}
+
+func run(ctx context.Context, o options) error {
+	if o.tp.Producers < 1 || o.tp.Parts < 1 || o.tp.Window < 1 || o.tp.Messages < o.tp.Producers || o.runs < 1 {
+		return fmt.Errorf("need producers, partitions, window, runs >= 1 and messages >= producers")
+	}
+	if o.only != "both" && o.only != "sluice" && o.only != "nats" {
+		return fmt.Errorf("-only %q: want sluice, nats or both", o.only)
+	}
+	dir := o.dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sluice-compare-")
+		if err != nil {
+			return err
+		}
+		dir = d
+		if !o.keep {
+			defer os.RemoveAll(dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "compare: data and logs in %s\n", dir)
+	load0 := loadavg()
+	began := time.Now().UTC()
+
+	var systems []system
+	if o.only != "nats" {
+		c, err := startSluice(ctx, sluiceConfig{Tenantd: o.tenantd, AdminURL: o.postgres, Dir: dir, Pprof: o.pprof})
+		if err != nil {
+			return fmt.Errorf("start sluice: %w", err)
+		}
+		defer c.close()
+		systems = append(systems, c)
+	}
+	if o.only != "sluice" {
+		n, err := startNATS(ctx, o.natsServer, dir)
+		if err != nil {
+			return fmt.Errorf("start nats: %w", err)
+		}
+		defer n.close()
+		systems = append(systems, n)
+	}
+
+	pl := newPayloads()
+	results := make(map[string]*runResults)
+	for _, s := range systems {
+		results[s.name()] = &runResults{}
+	}
+	for r := range o.runs {
+		order := systems
+		if r%2 == 1 { // alternate who goes first, against drift in the machine's load
+			order = []system{systems[len(systems)-1]}
+			order = append(order, systems[:len(systems)-1]...)
+		}
+		for _, s := range order {
+			var profiles func() error
+			var timed func()
+			if c, ok := s.(*sluiceCell); ok && r == 0 && o.profileDir != "" {
+				timed = func() { profiles = startProfiles(ctx, c.debug, o.profileDir, "profile", o.profileSeconds) }
+			}
+			fmt.Fprintf(os.Stderr, "compare: run %d/%d, %s: %d producers x %d in flight, %d messages, load %s\n",
+				r+1, o.runs, s.name(), o.tp.Producers, o.tp.Window, o.tp.Messages, loadavg())
+			tp, err := runThroughput(ctx, s, fmt.Sprintf("tp%d", r+1), o.tp, pl, timed)
+			if err != nil {
+				return fmt.Errorf("run %d, %s: %w", r+1, s.name(), err)
+			}
+			if profiles != nil {
+				if err := profiles(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
+				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
+			var traces func() error
+			var latTimed func()
+			if c, ok := s.(*sluiceCell); ok && r == 0 && o.traceDir != "" {
+				latTimed = func() { traces = startProfiles(ctx, c.debug, o.traceDir, "trace", o.profileSeconds) }
+			}
+			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl, latTimed)
+			if err != nil {
+				return fmt.Errorf("latency run %d, %s: %w", r+1, s.name(), err)
+			}
+			if traces != nil {
+				if err := traces(); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(os.Stderr, "compare:   single producer: %d messages, p50 %v p99 %v p99.9 %v\n",
+				lat.Latency.Count, lat.Latency.P50, lat.Latency.P99, lat.Latency.P999)
+			results[s.name()].tp = append(results[s.name()].tp, tp)
+			results[s.name()].lat = append(results[s.name()].lat, lat)
+		}
+	}
+	load1 := loadavg()
+
+	section := renderSection(o, results, began, load0, load1)
+	fmt.Print(section)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(section), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.doc != "" {
+		if o.only != "both" {
+			return fmt.Errorf("-doc needs both systems measured (-only both)")
+		}
+		old, err := os.ReadFile(o.doc)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		doc, err := replaceSection(string(old), section)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.doc, []byte(doc), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "compare: wrote the results into %s\n", o.doc)
+	}
+	return nil
+}
+
+// startProfiles fetches a CPU profile (kind "profile") or an execution
+// trace (kind "trace") from every broker's pprof endpoint at once; the
+// returned func waits for them and saves them to dir.
+func startProfiles(ctx context.Context, addrs []string, dir, kind string, seconds int) func() error {
+	errs := make([]error, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fetchProfile(ctx, a, kind, filepath.Join(dir, fmt.Sprintf("b%d.%s.pprof", i+1, kind)), seconds)
+		}()
+	}
+	return func() error {
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(os.Stderr, "compare: broker %ss in %s\n", kind, dir)
+		return nil
+	}
+}
+
+func fetchProfile(ctx context.Context, addr, kind, file string, seconds int) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch profile from %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch profile from %s: %s", addr, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// machine describes the host for the report.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return fmt.Sprintf("%d vCPU (%s)%s, %s/%s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH)
+}
+
+func commandVersion(bin string, args ...string) string {
+	out, err := exec.Command(bin, args...).Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
+}
+
+// renderSection is the generated part of the docs section: when, where,
+// what exactly ran, and the table.
+func renderSection(o options, res map[string]*runResults, began time.Time, load0, load1 string) string {
+	s, n := res["Sluice"], res["NATS JetStream"]
+	if s == nil {
+		s = &runResults{}
+	}
+	if n == nil {
+		n = &runResults{}
+	}
+	tpRow := func(metric string, f func(throughputResult) float64, format func(float64) string) row {
+		r := row{metric: metric, format: format}
+		for _, x := range s.tp {
+			r.sluice = append(r.sluice, f(x))
+		}
+		for _, x := range n.tp {
+			r.nats = append(r.nats, f(x))
+		}
+		return r
+	}
+	latRow := func(metric string, f func(latencyResult) float64, format func(float64) string) row {
+		r := row{metric: metric, format: format}
+		for _, x := range s.lat {
+			r.sluice = append(r.sluice, f(x))
+		}
+		for _, x := range n.lat {
+			r.nats = append(r.nats, f(x))
+		}
+		return r
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	rows := []row{
+		tpRow(fmt.Sprintf("produce msgs/s (%d producers)", o.tp.Producers), throughputResult.msgsPerSec, fmtCount),
+		tpRow("produce MB/s (10^6 B of payload)", throughputResult.mbPerSec, fmtMB),
+		tpRow("publish latency p50, ms", func(r throughputResult) float64 { return ms(r.Latency.P50) }, fmtMs),
+		tpRow("publish latency p99, ms", func(r throughputResult) float64 { return ms(r.Latency.P99) }, fmtMs),
+		tpRow("publish latency p99.9, ms", func(r throughputResult) float64 { return ms(r.Latency.P999) }, fmtMs),
+		tpRow(fmt.Sprintf("consumer msgs/s (%d consumer(s))", o.tp.Parts), throughputResult.consumeMsgsPerSec, fmtCount),
+		tpRow("server CPU s per GB produced", throughputResult.cpuPerGBProduced, fmtCPU),
+		tpRow("server CPU s per GB consumed", throughputResult.cpuPerGBConsumed, fmtCPU),
+		tpRow("server threads' run-queue wait per s of produce", func(r throughputResult) float64 { return r.WaitProduce / r.Elapsed.Seconds() }, fmtMs),
+		latRow("single producer, p50 ms", func(r latencyResult) float64 { return ms(r.Latency.P50) }, fmtMs),
+		latRow("single producer, p99 ms", func(r latencyResult) float64 { return ms(r.Latency.P99) }, fmtMs),
+		latRow("single producer, p99.9 ms", func(r latencyResult) float64 { return ms(r.Latency.P999) }, fmtMs),
+		latRow("single producer, msgs/s", latencyResult.msgsPerSec, fmtCount),
+	}
+	latCounts := func(rs []latencyResult) string {
+		var c []string
+		for _, r := range rs {
+			c = append(c, fmt.Sprint(r.Latency.Count))
+		}
+		return strings.Join(c, " / ")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "- **Date:** %s (UTC), %d runs of each workload on each system, interleaved, alternating which system goes first.\n",
+		began.Format("2006-01-02 15:04"), o.runs)
+	fmt.Fprintf(&b, "- **Machine:** %s; load average (1/5/15 min) %s before, %s after. The machine was shared with other work.\n",
+		machine(), load0, load1)
+	commit := o.commit
+	if commit == "" {
+		commit = "unknown"
+	}
+	fmt.Fprintf(&b, "- **Software:** Sluice at commit %s (%s), %s, clients franz-go and nats.go from go.mod.\n",
+		commit, runtime.Version(), commandVersion(o.natsServer, "--version"))
+	doc := ""
+	if o.doc != "" {
+		doc = " -doc " + o.doc
+	}
+	fmt.Fprintf(&b, "- **Command:** `go run ./dataplane/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d%s`.\n",
+		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.warmup, o.latencyMessages, doc)
+	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
+		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))
+	b.WriteString("\n")
+	b.WriteString(renderTable(rows))
+	return b.String()
+}

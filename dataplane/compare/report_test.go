@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []float64
+		want float64
+	}{
+		{"empty", nil, 0},
+		{"odd", []float64{3, 1, 2}, 2},
+		{"even", []float64{4, 1, 3, 2}, 2.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := median(tc.in); got != tc.want {
+				t.Fatalf("median(%v) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderTable(t *testing.T) {
+	got := renderTable([]row{
+		{metric: "msgs/s", sluice: []float64{90_000, 120_000, 100_000}, nats: []float64{50_000, 40_000, 45_000}, format: fmtCount},
+		{metric: "p99 ms", sluice: []float64{2}, nats: []float64{0}, format: fmtMs},
+	})
+	for _, want := range []string{
+		"| msgs/s | **100,000** (90,000 / 120,000 / 100,000) | **45,000** (50,000 / 40,000 / 45,000) | 2.22× |",
+		"| p99 ms | 2.00 | 0.00 | n/a |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestGroupThousands(t *testing.T) {
+	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -45000: "-45,000"} {
+		if got := groupThousands(in); got != want {
+			t.Errorf("groupThousands(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	first, err := replaceSection("# Benchmarks\n\nold text", "table 1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first, "# Benchmarks\n\nold text\n\n"+sectionHeading+"\n\n"+markBegin+"\ntable 1\n"+markEnd) {
+		t.Fatalf("appended section:\n%s", first)
+	}
+	// Hand-written notes after the markers survive a rerun.
+	withNotes := first + "\nnotes by hand\n"
+	second, err := replaceSection(withNotes, "table 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(second, "table 1") || !strings.Contains(second, markBegin+"\ntable 2\n"+markEnd) ||
+		!strings.HasSuffix(second, "\nnotes by hand\n") || !strings.HasPrefix(second, "# Benchmarks\n\nold text") {
+		t.Fatalf("rerun:\n%s", second)
+	}
+	for _, bad := range []string{"x " + markBegin, markEnd + " " + markBegin, markEnd} {
+		if _, err := replaceSection(bad, "t"); err == nil {
+			t.Errorf("no error for markers in %q", bad)
+		}
+	}
+}

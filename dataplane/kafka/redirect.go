@@ -1,0 +1,200 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/state"
+)
+
+// A redirect session is a connection authenticated with a valid API key of
+// a tenant homed on another cell. This broker holds none of the tenant's
+// data, so the session serves only what sends the client home: Metadata
+// lists the home cell's brokers and the tenant's topics with their leaders
+// there, and every other request (but ApiVersions, SASL and
+// InitProducerId) is answered with a retriable error that makes the
+// client refresh that metadata. Producer ids are unique platform-wide, so
+// one handed out here is as good as one from the home cell.
+type redirectSession struct {
+	keyID  string
+	secret string
+	home   wire.KeyHome
+	at     time.Time // when home was last confirmed valid
+}
+
+// authenticateElsewhere asks Config.Homes about a key this cell does not
+// know. It returns the state package's errors, so the client gets exactly
+// the answer a wrong key gets here; a key of this cell's own tenant that
+// the state has not caught up with yet fails the same way, and the
+// client's retry finds it.
+func (c *conn) authenticateElsewhere(keyID, secret string) (*state.Principal, error) {
+	home, err := c.s.homes.lookup(c.s.ctx, keyID, secret)
+	if err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, errLookupLimited) {
+			level = slog.LevelDebug // a flood of unknown keys must not flood the log
+		}
+		c.s.cfg.Logger.Log(c.s.ctx, level, "kafka key-home lookup failed", "remote", c.remote, "key_id", keyID, "err", err)
+		return nil, fmt.Errorf("%w (key-home lookup: %w)", state.ErrBadCredentials, err)
+	}
+	switch {
+	case home.Status == wire.KeyExpired:
+		return nil, state.ErrKeyExpired
+	case home.Status == wire.KeySuspended:
+		return nil, state.ErrTenantSuspended
+	case home.Status != wire.KeyValid:
+		return nil, state.ErrBadCredentials
+	case home.Cell == c.s.cfg.State.View().Cell:
+		return nil, fmt.Errorf("%w (the key's tenant is homed here; the cell state has not caught up)", state.ErrBadCredentials)
+	}
+	c.redirect = &redirectSession{keyID: keyID, secret: secret, home: home, at: c.s.cfg.Now()}
+	c.redirected.Store(true)
+	c.s.cfg.Logger.Debug("kafka client of another cell's tenant; redirecting", "remote", c.remote, "key_id", keyID,
+		"tenant_id", home.TenantID, "home_cell", home.Cell)
+	return &state.Principal{KeyID: keyID, TenantID: home.TenantID, Role: home.Role}, nil
+}
+
+// errRedirectEnded closes a redirect session whose key is no longer valid.
+var errRedirectEnded = errors.New("redirect session: the key is no longer valid")
+
+// refresh re-confirms the session's key (through the shared cache, so at
+// most one lookup per HomeLimits.TTL for every connection of the key) and
+// takes the newest answer. With the control plane unreachable the last
+// answer keeps serving for up to homeStale.
+func (rs *redirectSession) refresh(c *conn) error {
+	home, err := c.s.homes.lookup(c.s.ctx, rs.keyID, rs.secret)
+	now := c.s.cfg.Now()
+	switch {
+	case err != nil:
+		if now.Sub(rs.at) >= homeStale {
+			return fmt.Errorf("redirect session: key not confirmed for %s: %w", now.Sub(rs.at).Round(time.Second), err)
+		}
+		return nil
+	case home.Status != wire.KeyValid || home.TenantID != rs.home.TenantID || home.Role != rs.home.Role:
+		return errRedirectEnded
+	case home.Cell == c.s.cfg.State.View().Cell:
+		// The tenant moved here: the client reconnects and authenticates
+		// against this cell's state.
+		return errors.New("redirect session: the key's tenant is now homed on this cell")
+	}
+	rs.home, rs.at = home, now
+	return nil
+}
+
+// handleRedirected serves req on a redirect session. done is false for the
+// requests served as on any connection.
+func (c *conn) handleRedirected(req *request) (done bool, err error) {
+	switch req.body.(type) {
+	case *kmsg.ApiVersionsRequest, *kmsg.SASLHandshakeRequest, *kmsg.SASLAuthenticateRequest, *kmsg.InitProducerIDRequest:
+		return false, nil
+	}
+	if err := c.redirect.refresh(c); err != nil {
+		return true, err
+	}
+	if r, ok := req.body.(*kmsg.MetadataRequest); ok {
+		return true, c.write(req, c.redirectMetadata(r))
+	}
+	if r, ok := req.body.(*kmsg.ProduceRequest); ok && r.Acks == 0 {
+		// No response is expected: closing is the only signal.
+		return true, errors.New("acks=0 produce on a redirect session")
+	}
+	resp := redirectAnswer(req.body)
+	if resp == nil {
+		return true, fmt.Errorf("%s on a redirect session", kmsg.NameForKey(req.key))
+	}
+	return true, c.write(req, resp)
+}
+
+// redirectMetadata answers Metadata from the home cell's answer: its
+// brokers, and the tenant's topics with the leaders its brokers last
+// reported (the preferred replica while none did). Topics the key may not
+// describe answer as on the home cell.
+func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
+	home := c.redirect.home
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	cluster := home.Cell
+	resp.ClusterID = &cluster
+	resp.ControllerID = -1
+	for _, b := range home.Brokers {
+		host, port, err := net.SplitHostPort(b.KafkaAddr)
+		if err != nil {
+			continue
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, int32(p)
+		resp.Brokers = append(resp.Brokers, mb)
+		if resp.ControllerID < 0 {
+			resp.ControllerID = mb.NodeID
+		}
+	}
+	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
+		for i := range home.Topics {
+			if home.Topics[i].Describable {
+				resp.Topics = append(resp.Topics, homeTopicMetadata(&home.Topics[i]))
+			}
+		}
+		return resp
+	}
+	for _, rt := range r.Topics {
+		name := ""
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		var t *wire.HomeTopic
+		for i := range home.Topics {
+			if home.Topics[i].Name == name {
+				t = &home.Topics[i]
+			}
+		}
+		switch {
+		case t == nil:
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = &name
+			mt.ErrorCode, _ = entryCode(catalog.TopicNotFound, "")
+			resp.Topics = append(resp.Topics, mt)
+		case !t.Describable:
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = &name
+			mt.ErrorCode, _ = entryCode(catalog.TopicAccessDenied, "")
+			resp.Topics = append(resp.Topics, mt)
+		default:
+			resp.Topics = append(resp.Topics, homeTopicMetadata(t))
+		}
+	}
+	return resp
+}
+
+func homeTopicMetadata(t *wire.HomeTopic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	for _, hp := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(hp.Partition)
+		mp.Leader, mp.LeaderEpoch = -1, -1
+		switch {
+		case hp.Leader > 0:
+			mp.Leader, mp.LeaderEpoch = int32(hp.Leader), int32(hp.LeaderEpoch)
+		case len(hp.Replicas) > 0:
+			mp.Leader = int32(hp.Replicas[0]) // the preferred leader, until a broker reports one
+		}
+		for _, n := range hp.Replicas {
+			mp.Replicas = append(mp.Replicas, int32(n))
+			mp.ISR = append(mp.ISR, int32(n))
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
