@@ -4,7 +4,7 @@ BIN       := bin/tenantd
 PKGS      := ./...
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build run test test-short bench bench-micro bench-tools lint fmt tools
+.PHONY: all build run test test-short bench bench-micro bench-tools chaos lint fmt tools
 
 all: build
 
@@ -47,6 +47,13 @@ bench-tools:
 # The Go micro-benchmarks of every package (go test -bench).
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# A cell of real tenantd processes under faults (kills, pauses, restarts,
+# Raft partitions) with a Jepsen-style checker; exits non-zero on any
+# violation. CHAOSFLAGS e.g. "-duration 30m -seed 42" (go run ./dataplane/chaos -h).
+CHAOSFLAGS ?= -duration 10m
+chaos: build
+	$(GO) run ./dataplane/chaos -tenantd $(BIN) $(CHAOSFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

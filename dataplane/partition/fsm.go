@@ -131,6 +131,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(&st); err != nil {
 		return fmt.Errorf("restore partition state: %w", err)
 	}
+	for pid, ps := range st.Producers {
+		if ps == nil { // "null" in the snapshot: nothing is known of it
+			delete(st.Producers, pid)
+		}
+	}
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
 	f.st = st

@@ -418,7 +418,8 @@ func decode(s string) (quotas.Demand, bool) {
 	}
 	for k, p := range parts {
 		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || !(v >= 0) || math.IsInf(v, 1) { // also NaN
+		// NaN and ±Inf parse too; one of them would poison every share.
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return quotas.Demand{}, false
 		}
 		d[k] = v

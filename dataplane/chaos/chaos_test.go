@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaosShort is the short chaos run of `make test`: the real tenantd
+// binary, a control plane and three brokers, about 50 s of faults of every
+// kind, then the checker. The seed varies per run and is logged; set
+// SLUICE_CHAOS_SEED to replay one.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tenantd and runs a cell of real processes under faults for about 90 s")
+	}
+	bin := filepath.Join(t.TempDir(), "tenantd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../tenantd").CombinedOutput(); err != nil {
+		t.Fatalf("build tenantd: %v\n%s", err, out)
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_CHAOS_SEED: %v", err)
+		}
+	}
+	dbURL := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if dbURL == "" {
+		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	dir := t.TempDir()
+	cfg := Config{
+		Tenantd: bin, DatabaseURL: dbURL, Dir: dir,
+		Duration: 50 * time.Second, Interval: 7 * time.Second, Seed: seed, Nemeses: Nemeses,
+		Partitions: 3, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 150,
+		SessionLength: 15 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
+	}
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", seed, seed)
+	res, err := Run(ctx, cfg, log, &out)
+	t.Logf("summary:\n%s", out.String())
+	if err != nil || !res.Valid() {
+		for _, f := range []string{"controlplane.log", "b1.log", "b2.log", "b3.log"} {
+			b, _ := os.ReadFile(filepath.Join(dir, f))
+			lines := strings.Split(string(b), "\n")
+			t.Logf("last lines of %s:\n%s", f, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	}
+	if err != nil {
+		t.Fatalf("chaos run did not complete: %v", err)
+	}
+	if res.Acks < 100 {
+		t.Errorf("only %d writes were acknowledged: the run proves little", res.Acks)
+	}
+	if res.Records == 0 {
+		t.Error("the consumers polled nothing")
+	}
+	if res.GroupRecords == 0 {
+		t.Error("the group's members polled nothing")
+	}
+	if !res.Valid() {
+		t.Fatalf("the history violates the delivery contract (seed %d)", seed)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

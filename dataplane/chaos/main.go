@@ -1,0 +1,261 @@
+// Command chaos runs a Sluice cell of real tenantd processes — a control
+// plane on a scratch Postgres database and three brokers — under faults
+// (SIGKILL, SIGSTOP/SIGCONT, restarts, and Raft network partitions through
+// a fault-injecting proxy), with keyed idempotent producers and consumers
+// recording every acknowledgement and poll, and checks the history against
+// Jepsen's Kafka properties: lost-write, duplicate, inconsistent-offsets,
+// nonmonotonic-poll and poll-skip. It prints a summary and exits non-zero
+// on any violation. `make chaos` runs it; its test runs a short one. Nothing
+// imports it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Tenantd     string        // path of the tenantd binary
+	DatabaseURL string        // Postgres server on which to create the scratch database
+	Dir         string        // logs and broker data
+	KeepDB      bool          // keep the scratch database after the run
+	Duration    time.Duration // how long faults are injected
+	Interval    time.Duration // how long each fault lasts, and each quiet spell between
+	Seed        int64
+	Nemeses     []string
+	Topic       string
+	Partitions  int
+	Producers   int
+	Consumers   int // consumers assigned every partition directly
+	// GroupConsumers are members of one consumer group, committing.
+	GroupConsumers int
+	Keys           int
+	Rate           int // records per second, all producers together
+	// SessionLength is a consumer session's mean length, after which it
+	// starts a new client from where it stopped.
+	SessionLength  time.Duration
+	FinalTimeout   time.Duration // bound on the post-heal read to the end
+	BrokerLogLevel string
+	cellKey        string
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Tenantd == "":
+		return errors.New("-tenantd: the path of a tenantd binary is required (make build)")
+	case c.Duration <= 0 || c.Interval <= 0:
+		return errors.New("-duration and -interval must be positive")
+	case c.Partitions < 1 || c.Producers < 1 || c.Consumers < 0 || c.GroupConsumers < 0 || c.Keys < 1 || c.Rate < 1:
+		return errors.New("-partitions, -producers, -keys and -rate must be at least 1")
+	case c.SessionLength <= 0 || c.FinalTimeout <= 0:
+		return errors.New("-session and -final-timeout must be positive")
+	}
+	if c.Dir == "" {
+		d, err := os.MkdirTemp("", "sluice-chaos-")
+		if err != nil {
+			return err
+		}
+		c.Dir = d
+	}
+	if c.Topic == "" {
+		c.Topic = "chaos"
+	}
+	if c.BrokerLogLevel == "" {
+		c.BrokerLogLevel = "info"
+	}
+	return os.MkdirAll(c.Dir, 0o755)
+}
+
+func main() {
+	cfg := Config{}
+	var nemeses, level string
+	flag.StringVar(&cfg.Tenantd, "tenantd", "bin/tenantd", "tenantd binary")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", firstNonEmpty(os.Getenv("SLUICE_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"), "Postgres server for the scratch database (env SLUICE_TEST_DATABASE_URL)")
+	flag.StringVar(&cfg.Dir, "dir", "", "directory for logs and broker data (default a new temporary one)")
+	flag.BoolVar(&cfg.KeepDB, "keep-db", false, "keep the scratch database")
+	flag.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long to inject faults")
+	flag.DurationVar(&cfg.Interval, "interval", 10*time.Second, "how long each fault lasts, and each quiet spell between faults")
+	flag.Int64Var(&cfg.Seed, "seed", time.Now().UnixNano(), "seed for faults, keys and sessions")
+	flag.StringVar(&nemeses, "nemeses", "all", "comma-separated faults: "+strings.Join(Nemeses, ", ")+", or all")
+	flag.IntVar(&cfg.Partitions, "partitions", 4, "partitions of the topic")
+	flag.IntVar(&cfg.Producers, "producers", 3, "idempotent producers")
+	flag.IntVar(&cfg.Consumers, "consumers", 1, "consumers assigned every partition directly")
+	flag.IntVar(&cfg.GroupConsumers, "group-consumers", 2, "members of one consumer group")
+	flag.IntVar(&cfg.Keys, "keys", 16, "distinct record keys")
+	flag.IntVar(&cfg.Rate, "rate", 300, "records per second, all producers together")
+	flag.DurationVar(&cfg.SessionLength, "session", 30*time.Second, "mean length of a consumer session")
+	flag.DurationVar(&cfg.FinalTimeout, "final-timeout", 3*time.Minute, "bound on the final read after healing")
+	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
+	flag.StringVar(&level, "log-level", "info", "the harness's log level")
+	flag.Parse()
+	var err error
+	if cfg.Nemeses, err = ParseNemeses(nemeses); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := Run(ctx, cfg, log, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+	if !res.Valid() {
+		os.Exit(1)
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Run starts the cluster and the workload, injects faults for cfg.Duration,
+// heals everything, reads every partition to the end, checks the history
+// and writes a summary to out. An error means the run could not be
+// completed (it is not a verdict); the Result says what was violated.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	log.Info("chaos: starting", "seed", cfg.Seed, "dir", cfg.Dir, "duration", cfg.Duration, "interval", cfg.Interval, "nemeses", cfg.Nemeses)
+	c, err := StartCluster(ctx, cfg, log)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.Close()
+	chk := NewChecker()
+	if err := waitReady(ctx, cfg, c, chk, log); err != nil {
+		return Result{}, err
+	}
+	w := StartWorkload(cfg, c, chk, log)
+	nem := NewNemesis(c, cfg.Seed, cfg.Nemeses, log)
+	stopNem := make(chan struct{})
+	nemDone := make(chan struct{})
+	go func() {
+		defer close(nemDone)
+		nem.Run(stopNem, cfg.Interval)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-time.After(cfg.Duration):
+	}
+	close(stopNem)
+	<-nemDone
+	if err := c.HealAll(); err != nil {
+		w.Stop()
+		return Result{}, fmt.Errorf("heal: %w", err)
+	}
+	log.Info("chaos: healed; letting the workload run a quiet spell", "for", cfg.Interval)
+	select {
+	case <-ctx.Done():
+	case <-time.After(cfg.Interval):
+	}
+	w.Stop()
+	if err := FinalRead(context.Background(), cfg, c, chk, log); err != nil {
+		return chk.Result(), err
+	}
+	res := chk.Result()
+	faults, kinds := nem.Counts()
+	fmt.Fprintf(out, "chaos: seed %d, %v of faults every %v, %v in all, dir %s\n", cfg.Seed, cfg.Duration, cfg.Interval, time.Since(start).Round(time.Second), cfg.Dir)
+	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged, %d not acknowledged; %d polls returned %d records (%d by group members) in %d consumer sessions, %d group assignments (%d fetch errors)\n",
+		w.produced.Load(), res.Acks, w.failed.Load(), res.Polls, res.Records, res.GroupRecords, w.sessions.Load(), w.assigns.Load(), w.fetchErrs.Load())
+	if k := w.FetchErrors(); k != "" {
+		fmt.Fprintf(out, "  fetch errors (retried by the clients): %s\n", k)
+	}
+	fmt.Fprintf(out, "  faults:   %d injected (%s); %d raft connections cut\n", faults, kinds, c.net.Cuts())
+	for _, p := range Properties {
+		fmt.Fprintf(out, "  %-21s %d\n", p+":", res.Counts[p])
+		for _, e := range res.Examples[p] {
+			fmt.Fprintf(out, "      %s\n", e)
+		}
+	}
+	if len(res.Unchecked) > 0 {
+		fmt.Fprintf(out, "  partitions without a final read: %v\n", res.Unchecked)
+	}
+	if res.Valid() {
+		fmt.Fprintln(out, "  valid: yes")
+	} else {
+		fmt.Fprintln(out, "  valid: NO")
+	}
+	return res, nil
+}
+
+// waitReady waits, bounded, until the tenant's key reaches the brokers,
+// every partition of the topic has a leader (one record produced to each
+// partition is acknowledged, and becomes part of the history) and, with
+// group consumers, the group coordinator serves a join, a read and a commit.
+func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(c.clientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(cfg.Topic))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for p := 0; p < cfg.Partitions; p++ {
+		for try := 0; ; try++ {
+			v := fmt.Sprintf("probe-%d-%d", p, try)
+			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+			r, err := cl.ProduceSync(pctx, &kgo.Record{Partition: int32(p), Value: []byte(v)}).First()
+			pcancel()
+			if err == nil {
+				chk.Acked(v, r.Partition, r.Offset)
+				break
+			}
+			log.Debug("waiting for partition", "partition", p, "err", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("partition %d of %s did not take a write within 2 minutes: %w", p, cfg.Topic, err)
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	log.Info("chaos: every partition takes writes")
+	if cfg.GroupConsumers == 0 {
+		return nil
+	}
+	// The group's coordinator works: a member joins, reads the probes of
+	// every partition and commits.
+	g, err := kgo.NewClient(c.clientOpts(kgo.ConsumerGroup("chaos"), kgo.ConsumeTopics(cfg.Topic), kgo.DisableAutoCommit())...)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	seen := map[int32]bool{}
+	for len(seen) < cfg.Partitions {
+		fs := g.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("a group member read the probes of %d of %d partitions within 2 minutes", len(seen), cfg.Partitions)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[r.Partition] = true })
+	}
+	if err := g.CommitUncommittedOffsets(ctx); err != nil {
+		return fmt.Errorf("the group's first commit: %w", err)
+	}
+	log.Info("chaos: the consumer group reads and commits")
+	return nil
+}
