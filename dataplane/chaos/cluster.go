@@ -68,6 +68,7 @@ type broker struct {
 	raftListen string
 	raftProxy  string
 	kafka      string
+	http       string // the HTTP data API's address
 	dataDir    string
 	// mu guards p and stopped.
 	mu      sync.Mutex
@@ -254,11 +255,14 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 		if b.kafka, err = freeAddr(); err != nil {
 			return err
 		}
+		if b.http, err = freeAddr(); err != nil {
+			return err
+		}
 		if b.raftProxy, err = c.net.Listen(i, strconv.Itoa(b.nodeID), b.raftListen); err != nil {
 			return err
 		}
 		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: b.id, CellID: cellID, NodeID: b.nodeID,
-			KafkaAddr: b.kafka, RaftAddr: b.raftProxy}); err != nil {
+			KafkaAddr: b.kafka, HTTPAddr: b.http, RaftAddr: b.raftProxy}); err != nil {
 			return fmt.Errorf("seed broker %s: %w", b.id, err)
 		}
 		c.brokers = append(c.brokers, b)

@@ -90,7 +90,7 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	}
 	opID, opSecret, _ := strings.Cut(strings.TrimSpace(string(opKey)), ":")
 
-	addrs, err := freeAddrs(1 + 3*3)
+	addrs, err := freeAddrs(1 + 3*4)
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +125,10 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	if _, err := op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "compare-cell", PoolID: "compare"}); err != nil {
 		return nil, fmt.Errorf("create cell: %w", err)
 	}
-	kafkaAddrs, raftAddrs, debugAddrs := addrs[1:4], addrs[4:7], addrs[7:10]
+	kafkaAddrs, raftAddrs, debugAddrs, httpAddrs := addrs[1:4], addrs[4:7], addrs[7:10], addrs[10:13]
 	for i := range 3 {
 		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: fmt.Sprintf("b%d", i+1), CellID: "compare-cell",
-			NodeID: i + 1, KafkaAddr: kafkaAddrs[i], RaftAddr: raftAddrs[i]}); err != nil {
+			NodeID: i + 1, KafkaAddr: kafkaAddrs[i], HTTPAddr: httpAddrs[i], RaftAddr: raftAddrs[i]}); err != nil {
 			return nil, fmt.Errorf("create broker: %w", err)
 		}
 	}
