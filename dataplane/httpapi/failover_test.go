@@ -241,3 +241,55 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	g.via = (coordIdx + 2) % 3
 	g.drain(eighteen, map[int32]int64{0: 20, 1: 20, 2: 20})
 }
+
+// TestGroupCoordinatorRegainedStartsFromCommitted cuts the broker
+// coordinating an HTTP consumer group off its Raft peers while its HTTP
+// API keeps running, lets the member go on through another coordinator,
+// and reconnects it: when it coordinates the group again it must start
+// from the offsets committed meanwhile, not from the positions it kept in
+// memory from before.
+func TestGroupCoordinatorRegainedStartsFromCommitted(t *testing.T) {
+	c := startCell(t, cellOpts{})
+	tn := c.tenant("acme")
+	const parts = 2
+	c.topic(tn, "orders", parts, nil)
+	coordIdx := c.coordinator(tn, "billing")
+	via := (coordIdx + 1) % 3
+	for p := range int32(parts) {
+		publishTo(c, tn, via, "orders", p, 0, 10)
+	}
+	g := &groupConsumer{c: c, tn: tn, via: via, group: "billing", topic: "orders"}
+	g.join()
+	g.drain(map[int32]int64{0: 0, 1: 0}, map[int32]int64{0: 10, 1: 10})
+	// The coordinator's positions are at 10; 4 and 6 are committed.
+	g.commit(map[int32]int64{0: 4, 1: 6})
+
+	c.isolate(coordIdx)
+	waitFor(t, "another broker to coordinate the group", func() bool {
+		for i, b := range c.brokers {
+			if i == coordIdx {
+				continue
+			}
+			if _, local, err := b.coord.Locate(tn.Tenant.ID, "billing"); err == nil && local {
+				return true
+			}
+		}
+		return false
+	})
+	// The member goes on at the new coordinator from its commits and
+	// commits less than was delivered.
+	g.drain(map[int32]int64{0: 4, 1: 6}, map[int32]int64{0: 10, 1: 10})
+	committed := map[int32]int64{0: 8, 1: 7}
+	g.commit(committed)
+
+	c.reconnect(coordIdx)
+	if back := c.coordinator(tn, "billing"); back != coordIdx {
+		t.Fatalf("coordinator after reconnecting: broker %d, want %d", back, coordIdx)
+	}
+	for p := range int32(parts) {
+		publishTo(c, tn, via, "orders", p, 10, 2)
+	}
+	// Through another broker, forwarded to the regained coordinator: the
+	// member's positions are the offsets committed while it was away.
+	g.drain(committed, map[int32]int64{0: 12, 1: 12})
+}

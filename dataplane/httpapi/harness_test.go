@@ -61,30 +61,52 @@ type broker struct {
 	httpAddr string
 	kafka    string
 
-	syncer  *state.Syncer
+	syncer *state.Syncer
+	http   *httpapi.Server
+	coord  *groups.Coordinator
+
+	// mu guards manager, which the front doors and the coordinator read.
+	mu      sync.Mutex
 	manager *replicas.Manager
-	http    *httpapi.Server
-	coord   *groups.Coordinator
 
 	// stop ends everything started by start; nil while the broker is down.
 	stop func()
+	// stopRaft ends the Raft side (replicas, committer, transport); nil
+	// while it is down.
+	stopRaft func()
+}
+
+// replicas is the broker's replica manager, nil while its Raft side is
+// down.
+func (b *broker) replicas() *replicas.Manager {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.manager
 }
 
 // httpPartitions and kafkaPartitions adapt the replica manager, as tenantd does.
-type httpPartitions struct{ m *replicas.Manager }
+type httpPartitions struct{ b *broker }
 
 func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
-	r, ok := p.m.Get(topicID, part)
+	m := p.b.replicas()
+	if m == nil {
+		return nil, false
+	}
+	r, ok := m.Get(topicID, part)
 	if !ok {
 		return nil, false
 	}
 	return r, true
 }
 
-type kafkaPartitions struct{ m *replicas.Manager }
+type kafkaPartitions struct{ b *broker }
 
 func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
-	r, ok := p.m.Get(topicID, part)
+	m := p.b.replicas()
+	if m == nil {
+		return nil, false
+	}
+	r, ok := m.Get(topicID, part)
 	if !ok {
 		return nil, false
 	}
@@ -169,18 +191,18 @@ func listenOn(t testing.TB, addr string) net.Listener {
 func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener) {
 	t := c.t
 	t.Helper()
-	com := raftlog.NewCommitter(dlog.SyncFiles)
-	m, err := replicas.New(replicas.Config{NodeID: b.node, DataDir: filepath.Join(b.dir, "replicas"), Transport: tn, Committer: com,
-		Raft: raftConfig, CheckInterval: 100 * time.Millisecond, Logger: c.logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"),
 		Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.syncer = syncer
+	c.startRaft(b, tn)
 	coord, err := groups.New(groups.Config{NodeID: b.node, Logger: c.logger, Offsets: func(p int32) (groups.Log, bool) {
+		m := b.replicas()
+		if m == nil {
+			return nil, false
+		}
 		r, ok := m.Get(groups.OffsetsTopicID, p)
 		if !ok {
 			return nil, false
@@ -190,7 +212,7 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: kafkaPartitions{m},
+	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: kafkaPartitions{b},
 		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -200,20 +222,53 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	if c.o.admission != nil {
 		admit, record = httpapi.AdmitWith(c.o.admission)
 	}
-	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, NodeID: b.node, State: syncer, Partitions: httpPartitions{m},
+	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
 		RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond, Admit: admit, Record: record})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.syncer, b.manager, b.coord, b.http = syncer, m, coord, hs
+	b.coord, b.http = coord, hs
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(3)
 	go func() { defer wg.Done(); _ = syncer.Run(ctx) }()
+	go func() { defer wg.Done(); _ = ks.Serve(ctx) }()
+	go func() { defer wg.Done(); _ = hs.Serve(ctx) }()
+	// The syncer stops first, then the front doors, the coordinator, and
+	// last the Raft side.
+	b.stop = func() {
+		cancel()
+		wg.Wait()
+		ks.Close()
+		hs.Close()
+		coord.Close()
+		if b.stopRaft != nil {
+			b.stopRaft()
+		}
+	}
+}
+
+// startRaft opens broker b's replicas from its data directory on
+// transport tn and keeps them following the cell state.
+func (c *cell) startRaft(b *broker, tn *transport.Node) {
+	t := c.t
+	t.Helper()
+	com := raftlog.NewCommitter(dlog.SyncFiles)
+	m, err := replicas.New(replicas.Config{NodeID: b.node, DataDir: filepath.Join(b.dir, "replicas"), Transport: tn, Committer: com,
+		Raft: raftConfig, CheckInterval: 100 * time.Millisecond, Logger: c.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.manager = m
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	syncer := b.syncer
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		for {
 			changed := syncer.Changed()
 			if err := m.Apply(ctx, syncer.View()); err != nil && ctx.Err() == nil {
@@ -226,22 +281,59 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 			}
 		}
 	}()
-	go func() { defer wg.Done(); _ = ks.Serve(ctx) }()
-	go func() { defer wg.Done(); _ = hs.Serve(ctx) }()
-	// The syncer and applier stop first, then the front doors, the
-	// coordinator, the replicas, and last the committer and transport.
-	b.stop = func() {
+	b.stopRaft = func() {
 		cancel()
-		wg.Wait()
-		ks.Close()
-		hs.Close()
-		coord.Close()
+		<-done
+		b.mu.Lock()
+		b.manager = nil
+		b.mu.Unlock()
 		if err := m.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 			t.Errorf("close replicas %d: %v", b.node, err)
 		}
 		com.Close()
 		_ = tn.Close()
+		b.stopRaft = nil
 	}
+}
+
+// newTransport listens for broker b's Raft peers on its old address.
+func (c *cell) newTransport(b *broker) *transport.Node {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(b.node), ListenAddr: b.raftAddr})
+		if err == nil {
+			return tn
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("broker %d transport: %v", b.node, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// isolate cuts broker i off its Raft peers as a network partition would:
+// its replicas and Raft transport stop, so it leads nothing, while its
+// HTTP and Kafka listeners and group coordinator (with whatever they keep
+// in memory) go on. reconnect undoes it.
+func (c *cell) isolate(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stopRaft == nil {
+		c.t.Fatalf("broker %d is not connected", b.node)
+	}
+	b.stopRaft()
+}
+
+// reconnect starts isolated broker i's replicas again from its data
+// directory, on its old Raft address.
+func (c *cell) reconnect(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stopRaft != nil {
+		c.t.Fatalf("broker %d is connected", b.node)
+	}
+	c.startRaft(b, c.newTransport(b))
 }
 
 // kill stops broker i as a crash would: its listeners, coordinator (and
@@ -265,20 +357,7 @@ func (c *cell) restart(i int) {
 	if b.stop != nil {
 		c.t.Fatalf("broker %d is running", b.node)
 	}
-	var tn *transport.Node
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var err error
-		tn, err = transport.New(transport.Config{ID: replicas.ServerID(b.node), ListenAddr: b.raftAddr})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("restart broker %d transport: %v", b.node, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.start(b, tn, listenOn(c.t, b.httpAddr), listenOn(c.t, b.kafka))
+	c.start(b, c.newTransport(b), listenOn(c.t, b.httpAddr), listenOn(c.t, b.kafka))
 }
 
 // tenant signs up a tenant with an admin key and waits until every broker
