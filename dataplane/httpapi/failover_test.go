@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,4 +293,86 @@ func TestGroupCoordinatorRegainedStartsFromCommitted(t *testing.T) {
 	// Through another broker, forwarded to the regained coordinator: the
 	// member's positions are the offsets committed while it was away.
 	g.drain(committed, map[int32]int64{0: 12, 1: 12})
+}
+
+// TestDeadLetterAcrossCoordinatorMove moves the group's coordinator
+// away after a dead letter was published and before its offset was
+// committed: the member gets the message again and nacks it again, and
+// the dead-letter topic must still hold it once.
+func TestDeadLetterAcrossCoordinatorMove(t *testing.T) {
+	c := startCell(t, cellOpts{retryAttempts: 2})
+	tn := c.tenant("acme")
+	c.topic(tn, "orders", 1, nil)
+	coordIdx := c.coordinator(tn, "billing")
+	via := (coordIdx + 1) % 3
+	publishTo(c, tn, via, "orders", 0, 0, 1)
+	var once sync.Once
+	c.brokers[coordIdx].http.AfterDeadLetter(func() { once.Do(func() { c.isolate(coordIdx) }) })
+	g := &groupConsumer{c: c, tn: tn, via: via, group: "billing", topic: "orders"}
+	g.join()
+	nack := func() map[string]any {
+		t.Helper()
+		deadline := time.Now().Add(failoverWait)
+		for {
+			s, raw := c.call(via, http.MethodPost, groupPath("billing", "/messages:nack"), tn.KeyID, tn.Secret,
+				map[string]any{"member_id": g.jr.MemberID, "generation": g.jr.Generation, "topic": "orders", "partition": 0, "offset": 0, "error": "boom"})
+			if s == http.StatusOK {
+				var out map[string]any
+				if err := json.Unmarshal(raw, &out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			if e := decodeError(t, raw); !e.Retriable || time.Now().After(deadline) {
+				t.Fatalf("nack: %d %s", s, raw)
+			}
+			t.Logf("nack: %d %s; again", s, raw)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	deliver := func() {
+		t.Helper()
+		deadline := time.Now().Add(failoverWait)
+		for {
+			fr := g.fetch(1000)
+			if len(fr.Messages) > 0 {
+				if m := fr.Messages[0]; m.Offset != 0 {
+					t.Fatalf("delivered offset %d, want 0", m.Offset)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("offset 0 not delivered")
+			}
+		}
+	}
+	deadLettered := false
+	for range 6 {
+		deliver()
+		out := nack()
+		t.Logf("nack: %v", out)
+		if out["action"] == "dead_letter" {
+			deadLettered = true
+			break
+		}
+	}
+	if !deadLettered {
+		t.Fatal("the message was never dead-lettered")
+	}
+	// The dead-letter topic holds the message once.
+	var rr readResp
+	deadline := time.Now().Add(failoverWait)
+	for {
+		if s := c.as(tn, via, http.MethodGet, readPath("billing.dlq", 0, "offset=earliest&max_wait_ms=0"), nil, &rr); s == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("read the dead-letter topic")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(rr.Messages) != 1 {
+		t.Fatalf("the dead-letter topic holds %d messages, want 1: %+v", len(rr.Messages), rr.Messages)
+	}
+	c.reconnect(coordIdx)
 }

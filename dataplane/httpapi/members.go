@@ -64,6 +64,10 @@ type retryState struct {
 	Attempts int    `json:"attempts"`
 	NextMs   int64  `json:"next_ms"`
 	Error    string `json:"error,omitempty"`
+	// DLQFrom, set once the message is being dead-lettered, is the
+	// dead-letter topic's high watermark before its dead letter was
+	// published: a repeated dead-lettering looks for it from there.
+	DLQFrom *int64 `json:"dlq_from,omitempty"`
 }
 
 // retryMetadataPrefix marks committed-offset metadata written by the HTTP
