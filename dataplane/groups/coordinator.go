@@ -200,6 +200,22 @@ func (c *Coordinator) Loaded(p int32) bool {
 	return err == nil
 }
 
+// Epoch is the leader epoch of the group's offsets partition in which
+// this broker coordinates the group; ok is false when it does not now.
+// A broker that loses a group and later coordinates it again does so in
+// a later epoch, so state kept outside the coordinator for a group
+// (such as the HTTP API's member positions) is valid only within the
+// epoch it was built in.
+func (c *Coordinator) Epoch(tenantID, group string) (epoch int32, ok bool) {
+	sh := c.shardOf(tenantID, group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, err := c.ready(sh); err != nil {
+		return 0, false
+	}
+	return sh.epoch, true
+}
+
 // ready checks, with sh.mu held, that this broker leads sh's partition in
 // the epoch it loaded and has loaded it.
 func (c *Coordinator) ready(sh *shard) (Log, error) {

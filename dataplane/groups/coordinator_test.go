@@ -129,6 +129,13 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 		t.Fatalf("delete groups: %v", errs)
 	}
 	before, _ := co.DescribeGroup(tenant, "g")
+	epoch, ok := co.Epoch(tenant, "g")
+	if !ok {
+		t.Fatal("the coordinator has no epoch for its group")
+	}
+	if _, ok := coords[(b+1)%3].Epoch(tenant, "g"); ok {
+		t.Fatal("a follower has an epoch for the group")
+	}
 
 	// Move leadership of the offsets partition.
 	if err := cell.Replica(b, 0).Raft().LeadershipTransfer().Error(); err != nil {
@@ -140,6 +147,12 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 		return errors.Is(co.Heartbeat(ctx, tenant, "g", jr.MemberID, "i-1", jr.Generation), groups.ErrNotCoordinator)
 	})
 
+	if _, ok := co.Epoch(tenant, "g"); ok {
+		t.Fatal("the old coordinator still has an epoch for the group")
+	}
+	if ne, ok := nco.Epoch(tenant, "g"); !ok || ne <= epoch {
+		t.Fatalf("new coordinator's epoch %d (%v), want more than %d", ne, ok, epoch)
+	}
 	after, err := nco.DescribeGroup(tenant, "g")
 	if err != nil || after.State != groups.StateStable || after.Generation != before.Generation || len(after.Members) != 1 ||
 		after.Members[0].MemberID != jr.MemberID || string(after.Members[0].Assignment) != "all of it" || after.Members[0].InstanceID != "i-1" {

@@ -114,7 +114,9 @@
 // the caller's key, on first use) with its key, value, headers and message
 // id plus the headers sluice-dlq-topic, sluice-dlq-partition,
 // sluice-dlq-offset, sluice-dlq-attempts and sluice-dlq-error; the group
-// then moves past it.
+// then moves past it. A message is dead-lettered once even when the
+// coordinator moves in between: the nack repeated at the next
+// coordinator finds the dead letter already published and answers it.
 //
 //	POST /v1/groups/{group}/dead-letters:redrive {"max_messages":n?}  → 200 {"redriven","remaining"}
 //

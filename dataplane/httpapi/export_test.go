@@ -7,3 +7,7 @@ func (s *Server) DropSessions() {
 	defer s.sessions.mu.Unlock()
 	s.sessions.m = nil
 }
+
+// AfterDeadLetter makes f run after a dead letter is published and
+// before its offset is committed.
+func (s *Server) AfterDeadLetter(f func()) { s.afterDeadLetter.Store(&f) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,38 +40,73 @@ const wait = 30 * time.Second
 
 // cell is a control plane and three brokers wired as tenantd wires them:
 // Raft transport, replica manager following the cell state, a Kafka
-// listener and the HTTP data API on each.
+// listener and the HTTP data API on each. A broker can be killed (every
+// part of it stops, as when its process exits) and restarted from its
+// data directory on the same addresses.
 type cell struct {
 	t       testing.TB
 	cp      *cptest.Env
+	o       cellOpts
+	logger  *slog.Logger
+	ids     *kafka.ProducerIDBlocks
 	brokers []*broker
 }
 
+// broker is one broker of the cell. Its running parts are replaced by a
+// restart; tests read them from the test goroutine only.
 type broker struct {
 	node     int
-	syncer   *state.Syncer
-	manager  *replicas.Manager
-	http     *httpapi.Server
-	coord    *groups.Coordinator
+	dir      string // its data directory, kept across restarts
+	raftAddr string
 	httpAddr string
 	kafka    string
+
+	syncer *state.Syncer
+	http   *httpapi.Server
+	coord  *groups.Coordinator
+
+	// mu guards manager, which the front doors and the coordinator read.
+	mu      sync.Mutex
+	manager *replicas.Manager
+
+	// stop ends everything started by start; nil while the broker is down.
+	stop func()
+	// stopRaft ends the Raft side (replicas, committer, transport); nil
+	// while it is down.
+	stopRaft func()
+}
+
+// replicas is the broker's replica manager, nil while its Raft side is
+// down.
+func (b *broker) replicas() *replicas.Manager {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.manager
 }
 
 // httpPartitions and kafkaPartitions adapt the replica manager, as tenantd does.
-type httpPartitions struct{ m *replicas.Manager }
+type httpPartitions struct{ b *broker }
 
 func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
-	r, ok := p.m.Get(topicID, part)
+	m := p.b.replicas()
+	if m == nil {
+		return nil, false
+	}
+	r, ok := m.Get(topicID, part)
 	if !ok {
 		return nil, false
 	}
 	return r, true
 }
 
-type kafkaPartitions struct{ m *replicas.Manager }
+type kafkaPartitions struct{ b *broker }
 
 func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
-	r, ok := p.m.Get(topicID, part)
+	m := p.b.replicas()
+	if m == nil {
+		return nil, false
+	}
+	r, ok := m.Get(topicID, part)
 	if !ok {
 		return nil, false
 	}
@@ -89,25 +125,16 @@ func startCell(t testing.TB, o cellOpts) *cell {
 	if testing.Short() {
 		t.Skip("starts a control plane on Postgres and a three-broker cell")
 	}
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ln
-	}
 	var httpLns, kafkaLns []net.Listener
 	var addrs cptest.Brokers
 	for range 3 {
-		h, k := listen(), listen()
+		h, k := listenOn(t, "127.0.0.1:0"), listenOn(t, "127.0.0.1:0")
 		httpLns, kafkaLns = append(httpLns, h), append(kafkaLns, k)
 		addrs.HTTPAddrs = append(addrs.HTTPAddrs, h.Addr().String())
 		addrs.KafkaAddrs = append(addrs.KafkaAddrs, k.Addr().String())
 	}
-	c := &cell{t: t, cp: cptest.Start(t, addrs)}
-	logger := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	c := &cell{t: t, cp: cptest.Start(t, addrs), o: o}
+	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
 		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: "127.0.0.1:0"})
@@ -116,90 +143,221 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		}
 		nodes[i] = tn
 		addr := string(tn.Addr())
-		if _, err := c.cp.Operator.AdminUpdateBroker(ctx, fmt.Sprintf("%s-b%d", cptest.Cell, i+1), api.UpdateBrokerRequest{RaftAddr: &addr}); err != nil {
+		if _, err := c.cp.Operator.AdminUpdateBroker(context.Background(), fmt.Sprintf("%s-b%d", cptest.Cell, i+1), api.UpdateBrokerRequest{RaftAddr: &addr}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cellAPI := c.cp.CellClient()
-	ids := &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
+	c.ids = &kafka.ProducerIDBlocks{Size: 100, Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cellAPI.AllocateProducerIDs(ctx, cptest.Cell, n)
 	}}
 	for i, tn := range nodes {
-		b := &broker{node: i + 1, httpAddr: addrs.HTTPAddrs[i], kafka: addrs.KafkaAddrs[i]}
-		dir := t.TempDir()
-		com := raftlog.NewCommitter(dlog.SyncFiles)
-		m, err := replicas.New(replicas.Config{NodeID: b.node, DataDir: filepath.Join(dir, "replicas"), Transport: tn, Committer: com,
-			Raft: raftConfig, CheckInterval: 100 * time.Millisecond, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.manager = m
-		b.syncer, err = state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(dir, "state.json"),
-			Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.coord, err = groups.New(groups.Config{NodeID: b.node, Logger: logger, Offsets: func(p int32) (groups.Log, bool) {
-			r, ok := m.Get(groups.OffsetsTopicID, p)
-			if !ok {
-				return nil, false
-			}
-			return r, true
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ks, err := kafka.New(kafka.Config{Listener: kafkaLns[i], NodeID: b.node, State: b.syncer, Partitions: kafkaPartitions{m},
-			ProducerIDs: ids, Groups: b.coord, Logger: logger, MaxFetchWait: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var admit func(context.Context, httpapi.Admission) error
-		var record func(httpapi.Admission)
-		if o.admission != nil {
-			admit, record = httpapi.AdmitWith(o.admission)
-		}
-		b.http, err = httpapi.New(httpapi.Config{Listener: httpLns[i], NodeID: b.node, State: b.syncer, Partitions: httpPartitions{m},
-			ProducerIDs: ids, Logger: logger, MaxBodyBytes: o.maxBodyBytes, MaxWait: 10 * time.Second,
-			Groups: b.coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: o.retryAttempts,
-			RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond, Admit: admit, Record: record})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(4)
-		go func() { defer wg.Done(); _ = b.syncer.Run(ctx) }()
-		go func() {
-			defer wg.Done()
-			for {
-				changed := b.syncer.Changed()
-				if err := m.Apply(ctx, b.syncer.View()); err != nil && ctx.Err() == nil {
-					t.Logf("broker %d apply: %v", b.node, err)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-changed:
-				}
-			}
-		}()
-		go func() { defer wg.Done(); _ = ks.Serve(ctx) }()
-		go func() { defer wg.Done(); _ = b.http.Serve(ctx) }()
-		// Cleanups run last-in first-out: the front doors stop before the
-		// replicas, the replicas before the committer and transport.
-		t.Cleanup(func() { _ = tn.Close() })
-		t.Cleanup(com.Close)
-		t.Cleanup(func() {
-			if err := m.Close(); err != nil {
-				t.Errorf("close replicas %d: %v", b.node, err)
-			}
-		})
-		t.Cleanup(func() { ks.Close(); b.http.Close(); b.coord.Close() })
+		b := &broker{node: i + 1, dir: t.TempDir(), raftAddr: string(tn.Addr()), httpAddr: addrs.HTTPAddrs[i], kafka: addrs.KafkaAddrs[i]}
 		c.brokers = append(c.brokers, b)
+		c.start(b, tn, httpLns[i], kafkaLns[i])
 	}
-	// Registered last, so it runs first: the syncers and appliers stop
-	// before the replicas close and the directories are removed.
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	// Registered after the directories, so it runs before they are removed.
+	t.Cleanup(func() {
+		for _, b := range c.brokers {
+			if b.stop != nil {
+				b.stop()
+				b.stop = nil
+			}
+		}
+	})
 	return c
+}
+
+// listenOn listens on addr, retrying for a while: a restarted broker
+// takes its old port back, which the kernel may hold briefly.
+func listenOn(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listen on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// start runs broker b on its transport and listeners: replicas from its
+// data directory, the state syncer from its cache, the group
+// coordinator, the Kafka listener and the HTTP data API.
+func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener) {
+	t := c.t
+	t.Helper()
+	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"),
+		Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.syncer = syncer
+	c.startRaft(b, tn)
+	coord, err := groups.New(groups.Config{NodeID: b.node, Logger: c.logger, Offsets: func(p int32) (groups.Log, bool) {
+		m := b.replicas()
+		if m == nil {
+			return nil, false
+		}
+		r, ok := m.Get(groups.OffsetsTopicID, p)
+		if !ok {
+			return nil, false
+		}
+		return r, true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: kafkaPartitions{b},
+		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var admit func(context.Context, httpapi.Admission) error
+	var record func(httpapi.Admission)
+	if c.o.admission != nil {
+		admit, record = httpapi.AdmitWith(c.o.admission)
+	}
+	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
+		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
+		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
+		RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond, Admit: admit, Record: record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.coord, b.http = coord, hs
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = syncer.Run(ctx) }()
+	go func() { defer wg.Done(); _ = ks.Serve(ctx) }()
+	go func() { defer wg.Done(); _ = hs.Serve(ctx) }()
+	// The syncer stops first, then the front doors, the coordinator, and
+	// last the Raft side.
+	b.stop = func() {
+		cancel()
+		wg.Wait()
+		ks.Close()
+		hs.Close()
+		coord.Close()
+		if b.stopRaft != nil {
+			b.stopRaft()
+		}
+	}
+}
+
+// startRaft opens broker b's replicas from its data directory on
+// transport tn and keeps them following the cell state.
+func (c *cell) startRaft(b *broker, tn *transport.Node) {
+	t := c.t
+	t.Helper()
+	com := raftlog.NewCommitter(dlog.SyncFiles)
+	m, err := replicas.New(replicas.Config{NodeID: b.node, DataDir: filepath.Join(b.dir, "replicas"), Transport: tn, Committer: com,
+		Raft: raftConfig, CheckInterval: 100 * time.Millisecond, Logger: c.logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	b.manager = m
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	syncer := b.syncer
+	go func() {
+		defer close(done)
+		for {
+			changed := syncer.Changed()
+			if err := m.Apply(ctx, syncer.View()); err != nil && ctx.Err() == nil {
+				t.Logf("broker %d apply: %v", b.node, err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	b.stopRaft = func() {
+		cancel()
+		<-done
+		b.mu.Lock()
+		b.manager = nil
+		b.mu.Unlock()
+		if err := m.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Errorf("close replicas %d: %v", b.node, err)
+		}
+		com.Close()
+		_ = tn.Close()
+		b.stopRaft = nil
+	}
+}
+
+// newTransport listens for broker b's Raft peers on its old address.
+func (c *cell) newTransport(b *broker) *transport.Node {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(b.node), ListenAddr: b.raftAddr})
+		if err == nil {
+			return tn
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("broker %d transport: %v", b.node, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// isolate cuts broker i off its Raft peers as a network partition would:
+// its replicas and Raft transport stop, so it leads nothing, while its
+// HTTP and Kafka listeners and group coordinator (with whatever they keep
+// in memory) go on. reconnect undoes it.
+func (c *cell) isolate(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stopRaft == nil {
+		c.t.Fatalf("broker %d is not connected", b.node)
+	}
+	b.stopRaft()
+}
+
+// reconnect starts isolated broker i's replicas again from its data
+// directory, on its old Raft address.
+func (c *cell) reconnect(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stopRaft != nil {
+		c.t.Fatalf("broker %d is connected", b.node)
+	}
+	c.startRaft(b, c.newTransport(b))
+}
+
+// kill stops broker i as a crash would: its listeners, coordinator (and
+// with it every HTTP member session it kept in memory), replicas and
+// Raft transport. What it acknowledged is on disk already.
+func (c *cell) kill(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stop == nil {
+		c.t.Fatalf("broker %d is not running", b.node)
+	}
+	b.stop()
+	b.stop = nil
+}
+
+// restart starts killed broker i again from its data directory, on its
+// old Raft, Kafka and HTTP addresses.
+func (c *cell) restart(i int) {
+	c.t.Helper()
+	b := c.brokers[i]
+	if b.stop != nil {
+		c.t.Fatalf("broker %d is running", b.node)
+	}
+	c.start(b, c.newTransport(b), listenOn(c.t, b.httpAddr), listenOn(c.t, b.kafka))
 }
 
 // tenant signs up a tenant with an admin key and waits until every broker

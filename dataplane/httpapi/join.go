@@ -119,7 +119,15 @@ func (s *Server) join(c echo.Context) error {
 		}
 		sess := &memberSession{generation: res.Generation, opts: opts, parts: decodeAssignment(mine, cl.v, cl.p.TenantID),
 			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
-		s.sessions.put(memberKey{cl.p.TenantID, group, res.MemberID}, sess)
+		k := memberKey{cl.p.TenantID, group, res.MemberID}
+		if epoch, ok := coord.Epoch(cl.p.TenantID, group); ok {
+			sess.epoch = epoch
+			s.sessions.put(k, sess)
+		} else {
+			// The group moved away meanwhile; its next coordinator builds
+			// the session from the group's state.
+			s.sessions.drop(k)
+		}
 		out := joinResponse{MemberID: res.MemberID, Generation: res.Generation, Leader: res.LeaderID == res.MemberID,
 			Partitions: []topicPartition{}, SessionTimeoutMs: session.Milliseconds()}
 		for _, p := range sess.parts {
@@ -199,8 +207,12 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 		}
 		return nil, err
 	}
+	epoch, ok := coord.Epoch(cl.p.TenantID, group)
+	if !ok {
+		return nil, catalog.NotCoordinator.New("")
+	}
 	k := memberKey{cl.p.TenantID, group, member}
-	if sess := s.sessions.get(k); sess != nil && sess.generation == generation {
+	if sess := s.sessions.get(k); sess != nil && sess.generation == generation && sess.epoch == epoch {
 		return sess, nil
 	}
 	d, err := coord.DescribeGroup(cl.p.TenantID, group)
@@ -218,7 +230,7 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 		if opts.AutoOffsetReset == "" {
 			opts.AutoOffsetReset = "earliest"
 		}
-		sess := &memberSession{generation: generation, opts: opts, parts: decodeAssignment(m.Assignment, cl.v, cl.p.TenantID),
+		sess := &memberSession{generation: generation, epoch: epoch, opts: opts, parts: decodeAssignment(m.Assignment, cl.v, cl.p.TenantID),
 			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
 		s.sessions.put(k, sess)
 		return sess, nil

@@ -41,9 +41,14 @@ type assignedPart struct {
 type memberSession struct {
 	mu         sync.Mutex
 	generation int32
-	opts       memberOpts
-	parts      []assignedPart
-	next       int // where the next fetch starts among parts (fairness)
+	// epoch is the coordinator's leader epoch the session was built in: a
+	// session from an earlier epoch predates a coordinator move (its
+	// positions may be behind or ahead of what was committed since) and
+	// is rebuilt from the group's durable state.
+	epoch int32
+	opts  memberOpts
+	parts []assignedPart
+	next  int // where the next fetch starts among parts (fairness)
 	// pos is each partition's next offset to deliver; absent until loaded
 	// from the committed offset.
 	pos map[groups.TopicPartition]int64
@@ -59,6 +64,10 @@ type retryState struct {
 	Attempts int    `json:"attempts"`
 	NextMs   int64  `json:"next_ms"`
 	Error    string `json:"error,omitempty"`
+	// DLQFrom, set once the message is being dead-lettered, is the
+	// dead-letter topic's high watermark before its dead letter was
+	// published: a repeated dead-lettering looks for it from there.
+	DLQFrom *int64 `json:"dlq_from,omitempty"`
 }
 
 // retryMetadataPrefix marks committed-offset metadata written by the HTTP

@@ -127,9 +127,37 @@ func (s *Server) nack(c echo.Context) error {
 			sess.pos[tp] = off
 			return c.JSON(http.StatusOK, nackResponse{Action: "retry", Attempts: r.Attempts, RetryAtMs: r.NextMs})
 		}
-		dl, err := s.deadLetter(c, cl, group, t, req.Partition, off, r)
+		dlq, err := s.ensureTopic(c, cl, DeadLetterTopic(group))
 		if err != nil {
 			return err
+		}
+		var dl *offsetItem
+		if r.DLQFrom == nil {
+			// Commit where the dead-letter topic ends before publishing to
+			// it: a nack repeated after the publish but before the commit
+			// below (the coordinator moved) finds the dead letter there
+			// rather than publishing it twice.
+			o, err := s.offsetsOf(c, dlq, cl, 0, nil)
+			if err != nil {
+				return err
+			}
+			r.DLQFrom, r.NextMs = &o.HighWatermark, now.UnixMilli()
+			commit := groups.OffsetCommit{TopicPartition: tp, Offset: off, LeaderEpoch: -1, Metadata: r.metadata()}
+			if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, []groups.OffsetCommit{commit}); err != nil {
+				return err
+			}
+			sess.retry[tp] = r
+			sess.pos[tp] = off
+		} else if dl, err = s.findDeadLetter(c, cl, dlq, *r.DLQFrom, t.Name, req.Partition, off); err != nil {
+			return err
+		}
+		if dl == nil {
+			if dl, err = s.deadLetter(c, cl, dlq, t, req.Partition, off, r); err != nil {
+				return err
+			}
+		}
+		if f := s.afterDeadLetter.Load(); f != nil {
+			(*f)()
 		}
 		commit := groups.OffsetCommit{TopicPartition: tp, Offset: off + 1, LeaderEpoch: -1}
 		if err := coord.CommitOffsets(ctx, cl.p.TenantID, group, req.MemberID, "", *req.Generation, []groups.OffsetCommit{commit}); err != nil {
@@ -144,7 +172,7 @@ func (s *Server) nack(c echo.Context) error {
 // deadLetter copies the message at off to the group's dead-letter topic
 // with its key, value, headers and message id, plus where it came from,
 // how often it failed and the last error.
-func (s *Server) deadLetter(c echo.Context, cl *caller, group string, t *wire.Topic, p int32, off int64, r retryState) (*offsetItem, error) {
+func (s *Server) deadLetter(c echo.Context, cl *caller, dlq, t *wire.Topic, p int32, off int64, r retryState) (*offsetItem, error) {
 	rr, err := s.readPart(c, t, cl, p, off, 1)
 	if err != nil {
 		return nil, err
@@ -158,10 +186,6 @@ func (s *Server) deadLetter(c echo.Context, cl *caller, group string, t *wire.To
 	}
 	if m == nil {
 		return nil, catalog.OffsetOutOfRange.Newf("offset %d of partition %d is no longer retained; it cannot be dead-lettered", off, p)
-	}
-	dlq, err := s.ensureTopic(c, cl, DeadLetterTopic(group))
-	if err != nil {
-		return nil, err
 	}
 	hs := append([]jsonHeader{}, m.Headers...)
 	hs = append(hs,
@@ -180,6 +204,45 @@ func (s *Server) deadLetter(c echo.Context, cl *caller, group string, t *wire.To
 		return nil, remoteError(0, *e)
 	}
 	return &offsetItem{Topic: dlq.Name, Partition: res[0].Partition, Offset: res[0].Offset}, nil
+}
+
+// findDeadLetter looks in the dead-letter topic from offset from for
+// the dead letter of offset off of partition p of topic; nil if it is
+// not there.
+func (s *Server) findDeadLetter(c echo.Context, cl *caller, dlq *wire.Topic, from int64, topic string, p int32, off int64) (*offsetItem, error) {
+	o, err := s.offsetsOf(c, dlq, cl, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	pStr, offStr := strconv.Itoa(int(p)), strconv.FormatInt(off, 10)
+	for at := max(from, o.LogStartOffset); at < o.HighWatermark; {
+		rr, err := s.readPart(c, dlq, cl, 0, at, defaultReadBytes)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range rr.Messages {
+			if header(m.Headers, DeadLetterTopicHeader) == topic && header(m.Headers, DeadLetterPartitionHeader) == pStr &&
+				header(m.Headers, DeadLetterOffsetHeader) == offStr {
+				return &offsetItem{Topic: dlq.Name, Partition: 0, Offset: m.Offset}, nil
+			}
+		}
+		if rr.NextOffset <= at {
+			break
+		}
+		at = rr.NextOffset
+	}
+	return nil, nil
+}
+
+// header is the value of a message's last header named key.
+func header(hs []jsonHeader, key string) string {
+	v := ""
+	for _, h := range hs {
+		if h.Key == key {
+			v = string(h.Value)
+		}
+	}
+	return v
 }
 
 // topicWait bounds waiting for a topic created here to be served.

@@ -173,6 +173,10 @@ type Server struct {
 	sticky   atomic.Uint32 // spreads null-key publishes over partitions
 	sessions sessions      // HTTP group members this broker coordinates
 
+	// afterDeadLetter, when set (by tests, to inject a fault), runs after
+	// a dead letter is published and before its offset is committed.
+	afterDeadLetter atomic.Pointer[func()]
+
 	// mu guards the fields below.
 	mu      sync.Mutex
 	serving bool
