@@ -64,9 +64,13 @@ func (c *conn) fetch(req *request, r *kmsg.FetchRequest) error {
 		}
 		left := time.Until(deadline)
 		if topErr != 0 || failed || total >= int64(r.MinBytes) || left <= 0 || c.s.ctx.Err() != nil {
-			if err := c.recordFetch(c.s.ctx, total); err != nil {
+			if late, err := c.egressFetch(deadline, total); err != nil {
 				releaseFetch(topics)
 				return err
+			} else if late {
+				// Not granted in time: answer without records; the
+				// client fetches the same offsets again.
+				dropRecords(topics)
 			}
 			err := c.respond(req, func() error {
 				err := writeFetch(c.nc, c.s.cfg.Now().Add(c.s.cfg.WriteTimeout), req, topErr, throttleMillis(c.throttle), topics)
@@ -199,6 +203,17 @@ func releaseFetch(topics []fetchTopic) {
 	for i := range topics {
 		for j := range topics[i].parts {
 			topics[i].parts[j].records.Release()
+		}
+	}
+}
+
+// dropRecords releases the records of a response and leaves it without
+// them; partition errors and watermarks stay.
+func dropRecords(topics []fetchTopic) {
+	for i := range topics {
+		for j := range topics[i].parts {
+			topics[i].parts[j].records.Release()
+			topics[i].parts[j].records = log.Slice{}
 		}
 	}
 }

@@ -120,16 +120,24 @@ func (c *conn) recordProduce(bytes, records int64) {
 	}
 }
 
-// recordFetch waits for the response's turn in the broker's egress budget,
-// then records its bytes and adds their throttle to the request's.
-func (c *conn) recordFetch(ctx context.Context, bytes int64) error {
+// egressFetch waits for a fetch response's turn in the broker's egress
+// budget, at most MaxEgressWait past the fetch's deadline (its MaxWait),
+// then records its bytes and adds their throttle to the request's. When
+// the turn does not come in time it reports late and records nothing: the
+// response goes without records. An error means the server is closing.
+func (c *conn) egressFetch(deadline time.Time, bytes int64) (late bool, err error) {
 	a := c.s.cfg.Admission
 	if a == nil || bytes <= 0 {
-		return nil
+		return false, nil
 	}
+	ctx, cancel := context.WithDeadline(c.s.ctx, deadline.Add(c.s.cfg.MaxEgressWait))
+	defer cancel()
 	if err := a.Egress(ctx, c.tenant(), bytes); err != nil {
-		return err
+		if c.s.ctx.Err() != nil {
+			return false, err
+		}
+		return true, nil
 	}
 	c.throttle = max(c.throttle, a.RecordFetch(c.tenant(), bytes))
-	return nil
+	return false, nil
 }

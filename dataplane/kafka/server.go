@@ -80,6 +80,12 @@ type Config struct {
 	WriteTimeout time.Duration
 	// MaxFetchWait caps a Fetch request's MaxWaitMillis. Default 30 s.
 	MaxFetchWait time.Duration
+	// MaxEgressWait bounds how long a Fetch waits for its turn in the
+	// Admission's egress budget beyond its own MaxWaitMillis; a fetch not
+	// granted by then is answered without records (the client fetches the
+	// same offsets again). Default 5 s, inside the request timeouts of
+	// common clients (franz-go: MaxWait + 10 s; Java: 30 s).
+	MaxEgressWait time.Duration
 	// RecheckEvery is how often open connections' keys are re-checked for
 	// expiry, besides on every state change. Default 1 s.
 	RecheckEvery time.Duration
@@ -123,7 +129,7 @@ func (c *Config) validate() error {
 	if c.DevTenant != "" && c.TLS != nil {
 		return errors.New("kafka config: DevTenant is for plaintext loopback listeners only; unset TLS")
 	}
-	for _, d := range []*time.Duration{&c.AuthTimeout, &c.IdleTimeout, &c.WriteTimeout, &c.MaxFetchWait, &c.RecheckEvery} {
+	for _, d := range []*time.Duration{&c.AuthTimeout, &c.IdleTimeout, &c.WriteTimeout, &c.MaxFetchWait, &c.MaxEgressWait, &c.RecheckEvery} {
 		if *d < 0 {
 			return errors.New("kafka config: timeouts must not be negative")
 		}
@@ -139,6 +145,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxFetchWait == 0 {
 		c.MaxFetchWait = 30 * time.Second
+	}
+	if c.MaxEgressWait == 0 {
+		c.MaxEgressWait = 5 * time.Second
 	}
 	if c.RecheckEvery == 0 {
 		c.RecheckEvery = time.Second
