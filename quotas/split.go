@@ -14,16 +14,21 @@ const DefaultFloor = 0.1
 // window (what it recorded, in units per second). It writes one share per
 // broker into out (reallocated if too short) and returns it.
 //
-// Every broker gets a floor of floor × quota / n. The rest is divided in
-// proportion to each broker's demand above its floor, so a broker whose
-// clients use less than the floor does not hold back any of the rest. The
-// shares always sum to quota. When no broker has demand above the floor the
-// split is even.
+// Every broker gets a floor of floor × quota / n. When the brokers'
+// demands (each at least the floor) add up to no more than the quota, every
+// broker gets its demand and an equal part of what is left: a tenant within
+// its quota is then throttled nowhere, even when the demand is a poor
+// estimate of what its clients are about to send (just after they start,
+// the last window saw little of it). Otherwise the rest above the floors is
+// divided in proportion to each broker's demand above its floor, so a
+// broker whose clients use less than the floor does not hold back any of
+// it. The shares always sum to quota. When no broker has demand above the
+// floor the split is even.
 //
 // Demand is what brokers admitted, and a throttled broker admits about its
-// share; splitting the demand above the floor (not the whole demand) is what
-// lets a busy broker's share grow each window until the brokers with little
-// traffic hold only what they use, so the cell as a whole reaches its quota.
+// share; its share still grows each window (by a part of the spare below
+// the quota, in proportion above it) until the brokers with little traffic
+// hold only what they use, so the cell as a whole reaches its quota.
 //
 // A quota of zero or less means no limit and is copied to every share.
 // floor is clamped to [0, 1]; negative or NaN demand counts as none.
@@ -54,12 +59,18 @@ func Split(quota float64, demand []float64, floor float64, out []float64) []floa
 		return EvenSplit(quota, n, out)
 	}
 	rest := quota - each*float64(n)
+	// Within the quota each broker's demand above its floor is its own and
+	// the spare is split evenly; above it the rest is split by demand.
+	base, scale := each, rest/excess
+	if spare := rest - excess; spare >= 0 {
+		base, scale = each+spare/float64(n), 1
+	}
 	var sum float64
 	largest := 0
 	for i, d := range demand {
-		out[i] = each
+		out[i] = base
 		if d > each && !math.IsInf(d, 1) {
-			out[i] += rest * (d - each) / excess
+			out[i] += scale * (d - each)
 		}
 		sum += out[i]
 		if out[i] > out[largest] {

@@ -30,8 +30,15 @@ func TestSplit(t *testing.T) {
 			0.2e6 + 5.4e6*9.4/11.4, 0.2e6 + 5.4e6*1.0/11.4, 0.2e6 + 5.4e6*1.0/11.4}},
 		{"all idle", []float64{0, 0, 0}, DefaultFloor, []float64{2e6, 2e6, 2e6}},
 		{"only under the floor", []float64{1e5, 0, 1.5e5}, DefaultFloor, []float64{2e6, 2e6, 2e6}},
-		{"one busy broker", []float64{0, 3e6, 0}, 0.2, []float64{0.4e6, 5.2e6, 0.4e6}},
-		{"no floor", []float64{3e6, 1e6, 0}, 0, []float64{4.5e6, 1.5e6, 0}},
+		// Within the quota every broker gets its demand and a third of
+		// the spare.
+		{"one busy broker", []float64{0, 3e6, 0}, 0.2, []float64{0.4e6 + 2.2e6/3, 3e6 + 2.2e6/3, 0.4e6 + 2.2e6/3}},
+		{"no floor", []float64{3e6, 1e6, 0}, 0, []float64{3e6 + 2e6/3, 1e6 + 2e6/3, 2e6 / 3}},
+		// Just after a tenant starts, the last window saw a little of
+		// its traffic, unevenly: no broker is left with its floor.
+		{"start within quota", []float64{0.3e6, 0.1e6, 0.25e6}, DefaultFloor, []float64{2.05e6, 1.95e6, 2e6}},
+		{"one busy broker above quota", []float64{0, 9e6, 0}, 0.2, []float64{0.4e6, 5.2e6, 0.4e6}},
+		{"no floor above quota", []float64{6e6, 2e6, 0}, 0, []float64{4.5e6, 1.5e6, 0}},
 		{"full floor is even", []float64{5e6, 1e6, 0}, 1, []float64{2e6, 2e6, 2e6}},
 		{"demand above quota", []float64{60e6, 20e6, 20e6}, DefaultFloor, nil},
 		{"bad demand counts as none", []float64{math.NaN(), -5, math.Inf(1), 3e6}, DefaultFloor, nil},
@@ -170,8 +177,10 @@ func TestCellReachesQuota(t *testing.T) {
 }
 
 // TestSplitProperties checks Split's invariants on arbitrary inputs: shares
-// sum to the quota, none is below the floor, and a broker with more demand
-// above the floor never gets a smaller share.
+// sum to the quota, none is below the floor, a broker with more demand
+// above the floor never gets a smaller share, and when the demands (each
+// at least the floor) fit in the quota every broker gets its demand and an
+// equal part of the spare.
 func TestSplitProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		quota := rapid.Float64Range(1, 1e10).Draw(t, "quota")
@@ -182,7 +191,14 @@ func TestSplitProperties(t *testing.T) {
 			t.Fatalf("shares %v sum to %v, want %v", got, s, quota)
 		}
 		each := floor * quota / float64(len(demand))
+		var need float64
+		for _, d := range demand {
+			need += max(d, each)
+		}
 		for i, v := range got {
+			if want := max(demand[i], each) + (quota-need)/float64(len(demand)); need <= quota && v < want-1e-9*quota {
+				t.Fatalf("demand %v fits in quota %v: share %d = %v, want at least %v", demand, quota, i, v, want)
+			}
 			if v < each-1e-9*quota {
 				t.Fatalf("share %d = %v below the floor %v", i, v, each)
 			}

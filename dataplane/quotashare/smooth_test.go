@@ -59,3 +59,41 @@ func TestSmoothedAndBoostedDemand(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantStartingWithinQuota: a tenant idle for the whole smoothing
+// window starts sending at half its quota, unevenly over the brokers. The
+// averaged demand of the first round is a fraction of the new rate, near
+// the floors; dividing the quota by demand above the floors would give the
+// broker with the least of it only its floor (a quarter of what its
+// clients send here) and throttle a tenant far within its quota. After the
+// first round every broker's share covers what its clients sent.
+func TestTenantStartingWithinQuota(t *testing.T) {
+	const quota = 4e6
+	pfx := prefix(t)
+	rdb := newRedis(t, redisAddr)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cs := cellState(acme(quota))
+	var brokers []*broker
+	for _, id := range brokerIDs {
+		b := newBroker(t, id, pfx, rdb, clk, cs)
+		b.sharer.cfg.DemandRounds = 4
+		brokers = append(brokers, b)
+	}
+	sent := []float64{0.75e6, 0.5e6, 0.75e6} // 2 MB/s, half the quota
+	for round := range 5 {
+		bps := []float64{0, 0, 0}
+		if round == 4 {
+			bps = sent
+		}
+		for i, err := range window(t, clk, brokers, bps) {
+			if err != nil {
+				t.Fatalf("%s: %v", brokers[i].id, err)
+			}
+		}
+	}
+	for i, b := range brokers {
+		if got := b.rate(t, "acme", quotas.ProduceBytes); got < sent[i] {
+			t.Errorf("%s: share %.0f B/s below the %.0f B/s its clients sent, with the tenant at half its quota", b.id, got, sent[i])
+		}
+	}
+}

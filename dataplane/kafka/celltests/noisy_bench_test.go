@@ -88,6 +88,11 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	b.ReportMetric(med(noisy, func(r noisyResult) float64 { return r.fetchMBs }), "noisy-fetch-MB/s")
 	b.ReportMetric(med(noisy, func(r noisyResult) float64 { return r.aAckedMBs }), "A-acked-MB/s")
 	b.ReportMetric(med(noisy, func(r noisyResult) float64 { return r.aFetchMBs }), "A-fetch-MB/s")
+	var throttled float64
+	for _, r := range append(solo, noisy...) {
+		throttled += r.bThrottled
+	}
+	b.ReportMetric(throttled, "B-produce-throttles")
 }
 
 // noisyPairs is how many solo/noisy pairs one benchmark iteration runs.
@@ -102,6 +107,7 @@ type noisyResult struct {
 	p50, p99             float64 // B's produce latency, ms
 	fetchMBs             float64 // B's fetch throughput, 10^6 B/s of values
 	aAckedMBs, aFetchMBs float64 // A's acknowledged produce and fetched values, 10^6 B/s
+	bThrottled           float64 // B's produce responses that carried a throttle
 }
 
 // noisyRound runs B's produce-then-read once, with A's load when a is set.
@@ -151,8 +157,9 @@ func noisyRound(b *testing.B, qc *quotaCell, bt, a *cptest.Tenant) noisyResult {
 
 	// B: produce at a steady rate (paced by elapsed time, so a late tick
 	// does not lower it), per-record latency.
+	var thr throttleCount
 	prod := qc.client(b, bt, kgo.DefaultProduceTopic("b-events"), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.WithHooks(&thr))
 	var lat []time.Duration
 	var lmu sync.Mutex
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -183,6 +190,7 @@ func noisyRound(b *testing.B, qc *quotaCell, bt, a *cptest.Tenant) noisyResult {
 	slices.Sort(lat)
 	res.p50 = float64(lat[len(lat)/2].Microseconds()) / 1000
 	res.p99 = float64(lat[len(lat)*99/100].Microseconds()) / 1000
+	res.bThrottled = float64(thr.n.Load())
 
 	// B: read the first noisyReadRecords of its topic.
 	var total int
