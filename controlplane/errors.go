@@ -1,10 +1,8 @@
 package controlplane
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,38 +86,8 @@ func (s *Server) bind(c echo.Context, v any) error {
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 		return catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, s.cfg.MaxBodyBytes)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return catalog.MalformedJSON.New("the body must hold exactly one JSON object")
-	}
-	return nil
-}
-
-func decodeError(err error, limit int64) error {
-	var maxErr *http.MaxBytesError
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &maxErr):
-		return catalog.BodyTooLarge.Newf("the body is larger than %d bytes", limit)
-	case errors.Is(err, io.EOF):
-		return catalog.MalformedJSON.New("the body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return catalog.MalformedJSON.New("the body ends in the middle of a JSON value")
-	case errors.As(err, &syntax):
-		return catalog.MalformedJSON.Newf("invalid JSON at byte %d", syntax.Offset)
-	case errors.As(err, &typeErr):
-		return catalog.InvalidRequest.Newf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for this case.
-		return catalog.UnknownField.Newf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return catalog.MalformedJSON.Wrap(err, "")
+	_, err := catalog.ReadJSON(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes), v, s.cfg.MaxBodyBytes)
+	return err
 }
 
 // dbError maps a database failure to the catalogue.

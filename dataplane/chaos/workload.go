@@ -183,6 +183,16 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 		return false
 	}
 	defer cl.Close()
+	return w.poll(cl, length, func(int32) string { return sess }, func(recs []Record) {
+		next[recs[0].Part] = recs[len(recs)-1].Offset + 1
+	}, func() {})
+}
+
+// poll polls cl for length, or until the workload stops (then false),
+// handing every partition's records to the checker in the session sessOf
+// names for that partition; seen gets each non-empty partition's records
+// and afterPoll runs after each poll.
+func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32) string, seen func([]Record), afterPoll func()) bool {
 	end := time.Now().Add(length)
 	for time.Now().Before(end) {
 		select {
@@ -195,7 +205,7 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 		cancel()
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				w.fetchError(sess, p, err)
+				w.fetchError(sessOf(p), p, err)
 			}
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -206,9 +216,10 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 			for i, r := range fp.Records {
 				recs[i] = Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
 			}
-			w.chk.Polled(sess, recs)
-			next[fp.Partition] = recs[len(recs)-1].Offset + 1
+			w.chk.Polled(sessOf(fp.Partition), recs)
+			seen(recs)
 		})
+		afterPoll()
 	}
 	return true
 }
@@ -276,34 +287,7 @@ func (w *Workload) groupSession(name string, length time.Duration) bool {
 		// the client's own timeouts.
 		cl.Close()
 	}()
-	stop := time.Now().Add(length)
-	for time.Now().Before(stop) {
-		select {
-		case <-w.stop:
-			return false
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				w.fetchError(name, p, err)
-			}
-		})
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
-			recs := make([]Record, len(fp.Records))
-			for i, r := range fp.Records {
-				recs[i] = Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
-			}
-			w.chk.Polled(sess(fp.Partition), recs)
-		})
-		cl.AllowRebalance()
-	}
-	return true
+	return w.poll(cl, length, sess, func([]Record) {}, cl.AllowRebalance)
 }
 
 // FinalRead waits until every partition has a leader whose high watermark

@@ -1,13 +1,9 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -111,69 +107,7 @@ func (s *Server) bindRaw(c echo.Context, v any) ([]byte, error) {
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 		return nil, catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		return nil, decodeError(err, s.cfg.MaxBodyBytes)
-	}
-	return raw, decodeStrict(raw, v, s.cfg.MaxBodyBytes)
-}
-
-// decodeStrict decodes exactly one JSON object with no unknown fields.
-func decodeStrict(raw []byte, v any, limit int64) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, limit)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return catalog.MalformedJSON.New("the body must hold exactly one JSON object")
-	}
-	return nil
-}
-
-func decodeError(err error, limit int64) error {
-	var maxErr *http.MaxBytesError
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	var b64 base64.CorruptInputError
-	switch {
-	case errors.As(err, &maxErr):
-		return catalog.BodyTooLarge.Newf("the body is larger than %d bytes", limit)
-	case errors.Is(err, io.EOF):
-		return catalog.MalformedJSON.New("the body is empty; send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return catalog.MalformedJSON.New("the body ends in the middle of a JSON value")
-	case errors.As(err, &syntax):
-		return catalog.MalformedJSON.Newf("invalid JSON at byte %d", syntax.Offset)
-	case errors.As(err, &typeErr):
-		if typeErr.Field == "" {
-			return catalog.InvalidRequest.Newf("the body must be a JSON object, not %s", typeErr.Value)
-		}
-		return catalog.InvalidRequest.Newf("field %q must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &b64):
-		return catalog.InvalidRequest.Newf("a key, value or header value is not valid base64 (standard alphabet, padded): bad byte at %d", int64(b64))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for this case.
-		return catalog.UnknownField.Newf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return catalog.MalformedJSON.Wrap(err, "")
-}
-
-// jsonType names a Go type as the JSON a caller should send.
-func jsonType(goType string) string {
-	switch {
-	case goType == "string":
-		return "a string"
-	case goType == "[]uint8":
-		return "a base64 string"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"), strings.HasPrefix(goType, "uint"):
-		return "an integer"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case goType == "bool":
-		return "a boolean"
-	}
-	return "an object"
+	return catalog.ReadJSON(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes), v, s.cfg.MaxBodyBytes)
 }
 
 // remoteError is the catalogue error another broker answered a forwarded
