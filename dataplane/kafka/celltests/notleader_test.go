@@ -27,14 +27,31 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = &topic
 	meta.Topics = append(meta.Topics, mt)
+	// A follower learns the leader from its first append, a moment after
+	// the election WaitLeader saw; until then Metadata names the preferred
+	// replica with NOT_LEADER. Wait until every broker knows.
 	for node := int32(1); node <= 3; node++ {
-		raw, err := cl.Broker(int(node)).Request(ctx, meta)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mr := raw.(*kmsg.MetadataResponse)
-		if len(mr.Brokers) != 3 || len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 || mr.Topics[0].Partitions[0].Leader != leaderNode {
-			t.Fatalf("metadata from node %d: %d brokers, topics %+v; want leader %d", node, len(mr.Brokers), mr.Topics, leaderNode)
+		for {
+			raw, err := cl.Broker(int(node)).Request(ctx, meta)
+			if err != nil {
+				t.Fatalf("metadata from node %d: %v", node, err)
+			}
+			mr := raw.(*kmsg.MetadataResponse)
+			if len(mr.Brokers) != 3 || len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 {
+				t.Fatalf("metadata from node %d: %d brokers, topics %+v", node, len(mr.Brokers), mr.Topics)
+			}
+			mp := mr.Topics[0].Partitions[0]
+			if mp.ErrorCode == 0 && mp.Leader == leaderNode {
+				break
+			}
+			if mp.ErrorCode == 0 || mp.ErrorCode != catalog.NotLeader.KafkaCode {
+				t.Fatalf("metadata from node %d: leader %d, code %d; want leader %d", node, mp.Leader, mp.ErrorCode, leaderNode)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("node %d never learned that node %d leads", node, leaderNode)
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 
