@@ -17,10 +17,11 @@ var ErrCommitterClosed = errors.New("raftlog: committer closed")
 
 // Committer makes the appends of every partition on one broker durable in
 // shared rounds (group commit). A StoreLogs that has written its bytes asks
-// the committer to cover its store; the committer's goroutine takes every
-// store that asked since the last round, syncs all their partition logs
-// through one log.Syncer call and their index files in parallel, then wakes
-// all of them. One Committer per broker; it owns one goroutine, which Close
+// the committer to cover its store, saying which of its two files must be
+// durable; the committer's goroutine takes every store that asked since the
+// last round, syncs the partition logs asked for through one log.Syncer
+// call and the entries files asked for in parallel with it, then wakes all
+// of them. One Committer per broker; it owns one goroutine, which Close
 // stops.
 type Committer struct {
 	syncer *log.Syncer
@@ -29,14 +30,24 @@ type Committer struct {
 	done   chan struct{}
 	once   sync.Once
 
-	rounds atomic.Int64
-	stores atomic.Int64
+	rounds  atomic.Int64
+	stores  atomic.Int64
+	entries atomic.Int64
 }
 
 type commitReq struct {
 	s    *Store
+	what syncWhat
 	done chan error
 }
+
+// syncWhat says which files of a store a commit request needs durable.
+type syncWhat uint8
+
+const (
+	syncLog     syncWhat = 1 << iota // the partition log's segments
+	syncEntries                      // the entries file
+)
 
 // NewCommitter starts a committer that syncs logs in mode.
 func NewCommitter(mode log.SyncMode) *Committer {
@@ -52,14 +63,15 @@ func NewCommitter(mode log.SyncMode) *Committer {
 
 // CommitStats counts durability rounds and the store syncs they covered.
 type CommitStats struct {
-	Rounds int64 // durability rounds run
-	Stores int64 // store syncs covered, summed over rounds
+	Rounds         int64 // durability rounds run
+	Stores         int64 // store syncs covered, summed over rounds
+	EntriesFlushes int64 // entries-file fdatasyncs, summed over rounds
 }
 
 // Stats reports how many rounds ran and how many stores they covered; Stores
 // divided by Rounds is the mean number of partitions per fsync round.
 func (c *Committer) Stats() CommitStats {
-	return CommitStats{Rounds: c.rounds.Load(), Stores: c.stores.Load()}
+	return CommitStats{Rounds: c.rounds.Load(), Stores: c.stores.Load(), EntriesFlushes: c.entries.Load()}
 }
 
 // Close stops the committer's goroutine and waits for it. Waiters not yet
@@ -69,9 +81,10 @@ func (c *Committer) Close() {
 	<-c.done
 }
 
-// wait returns once everything s wrote before the call is durable.
-func (c *Committer) wait(s *Store) error {
-	r := commitReq{s: s, done: make(chan error, 1)}
+// wait returns once everything s wrote before the call to the files named
+// by what is durable.
+func (c *Committer) wait(s *Store, what syncWhat) error {
+	r := commitReq{s: s, what: what, done: make(chan error, 1)}
 	select {
 	case c.reqs <- r:
 	case <-c.stop:
@@ -127,38 +140,45 @@ func (c *Committer) drain() {
 	}
 }
 
-// round syncs every distinct store in batch once and answers each request.
+// round syncs the files asked for of every distinct store in batch once
+// and answers each request.
 func (c *Committer) round(batch []commitReq) {
 	seen := make(map[*Store]int, len(batch))
-	var logs []*log.Log
-	var files []*os.File
 	var stores []*Store
+	var what []syncWhat
 	for _, r := range batch {
-		if _, ok := seen[r.s]; ok {
-			continue
+		i, ok := seen[r.s]
+		if !ok {
+			i = len(stores)
+			seen[r.s] = i
+			stores = append(stores, r.s)
+			what = append(what, 0)
 		}
-		seen[r.s] = len(stores)
-		stores = append(stores, r.s)
-		logs = append(logs, r.s.log)
-		files = append(files, r.s.idx)
+		what[i] |= r.what
 	}
+	var logs []*log.Log
 	errs := make([]error, len(stores))
 	var wg sync.WaitGroup
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fdatasync(f)
-		}()
+	for i, s := range stores {
+		if what[i]&syncLog != 0 {
+			logs = append(logs, s.log)
+		}
+		if what[i]&syncEntries != 0 {
+			c.entries.Add(1)
+			wg.Go(func() { errs[i] = fdatasync(s.idx) })
+		}
 	}
-	logErr := c.syncer.Sync(logs...)
+	var logErr error
+	if len(logs) > 0 {
+		logErr = c.syncer.Sync(logs...)
+	}
 	wg.Wait()
 	c.rounds.Add(1)
 	c.stores.Add(int64(len(stores)))
 	for _, r := range batch {
 		i := seen[r.s]
 		err := errs[i]
-		if err == nil && logErr != nil {
+		if err == nil && logErr != nil && r.what&syncLog != 0 {
 			// Syncer reports the first failure only; ask the log whether
 			// this one is durable.
 			err = r.s.checkDurable()

@@ -135,6 +135,12 @@ func (s *Store) recover() error {
 		kafka += e.count
 		pos += n
 	}
+	var rebuilt []entry
+	if len(ents) > 0 && logNext > kafka {
+		// Batches past the last record: a crash lost the records of plain
+		// command entries (see StoreLogs), which the batches describe.
+		rebuilt, kafka = s.rebuildTail(ents[len(ents)-1].term, kafka, logNext)
+	}
 	if len(ents) == 0 {
 		kafka = logNext // a fresh store, or one whose records were all lost
 		if logNext > logStart {
@@ -150,11 +156,28 @@ func (s *Store) recover() error {
 			return fmt.Errorf("cut unrecorded batches: %w", err)
 		}
 	}
+	changed := pos < len(b) || len(rebuilt) > 0
 	if pos < len(b) {
 		s.cfg.Logger.Warn("raft log store cut entries file", "bytes", len(b)-pos, "reason", reason)
 		if err := f.Truncate(int64(pos)); err != nil {
 			return fmt.Errorf("cut %s: %w", entriesName, err)
 		}
+	}
+	if len(rebuilt) > 0 {
+		s.cfg.Logger.Info("raft log store rebuilt entry records from batches", "entries", len(rebuilt),
+			"from_index", first+uint64(len(ents)), "from_offset", rebuilt[0].at)
+		var rec []byte
+		for i := range rebuilt {
+			rebuilt[i].pos = int64(pos + len(rec))
+			rec = appendRecord(rec, first+uint64(len(ents)+i), rebuilt[i])
+		}
+		if err := pwriteAll(f, rec, int64(pos)); err != nil {
+			return fmt.Errorf("rebuild %s: %w", entriesName, err)
+		}
+		ents = append(ents, rebuilt...)
+		pos += len(rec)
+	}
+	if changed {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("sync %s: %w", entriesName, err)
 		}
@@ -183,6 +206,34 @@ func (s *Store) recover() error {
 	}
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = first, ents, kafka, int64(pos), int64(pos)
 	return nil
+}
+
+// rebuildTail describes the batches from offset at to end as plain command
+// entries following one of term last: each batch's leader epoch is its
+// entry's term. It stops at a batch it cannot read or whose epoch would
+// make terms go backwards; the caller cuts the log there.
+func (s *Store) rebuildTail(last uint64, at, end int64) ([]entry, int64) {
+	var ents []entry
+	var buf []byte
+	for at < end {
+		h, b, err := s.log.ReadBatch(at, buf)
+		if err != nil {
+			s.cfg.Logger.Warn("raft log store cannot rebuild an entry", "offset", at, "err", err)
+			break
+		}
+		buf = b[:0]
+		term := uint64(max(h.LeaderEpoch, 0))
+		if h.BaseOffset != at || term < max(last, 1) {
+			s.cfg.Logger.Warn("raft log store cannot rebuild an entry", "offset", at,
+				"base", h.BaseOffset, "epoch", h.LeaderEpoch, "previous_term", last)
+			break
+		}
+		count := int64(h.LastOffsetDelta) + 1
+		ents = append(ents, entry{term: term, typ: raft.LogCommand, at: at, count: count})
+		at += count
+		last = term
+	}
+	return ents, at
 }
 
 func syncDir(dir string) error {

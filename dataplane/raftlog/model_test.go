@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -21,12 +23,14 @@ type modelEntry struct {
 }
 
 // TestStoreModel drives a store with random appends, tail truncations
-// (Raft conflicts), no-op prefix deletes and reopenings, and checks after
+// (Raft conflicts), no-op prefix deletes, reopenings and power cuts (the
+// entries file cut anywhere after its flushed prefix, junk appended),
+// and checks after
 // every step that it agrees with a plain model: Raft indexes contiguous
 // from 1, each data entry's base offset is the sum of the records before
 // it, non-data entries take no offset, epochs equal terms.
 func TestStoreModel(t *testing.T) {
-	for seed := int64(1); seed <= 8; seed++ {
+	for seed := int64(1); seed <= 16; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { storeModelRun(t, seed) })
 	}
 }
@@ -43,11 +47,16 @@ func storeModelRun(t *testing.T, seed int64) {
 		case op < 6: // append a few entries
 			n := 1 + rng.Intn(4)
 			next := uint64(len(model) + 1)
+			plainOnly := rng.Intn(2) == 0 // a call of batches only
 			var logs []*raft.Log
 			for i := 0; i < n; i++ {
 				e := modelEntry{term: term}
 				l := &raft.Log{Index: next + uint64(i), Term: term}
-				switch rng.Intn(4) {
+				kind := rng.Intn(4)
+				if plainOnly {
+					kind = 2
+				}
+				switch kind {
 				case 0:
 					e.typ = raft.LogNoop
 				case 1:
@@ -86,10 +95,45 @@ func storeModelRun(t *testing.T, seed int64) {
 				}
 			}
 		default:
+			_, flushed := s.Durable()
 			s.Close()
+			if rng.Intn(2) == 0 {
+				powerCut(t, filepath.Join(dir, "raft.entries"), flushed, rng)
+			}
 			s = openStore(t, dir, c)
 		}
 		checkModel(t, step, s, model)
+	}
+}
+
+// powerCut keeps the flushed prefix of the file at path and a random part
+// of what followed, then sometimes appends junk. Every acknowledged append
+// flushed the partition log, so the log keeps all of its batches.
+func powerCut(t *testing.T, path string, flushed int64, rng *rand.Rand) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > flushed {
+		if err := os.Truncate(path, flushed+rng.Int63n(fi.Size()-flushed+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rng.Intn(2) == 0 {
+		junk := make([]byte, 1+rng.Intn(40))
+		rng.Read(junk)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Write(junk)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

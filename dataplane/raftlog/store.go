@@ -227,8 +227,20 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // StoreLogs appends entries that must follow the last stored one. Each
 // LogCommand's batch is stamped in place with its Kafka base offset and the
 // entry's term as leader epoch, and written to the partition log; every
-// entry gets a record in the entries file. StoreLogs returns once both are
-// durable, through a round of the shared Committer.
+// entry gets a record in the entries file. StoreLogs returns once the
+// entries are durable, through a round of the shared Committer.
+//
+// Durable means recoverable, not both files flushed. A call of plain
+// command entries (the steady state of a partition: batches only) flushes
+// the partition log alone, one fdatasync per round instead of two: the
+// batches carry their base offset and their term as leader epoch, so
+// recovery rebuilds the records of batches whose records a crash lost,
+// with the Raft indexes that follow the last record. That is exact only if
+// every entry after the last durable record is a plain command entry, so a
+// call holding any other entry (no-op, barrier, configuration, or a
+// command with extensions), or the first entry of an empty store, first
+// makes its records, and every record before them, durable, and only then
+// writes its batches.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -237,9 +249,11 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	defer s.wmu.Unlock()
 	s.mu.RLock()
 	err := s.usable()
-	next := s.first + uint64(len(s.ents))
+	first := s.first
+	next := first + uint64(len(s.ents))
 	kafka := s.kafkaNext
 	pos := s.size
+	synced := s.synced
 	s.mu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("store raft entries: %w", err)
@@ -254,6 +268,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	ents := make([]entry, 0, len(logs))
 	var batches []log.Batch
 	var rec []byte
+	// Recovery rebuilds lost records after the last durable one, so the
+	// first entry of an empty store is never plain.
+	plain := next > first
 	for i, l := range logs {
 		if l.Index != next+uint64(i) {
 			return fmt.Errorf("store raft entry %d: %w: expected %d", l.Index, ErrGap, next+uint64(i))
@@ -272,18 +289,44 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			}
 			e.count = int64(h.LastOffsetDelta) + 1
 			batches = append(batches, log.Batch{Data: l.Data, LeaderEpoch: int32(l.Term)})
+			plain = plain && len(l.Extensions) == 0
 		} else {
 			e.data = l.Data
+			plain = false
 		}
 		e.pos = pos + int64(len(rec))
 		rec = appendRecord(rec, l.Index, e)
 		kafka += e.count
 		ents = append(ents, e)
 	}
+	if !plain {
+		// Records first, durable before any of these batches can be.
+		if err := pwriteAll(s.idx, rec, pos); err != nil {
+			return s.fail(fmt.Errorf("store raft entries: write %s: %w", entriesName, err))
+		}
+		if err := s.committer.wait(s, syncEntries); err != nil {
+			return s.fail(fmt.Errorf("store raft entries %d–%d: sync %s: %w", logs[0].Index, logs[len(logs)-1].Index, entriesName, err))
+		}
+		synced = pos + int64(len(rec))
+	}
 	if len(batches) > 0 {
 		first, last, err := s.log.AppendBatches(batches)
 		if err != nil {
 			s.rewindLog()
+			if !plain {
+				// The records are on disk without their batches. Cut them,
+				// durably: other entries may take these indexes later, and
+				// a crash must not bring these records back to name them.
+				if terr := s.idx.Truncate(pos); terr != nil {
+					return s.fail(fmt.Errorf("store raft entries: cut %s: %w", entriesName, terr))
+				}
+				if terr := fdatasync(s.idx); terr != nil {
+					return s.fail(fmt.Errorf("store raft entries: sync %s: %w", entriesName, terr))
+				}
+				s.mu.Lock()
+				s.synced = min(s.synced, pos)
+				s.mu.Unlock()
+			}
 			if errors.Is(err, log.ErrCorruptBatch) || errors.Is(err, log.ErrInvalidMagic) {
 				err = fmt.Errorf("%w: %w", ErrNotBatch, err)
 			}
@@ -294,17 +337,21 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 				ErrInconsistent, first, last, ents[0].at, kafka-1))
 		}
 	}
-	if err := pwriteAll(s.idx, rec, pos); err != nil {
-		return s.fail(fmt.Errorf("store raft entries: write %s: %w", entriesName, err))
+	if plain {
+		if err := pwriteAll(s.idx, rec, pos); err != nil {
+			return s.fail(fmt.Errorf("store raft entries: write %s: %w", entriesName, err))
+		}
 	}
-	if err := s.committer.wait(s); err != nil {
-		return s.fail(fmt.Errorf("store raft entries %d–%d: sync: %w", logs[0].Index, logs[len(logs)-1].Index, err))
+	if len(batches) > 0 {
+		if err := s.committer.wait(s, syncLog); err != nil {
+			return s.fail(fmt.Errorf("store raft entries %d–%d: sync: %w", logs[0].Index, logs[len(logs)-1].Index, err))
+		}
 	}
 	s.mu.Lock()
 	s.ents = append(s.ents, ents...)
 	s.kafkaNext = kafka
 	s.size = pos + int64(len(rec))
-	s.synced = s.size
+	s.synced = synced
 	s.mu.Unlock()
 	return nil
 }

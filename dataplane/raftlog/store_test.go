@@ -136,12 +136,15 @@ func TestStoreTailTruncateAndCompaction(t *testing.T) {
 	}
 }
 
-// TestStoreRecovery covers crashes between the partition log write and the
-// entries file write, in both orders.
+// TestStoreRecovery covers damage to either file's tail. A lost record
+// whose batch survived is rebuilt from the batch; a lost batch takes its
+// record with it.
 func TestStoreRecovery(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		harm func(t *testing.T, dir string)
+		name      string
+		harm      func(t *testing.T, dir string)
+		last      uint64
+		kafkaNext int64
 	}{
 		{"torn entries record", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, "raft.entries")
@@ -152,7 +155,7 @@ func TestStoreRecovery(t *testing.T) {
 			if err := os.Truncate(p, fi.Size()-3); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, 5, 3},
 		{"torn batch", func(t *testing.T, dir string) {
 			segs, _ := filepath.Glob(filepath.Join(dir, "log", "*.log"))
 			fi, err := os.Stat(segs[len(segs)-1])
@@ -162,28 +165,107 @@ func TestStoreRecovery(t *testing.T) {
 			if err := os.Truncate(segs[len(segs)-1], fi.Size()-5); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, 4, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c := newCommitter(t)
 			s := openStore(t, dir, c)
-			if err := s.StoreLogs(script(1, 1)); err != nil {
+			in := script(1, 1)
+			if err := s.StoreLogs(in); err != nil {
 				t.Fatal(err)
 			}
 			s.Close()
 			tc.harm(t, dir)
 			s = openStore(t, dir, c)
-			if l, _ := s.LastIndex(); l != 4 {
-				t.Fatalf("last index %d, want 4", l)
+			if l, _ := s.LastIndex(); l != tc.last {
+				t.Fatalf("last index %d, want %d", l, tc.last)
 			}
-			if n := s.Log().NextOffset(); n != 2 {
-				t.Fatalf("kafka end %d, want 2", n)
+			if n := s.Log().NextOffset(); n != tc.kafkaNext {
+				t.Fatalf("kafka end %d, want %d", n, tc.kafkaNext)
 			}
-			if err := s.StoreLogs([]*raft.Log{{Index: 5, Term: 2, Type: raft.LogCommand, Data: celltest.Batch([]byte("d"))}}); err != nil {
+			for _, want := range in[:tc.last] {
+				var got raft.Log
+				if err := s.GetLog(want.Index, &got); err != nil {
+					t.Fatal(err)
+				}
+				if got.Term != want.Term || got.Type != want.Type || !bytes.Equal(got.Extensions, want.Extensions) {
+					t.Fatalf("entry %d after recovery: %+v, want %+v", want.Index, got, want)
+				}
+			}
+			if err := s.StoreLogs([]*raft.Log{{Index: tc.last + 1, Term: 2, Type: raft.LogCommand, Data: celltest.Batch([]byte("d"))}}); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A call of plain command entries flushes the partition log only; its
+// records may be lost to a power cut and are rebuilt from the batches. A
+// call with any other entry flushes its records before its batches, so
+// everything before the last such entry keeps its record.
+func TestStorePlainCallsFlushTheLogOnly(t *testing.T) {
+	dir := t.TempDir()
+	c := newCommitter(t)
+	s := openStore(t, dir, c)
+	in := script(1, 1)
+	if err := s.StoreLogs(in); err != nil {
+		t.Fatal(err)
+	}
+	_, mixed := s.Durable()
+	if fi, err := os.Stat(filepath.Join(dir, "raft.entries")); err != nil || fi.Size() != mixed {
+		t.Fatalf("after a mixed call %d bytes of the entries file are durable, want all of it (%v, %v)", mixed, fi.Size(), err)
+	}
+	flushes := c.Stats().EntriesFlushes
+	for i := uint64(6); i <= 25; i++ {
+		l := &raft.Log{Index: i, Term: 2, Type: raft.LogCommand, Data: celltest.Batch([]byte{byte(i)}, []byte("v"))}
+		if err := s.StoreLogs([]*raft.Log{l}); err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, l)
+	}
+	if got := c.Stats().EntriesFlushes; got != flushes {
+		t.Fatalf("20 plain calls flushed the entries file %d times, want 0", got-flushes)
+	}
+	kafka, entries := s.Durable()
+	if kafka != s.Log().NextOffset() || entries != mixed {
+		t.Fatalf("durable kafka %d (log end %d), entries %d (want %d)", kafka, s.Log().NextOffset(), entries, mixed)
+	}
+	// A power cut: the entries file keeps only its flushed prefix and part
+	// of a record.
+	s.Close()
+	if err := os.Truncate(filepath.Join(dir, "raft.entries"), entries+7); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir, c)
+	if l, _ := s.LastIndex(); l != 25 {
+		t.Fatalf("last index %d after the cut, want 25", l)
+	}
+	for _, want := range in {
+		var got raft.Log
+		if err := s.GetLog(want.Index, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Term != want.Term || got.Type != want.Type {
+			t.Fatalf("entry %d: term %d type %v, want %d %v", want.Index, got.Term, got.Type, want.Term, want.Type)
+		}
+		if got.Type == raft.LogCommand {
+			recs, err := celltest.Records(got.Data)
+			wrecs, _ := celltest.Records(want.Data)
+			if err != nil || len(recs) != len(wrecs) || !bytes.Equal(recs[0].Value, wrecs[0].Value) || recs[0].LeaderEpoch != int32(want.Term) {
+				t.Fatalf("entry %d: records %+v %v, want %+v", want.Index, recs, err, wrecs)
+			}
+		}
+	}
+	// The rebuilt records are on disk: a second open needs no rebuild and
+	// the store goes on.
+	s.Close()
+	s = openStore(t, dir, c)
+	if err := s.StoreLogs([]*raft.Log{{Index: 26, Term: 3, Type: raft.LogNoop}}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := s.LastIndex(); l != 26 {
+		t.Fatalf("last index %d", l)
 	}
 }
 
@@ -214,8 +296,13 @@ func TestCommitterSharesRounds(t *testing.T) {
 		}
 	}
 	st := c.Stats()
-	if st.Stores != parts*20 {
-		t.Fatalf("stores synced %d, want %d", st.Stores, parts*20)
+	// The first entry of an empty store flushes its record, then its
+	// batch: 21 syncs per store.
+	if st.Stores != parts*21 {
+		t.Fatalf("stores synced %d, want %d", st.Stores, parts*21)
+	}
+	if st.EntriesFlushes != parts {
+		t.Fatalf("entries files flushed %d times, want %d", st.EntriesFlushes, parts)
 	}
 	t.Logf("%d rounds for %d store syncs", st.Rounds, st.Stores)
 }
