@@ -3,8 +3,6 @@ package celltest
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 
@@ -48,12 +46,7 @@ func NewTransportNetwork(brokers int, mod func(*transport.Config)) (*TransportNe
 		nodes:    make([]*transport.Node, brokers),
 		attached: make([]map[int]bool, brokers),
 	}
-	host := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(254), rand.IntN(256), 1+rand.IntN(254))
-	if ln, err := net.Listen("tcp", host+":0"); err != nil {
-		host = "127.0.0.1"
-	} else {
-		_ = ln.Close()
-	}
+	host := LoopbackHost()
 	for b := range brokers {
 		n.attached[b] = map[int]bool{}
 		node, err := n.newNode(b, host+":0")

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 )
 
 // Cluster is a control plane and one cell of brokers, each a real tenantd
@@ -36,6 +37,7 @@ type Cluster struct {
 	cp      *proc
 	brokers []*broker
 	net     *Network
+	host    string // the loopback address the processes listen on
 	// APIURL is the control plane's URL; Bootstrap the brokers' Kafka
 	// addresses; KeyID and Secret the tenant's API key.
 	APIURL       string
@@ -78,10 +80,12 @@ type broker struct {
 
 const cellID = "chaos-cell"
 
-// freeAddr reserves a free loopback port and releases it for a process to
-// listen on.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddr reserves a free port on the loopback host and releases it for a
+// process to listen on. A broker comes back on its ports after every kill,
+// so host is one of celltest.LoopbackHost's: on 127.0.0.1 a client socket
+// of anything else on the machine could take a port while it is down.
+func freeAddr(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("pick a free port: %w", err)
 	}
@@ -93,7 +97,7 @@ func freeAddr() (string, error) {
 // seeds the pool, cell, brokers, a tenant and its topic, and starts the
 // brokers. Close undoes all of it.
 func StartCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *Cluster, err error) {
-	c := &Cluster{cfg: cfg, log: log, net: NewNetwork(log)}
+	c := &Cluster{cfg: cfg, log: log, net: NewNetwork(log), host: celltest.LoopbackHost()}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -102,7 +106,7 @@ func StartCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *Cluster
 	if err := c.createDB(ctx); err != nil {
 		return nil, err
 	}
-	listen, err := freeAddr()
+	listen, err := freeAddr(c.host)
 	if err != nil {
 		return nil, err
 	}
@@ -249,13 +253,13 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 	for i := 0; i < 3; i++ {
 		b := &broker{idx: i, id: fmt.Sprintf("b%d", i+1), nodeID: i + 1, dataDir: filepath.Join(c.cfg.Dir, "data")}
 		var err error
-		if b.raftListen, err = freeAddr(); err != nil {
+		if b.raftListen, err = freeAddr(c.host); err != nil {
 			return err
 		}
-		if b.kafka, err = freeAddr(); err != nil {
+		if b.kafka, err = freeAddr(c.host); err != nil {
 			return err
 		}
-		if b.http, err = freeAddr(); err != nil {
+		if b.http, err = freeAddr(c.host); err != nil {
 			return err
 		}
 		if b.raftProxy, err = c.net.Listen(i, strconv.Itoa(b.nodeID), b.raftListen); err != nil {

@@ -127,8 +127,9 @@ func startCell(t testing.TB, o cellOpts) *cell {
 	}
 	var httpLns, kafkaLns []net.Listener
 	var addrs cptest.Brokers
+	host := celltest.LoopbackHost() // brokers restart on their ports
 	for range 3 {
-		h, k := listenOn(t, "127.0.0.1:0"), listenOn(t, "127.0.0.1:0")
+		h, k := listenOn(t, net.JoinHostPort(host, "0")), listenOn(t, net.JoinHostPort(host, "0"))
 		httpLns, kafkaLns = append(httpLns, h), append(kafkaLns, k)
 		addrs.HTTPAddrs = append(addrs.HTTPAddrs, h.Addr().String())
 		addrs.KafkaAddrs = append(addrs.KafkaAddrs, k.Addr().String())
@@ -137,7 +138,7 @@ func startCell(t testing.TB, o cellOpts) *cell {
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
-		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: "127.0.0.1:0"})
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: net.JoinHostPort(host, "0")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/quotas"
 )
 
@@ -264,7 +265,8 @@ type proxy struct {
 }
 
 func startProxy(t *testing.T) *proxy {
-	p := &proxy{t: t, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
+	// Started again on the same port after an outage: see LoopbackHost.
+	p := &proxy{t: t, addr: net.JoinHostPort(celltest.LoopbackHost(), "0"), conns: map[net.Conn]struct{}{}}
 	p.start()
 	t.Cleanup(p.stop)
 	return p

@@ -2,6 +2,8 @@ package celltests
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -223,7 +225,7 @@ func TestFindCoordinator(t *testing.T) {
 	for _, co := range resp.Coordinators {
 		seen[co.Key] = true
 		_, local, err := c.coords[co.NodeID-1].Locate(tn.Tenant.ID, co.Key)
-		if err != nil || !local || co.Host != "127.0.0.1" || co.Port <= 0 {
+		if err != nil || !local || net.JoinHostPort(co.Host, strconv.Itoa(int(co.Port))) != c.addrs[co.NodeID-1] {
 			t.Fatalf("coordinator of %s: %+v (coordinates it: %v, %v)", co.Key, co, local, err)
 		}
 	}

@@ -93,8 +93,9 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	t.Helper()
 	c := &cell{t: t, servers: make([]*server, 3), coords: make([]*groups.Coordinator, 3), configure: opts.configure}
 	lns := make([]net.Listener, 3)
+	host := celltest.LoopbackHost() // brokers restart on their ports
 	for b := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}

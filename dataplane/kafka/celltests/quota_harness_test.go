@@ -30,6 +30,7 @@ import (
 // stopped and started again.
 type redisServer struct {
 	t    testing.TB
+	host string
 	port int
 	dir  string
 
@@ -51,24 +52,26 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func startRedis(t testing.TB) *redisServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Restarted on the same port after an outage: see LoopbackHost.
+	host := celltest.LoopbackHost()
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	r := &redisServer{t: t, port: port, dir: t.TempDir()}
+	r := &redisServer{t: t, host: host, port: port, dir: t.TempDir()}
 	r.start()
 	t.Cleanup(r.stop)
 	return r
 }
 
-func (r *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
+func (r *redisServer) addr() string { return net.JoinHostPort(r.host, strconv.Itoa(r.port)) }
 
 // start runs redis-server and waits until it answers PING.
 func (r *redisServer) start() {
 	r.t.Helper()
-	cmd := exec.Command(redisBinary, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	cmd := exec.Command(redisBinary, "--port", strconv.Itoa(r.port), "--bind", r.host,
 		"--save", "", "--appendonly", "no", "--dir", r.dir)
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("start %s: %v", redisBinary, err)
