@@ -16,6 +16,10 @@ const OffsetsTopicID = "__offsets"
 // cell.
 const DefaultPartitions = 8
 
+// DefaultOffsetsRetention is how long an empty group keeps its offsets by
+// default: Kafka's offsets.retention.minutes, 7 days.
+const DefaultOffsetsRetention = 7 * 24 * time.Hour
+
 // Log is this broker's replica of one offsets partition, as the
 // replication layer serves it (partition.Replica implements it).
 type Log interface {

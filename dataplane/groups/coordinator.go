@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
@@ -36,6 +37,11 @@ type Config struct {
 	InitialRebalanceDelay time.Duration
 	// MaxMetadataBytes bounds an offset commit's metadata. Default 4096.
 	MaxMetadataBytes int
+	// OffsetsRetention is how long a group without members keeps its
+	// committed offsets after its last commit and after it became empty
+	// (Kafka's offsets.retention.minutes); then the offsets and the group
+	// are deleted. Default 7 days; negative keeps them forever.
+	OffsetsRetention time.Duration
 	// CheckInterval is how often leadership of the offsets partitions,
 	// sessions and rebalance timeouts are checked. Default 100 ms.
 	CheckInterval time.Duration
@@ -75,6 +81,9 @@ func (c *Config) validate() error {
 	if c.MaxMetadataBytes == 0 {
 		c.MaxMetadataBytes = 4096
 	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = DefaultOffsetsRetention
+	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 100 * time.Millisecond
 	}
@@ -95,6 +104,7 @@ type Coordinator struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+	checks atomic.Int64 // periodic checks run, for tests
 }
 
 // A shard's states.
@@ -475,7 +485,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 		return ErrNotCoordinator // durable, and the new leader's replay has it
 	}
 	for i, o := range offsets {
-		g.offsets[o.TopicPartition] = vals[i]
+		g.setOffset(o.TopicPartition, vals[i])
 	}
 	return nil
 }

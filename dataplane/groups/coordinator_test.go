@@ -39,13 +39,19 @@ func nodeOf(id raft.ServerID) (int, bool) {
 // startCoordinators runs one offsets partition on a three-broker Raft
 // cell and a coordinator per broker.
 func startCoordinators(t *testing.T) (*celltest.Cell, []*groups.Coordinator) {
+	return startCoordinatorsWith(t, nil)
+}
+
+// startCoordinatorsWith is startCoordinators with mod adjusting each
+// coordinator's config.
+func startCoordinatorsWith(t *testing.T, mod func(*groups.Config)) (*celltest.Cell, []*groups.Coordinator) {
 	// The brokers' Raft timeouts, so that no election happens unless the
 	// test moves leadership, and no preferred-leader check that would move
 	// it back behind the test's back.
 	cell := celltest.New(t, celltest.Options{Partitions: 1, Raft: partition.DefaultRaftConfig, CheckInterval: time.Hour})
 	var coords []*groups.Coordinator
 	for b := range 3 {
-		co, err := groups.New(groups.Config{NodeID: b + 1, Partitions: 1, MinSessionTimeout: time.Second,
+		cfg := groups.Config{NodeID: b + 1, Partitions: 1, MinSessionTimeout: time.Second,
 			InitialRebalanceDelay: 10 * time.Millisecond, CheckInterval: 20 * time.Millisecond,
 			Offsets: func(p int32) (groups.Log, bool) {
 				r := cell.Replica(b, int(p))
@@ -53,7 +59,11 @@ func startCoordinators(t *testing.T) (*celltest.Cell, []*groups.Coordinator) {
 					return nil, false
 				}
 				return replica{r}, true
-			}})
+			}}
+		if mod != nil {
+			mod(&cfg)
+		}
+		co, err := groups.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,16 @@ type group struct {
 	leaderSyncing bool
 
 	offsets map[TopicPartition]Committed
+	// lastCommit is the newest CommittedAt of offsets ever set (deleted
+	// ones included): the group's last sign of use.
+	lastCommit time.Time
+	// emptySince is when the coordinator first saw the group Empty,
+	// without members or pending joins; zero while it has them.
+	emptySince time.Time
+	// expiring: the group's offsets are being expired (expireOffsets);
+	// after a failed try, not again before retryExpiry.
+	expiring    bool
+	retryExpiry time.Time
 
 	// emptied: the group became Empty with a new generation that is not
 	// written yet; the coordinator writes it (persistEmptied).
@@ -91,6 +101,14 @@ func newMemberID(clientID string) string {
 		clientID = clientID[:128]
 	}
 	return clientID + "-" + hex.EncodeToString(b[:])
+}
+
+// setOffset records a committed offset.
+func (g *group) setOffset(tp TopicPartition, c Committed) {
+	g.offsets[tp] = c
+	if c.CommittedAt.After(g.lastCommit) {
+		g.lastCommit = c.CommittedAt
+	}
 }
 
 // empty reports whether the group holds nothing worth keeping.

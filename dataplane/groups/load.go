@@ -25,6 +25,7 @@ func (c *Coordinator) run() {
 }
 
 func (c *Coordinator) check() {
+	defer c.checks.Add(1)
 	now := c.cfg.Now()
 	for _, sh := range c.shards {
 		l, ok := c.cfg.Offsets(sh.id)
@@ -58,6 +59,10 @@ func (c *Coordinator) check() {
 					go c.persistEmptied(sh, sh.session, k, g)
 				} else if g.empty() {
 					delete(sh.groups, k)
+				} else if c.offsetsExpired(g, now) {
+					g.expiring = true
+					c.wg.Add(1)
+					go c.expireOffsets(k)
 				}
 			}
 		}
@@ -179,7 +184,7 @@ func applyRecord(groups map[gkey]*group, now time.Time, delay time.Duration, r k
 		if err != nil {
 			return err
 		}
-		g.offsets[k.tp] = v
+		g.setOffset(k.tp, v)
 	case kindGroup:
 		if r.value == nil {
 			delete(groups, gk)

@@ -1,0 +1,4 @@
+package groups
+
+// Checks counts the coordinator's periodic checks so far.
+func (c *Coordinator) Checks() int64 { return c.checks.Load() }
