@@ -181,8 +181,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 	res := chk.Result()
 	faults, kinds := nem.Counts()
 	fmt.Fprintf(out, "chaos: seed %d, %v of faults every %v, %v in all, dir %s\n", cfg.Seed, cfg.Duration, cfg.Interval, time.Since(start).Round(time.Second), cfg.Dir)
-	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged, %d not acknowledged; %d polls returned %d records (%d by group members) in %d consumer sessions, %d group assignments (%d fetch errors)\n",
-		w.produced.Load(), res.Acks, w.failed.Load(), res.Polls, res.Records, res.GroupRecords, w.sessions.Load(), w.assigns.Load(), w.fetchErrs.Load())
+	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged (with the %d readiness probes), %d not acknowledged; %d polls returned %d records (%d by group members) in %d consumer sessions, %d group assignments (%d fetch errors)\n",
+		w.produced.Load(), res.Acks, cfg.Partitions, w.failed.Load(), res.Polls, res.Records, res.GroupRecords, w.sessions.Load(), w.assigns.Load(), w.fetchErrs.Load())
 	if k := w.FetchErrors(); k != "" {
 		fmt.Fprintf(out, "  fetch errors (retried by the clients): %s\n", k)
 	}
