@@ -50,6 +50,17 @@ func readAll(t *testing.T, r *partition.Replica) ([]celltest.Record, int64) {
 	return recs, hw
 }
 
+// waitKnowsLeader waits until follower f has heard from leader: a
+// replica learns the leader from its first append, which a majority of
+// the others may not have waited for.
+func waitKnowsLeader(t *testing.T, f *partition.Replica, leader raft.ServerID) {
+	t.Helper()
+	celltest.WaitFor(t, waitLong, "the follower to learn the leader", func() bool {
+		id, _ := f.LeaderID()
+		return id == leader
+	})
+}
+
 func TestProduceFetch(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	lb := c.WaitLeader(0, waitLong)
@@ -74,6 +85,7 @@ func TestProduceFetch(t *testing.T) {
 	}
 	// A follower refuses and names the leader.
 	f := c.Replica((lb+1)%3, 0)
+	waitKnowsLeader(t, f, celltest.BrokerID(lb))
 	_, err := f.Produce(context.Background(), celltest.Batch([]byte("no")))
 	var nl *partition.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {

@@ -34,6 +34,7 @@ func TestKafkaSeam(t *testing.T) {
 		t.Fatal("Leader mapped a non-decimal server id")
 	}
 	f := c.Replica((lb+1)%3, 0)
+	waitKnowsLeader(t, f, celltest.BrokerID(lb))
 	_, err := f.Produce(context.Background(), celltest.Batch([]byte("x")))
 	var nl *partition.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {
