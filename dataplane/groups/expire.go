@@ -1,9 +1,6 @@
 package groups
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // offsetsExpired reports whether an empty group's offsets have outlived
 // OffsetsRetention, counted from its last commit and from when this
@@ -41,15 +38,8 @@ func (c *Coordinator) offsetsExpire(g *group, now time.Time) (time.Time, bool) {
 // have joined, or a commit arrived, meanwhile.
 func (c *Coordinator) expireOffsets(k gkey) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := c.backgroundContext()
 	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	var n int
 	err := c.tombstone(ctx, k.tenant, k.group, func(g *group) ([]TopicPartition, bool, error) {
 		defer func() { g.expiring = false }()

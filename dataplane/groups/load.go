@@ -199,6 +199,24 @@ func applyRecord(groups map[gkey]*group, now time.Time, delay time.Duration, r k
 	return nil
 }
 
+// backgroundWriteTimeout bounds a write the coordinator makes on its own
+// (not for a caller): an emptied group's record, an expiry's tombstones.
+const backgroundWriteTimeout = 30 * time.Second
+
+// backgroundContext is the context of such a write: it ends after
+// backgroundWriteTimeout or when the coordinator closes.
+func (c *Coordinator) backgroundContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), backgroundWriteTimeout)
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // persistEmptied writes the group record of a group that became Empty
 // (no members, a new generation), so that a later leader neither brings
 // back its last members nor reuses its generation. It writes the state
@@ -217,14 +235,7 @@ func (c *Coordinator) persistEmptied(sh *shard, sess uint64, k gkey, g *group) {
 	}
 	sh.mu.Unlock()
 	if ok {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		go func() {
-			select {
-			case <-c.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := c.backgroundContext()
 		err = c.write(ctx, l, []kv{{key: encodeKey(recordKey{kind: kindGroup, tenant: k.tenant, group: k.group}), value: encodeGroup(rec)}})
 		cancel()
 		if err != nil {
