@@ -3,38 +3,13 @@ package groups_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
-
-// replica maps celltest's server ids ("b0") to node ids (1).
-type replica struct{ *partition.Replica }
-
-func (r replica) Leader() (int, bool) {
-	if r.IsLeader() {
-		return nodeOf(r.ID())
-	}
-	id, _ := r.LeaderID()
-	if id == "" || id == r.ID() {
-		return -1, false
-	}
-	return nodeOf(id)
-}
-
-func nodeOf(id raft.ServerID) (int, bool) {
-	var b int
-	if _, err := fmt.Sscanf(string(id), "b%d", &b); err != nil {
-		return -1, false
-	}
-	return b + 1, true
-}
 
 // startCoordinators runs one offsets partition on a three-broker Raft
 // cell and a coordinator per broker.
@@ -58,7 +33,7 @@ func startCoordinatorsWith(t *testing.T, mod func(*groups.Config)) (*celltest.Ce
 				if r == nil {
 					return nil, false
 				}
-				return replica{r}, true
+				return celltest.NodeReplica{Replica: r}, true
 			}}
 		if mod != nil {
 			mod(&cfg)

@@ -2,7 +2,6 @@ package celltests
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -186,7 +185,7 @@ func (c *cell) startServer(b int, ln net.Listener) {
 				if r == nil {
 					return nil, false
 				}
-				return replica{r}, true
+				return celltest.NodeReplica{Replica: r}, true
 			}})
 		if err != nil {
 			c.t.Fatal(err)
@@ -278,31 +277,7 @@ func (p partitions) Get(topicID string, part int32) (kafka.Partition, bool) {
 	if r == nil {
 		return nil, false
 	}
-	return replica{r}, true
-}
-
-// replica maps celltest's server ids ("b0") to node ids (1): celltest
-// opens its replicas with the default decimal NodeID, which does not know
-// its names.
-type replica struct{ *partition.Replica }
-
-func (r replica) Leader() (int, bool) {
-	if r.IsLeader() {
-		return nodeOf(r.ID())
-	}
-	id, _ := r.LeaderID()
-	if id == "" || id == r.ID() {
-		return -1, false
-	}
-	return nodeOf(id)
-}
-
-func nodeOf(id raft.ServerID) (int, bool) {
-	var b int
-	if _, err := fmt.Sscanf(string(id), "b%d", &b); err != nil {
-		return -1, false
-	}
-	return b + 1, true
+	return celltest.NodeReplica{Replica: r}, true
 }
 
 type testLog struct{ t testing.TB }

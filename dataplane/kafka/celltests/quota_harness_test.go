@@ -150,7 +150,7 @@ func (s secondTopic) Get(topicID string, part int32) (kafka.Partition, bool) {
 		if r == nil {
 			return nil, false
 		}
-		return replica{r}, true
+		return celltest.NodeReplica{Replica: r}, true
 	}
 	return s.base.Get(topicID, part)
 }

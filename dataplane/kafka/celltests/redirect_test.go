@@ -140,7 +140,7 @@ func (c *cell) status(b int) []wire.PartitionStatus {
 		}
 		st := wire.PartitionStatus{TopicID: c.topicID, Partition: p, LeaderEpoch: int64(r.LeaderEpoch()), HighWatermark: r.HighWatermark()}
 		if id, _ := r.LeaderID(); id != "" {
-			st.LeaderNode, _ = nodeOf(id)
+			st.LeaderNode, _ = celltest.NodeOf(id)
 		}
 		out = append(out, st)
 	}
