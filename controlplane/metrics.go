@@ -6,6 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/controlplane/authz"
 )
 
 // metrics of the API: requests by route (the registered pattern, so label
@@ -55,4 +57,14 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		m.latency.WithLabelValues(route, c.Request().Method).Observe(time.Since(start).Seconds())
 		return err
 	}
+}
+
+// serveMetrics answers GET /metrics for platform operators only: the series
+// carry tenant ids, topic and group names.
+func (s *Server) serveMetrics(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	s.cfg.Metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
 }

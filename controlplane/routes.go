@@ -24,6 +24,9 @@ func (s *Server) routes() *echo.Echo {
 	}))
 
 	e.Use(s.metrics.middleware)
+	if s.cfg.Metrics != nil {
+		e.GET("/metrics", s.serveMetrics, s.authenticate)
+	}
 
 	v1 := e.Group("/v1")
 	v1.GET("/openapi.json", s.openAPI)

@@ -49,6 +49,11 @@ type Config struct {
 	// Registerer receives the API's Prometheus metrics (default: a private
 	// registry, i.e. not exported).
 	Registerer prometheus.Registerer
+	// Metrics, when set, is served at GET /metrics to platform operators
+	// only (an operator API key or an operator's session): the series name
+	// tenants, topics and groups, so no tenant and no anonymous caller may
+	// read them. Default: no /metrics route.
+	Metrics http.Handler
 }
 
 func (c *Config) validate() error {

@@ -36,7 +36,8 @@ type Config struct {
 	// MetricsListen, when set, is where a broker serves its Prometheus
 	// metrics (/metrics); in dev mode, those of all three dev brokers,
 	// labelled broker="dev-b1" and so on (without it, dev serves them on
-	// the control plane's /metrics, labelled the same way).
+	// the control plane's /metrics, labelled the same way, which answers
+	// operators only). It is unauthenticated: bind it to a private address.
 	MetricsListen string `json:"metrics_listen"`
 	// RaftListen is the broker's Raft transport listen address; default
 	// its advertised address. In dev mode it is the first dev broker's
@@ -152,7 +153,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
 	apiURL := fs.String("api", "", "broker: the control plane's URL (env SLUICE_API_URL)")
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
-	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address (env SLUICE_METRICS_LISTEN; default off)")
+	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address, unauthenticated, so keep it private (env SLUICE_METRICS_LISTEN; default off: dev serves them on the control plane's /metrics, to operators only)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")

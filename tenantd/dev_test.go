@@ -354,16 +354,35 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Fatalf("console login page: %d %.200s", resp.StatusCode, page)
 	}
 
-	// Metrics count the tour's requests by route and status.
-	resp, err = http.Get(apiURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// Metrics count the tour's requests by route and status. They name
+	// tenants (the brokers' series carry tenant ids), so the public port
+	// serves them to operators only.
+	tenantID := signup["tenant"].(map[string]any)["id"].(string)
+	getMetrics := func(auth string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", apiURL+"/metrics", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(metrics), `sluice_api_requests_total{method="POST",route="/v1/topics",status="201"} 1`) ||
-		!strings.Contains(string(metrics), `sluice_api_errors_total{code="key_revoked"} 1`) {
-		t.Fatalf("metrics lack the tour's requests:\n%s", metrics)
+	for name, auth := range map[string]string{"anonymous": "", "tenant session": "Bearer " + token} {
+		status, body := getMetrics(auth)
+		if status == 200 || strings.Contains(body, tenantID) || strings.Contains(body, "sluice_api_requests_total") {
+			t.Fatalf("%s /metrics on the public port: %d %.300s", name, status, body)
+		}
+	}
+	status, metrics := getMetrics("Basic " + b64(opKey))
+	if status != 200 ||
+		!strings.Contains(metrics, `sluice_api_requests_total{method="POST",route="/v1/topics",status="201"} 1`) ||
+		!strings.Contains(metrics, `sluice_api_errors_total{code="key_revoked"} 1`) {
+		t.Fatalf("operator /metrics: %d, lacks the tour's requests:\n%s", status, metrics)
 	}
 
 	// SIGTERM shuts down cleanly.

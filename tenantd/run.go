@@ -104,7 +104,9 @@ func selfURL(ln net.Listener) string {
 }
 
 // controlPlaneHandler serves the API under /v1/ and /internal/, the console
-// at /, and the process's Prometheus metrics. The console reaches the API at
+// at /, and the process's Prometheus metrics to platform operators (an
+// operator API key or session; -metrics-listen serves them unauthenticated
+// on a separate, private address instead). The console reaches the API at
 // apiURL. reg, when set, is the registry to serve (dev mode's brokers
 // register on it too); nil means a new one.
 func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, reg *prometheus.Registry) (http.Handler, error) {
@@ -112,7 +114,8 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, re
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg})
+	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +127,7 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, re
 	mux.Handle("/v1/", cp.Handler())
 	mux.Handle("/internal/", cp.Handler())
 	mux.Handle("/healthz", cp.Handler())
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", cp.Handler()) // operators only: the series name tenants
 	mux.Handle("/", ui)
 	return mux, nil
 }
