@@ -22,6 +22,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if c.Request().Context().Err() != nil && errors.Is(err, c.Request().Context().Err()) {
+		// The caller went away (a long-poll's client timed out, a browser
+		// navigated on): nobody reads an answer, and nothing failed here.
+		s.log.Debug("request abandoned by its caller", "method", c.Request().Method, "path", c.Path(), "err", err)
+		return
+	}
 	ce := toCatalog(err)
 	if ce.Entry.HTTPStatus >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", ce.Entry.Code, "err", err)

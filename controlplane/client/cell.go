@@ -10,6 +10,10 @@ import (
 	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
+// longPollSlack is how much longer than a long-poll's wait its request may
+// take: the server's answer, a slow database, a busy machine.
+const longPollSlack = 15 * time.Second
+
 // AdminCreateCellKey creates a credential for a cell's brokers.
 func (c *Client) AdminCreateCellKey(ctx context.Context, cellID string) (api.CellKey, error) {
 	var out api.CellKey
@@ -18,11 +22,18 @@ func (c *Client) AdminCreateCellKey(ctx context.Context, cellID string) (api.Cel
 
 // CellState long-polls a cell's desired state: it returns once the state's
 // version exceeds after, or changed=false when wait passes without a change.
-// The client must carry a cell key (WithAPIKey with its id and secret), and
-// its HTTP timeout must exceed wait.
+// The client must carry a cell key (WithAPIKey with its id and secret). The
+// HTTP timeout of this one request is at least wait plus longPollSlack, so
+// an idle poll ends in the server's 304, never in a client timeout.
 func (c *Client) CellState(ctx context.Context, cell string, after int64, wait time.Duration) (st wire.CellState, changed bool, err error) {
 	path := fmt.Sprintf("/internal/v1/cells/%s/state?after=%d&wait=%s", esc(cell), after, wait)
-	if err := c.Do(ctx, http.MethodGet, path, nil, &st); err != nil {
+	lc := c
+	if c.hc.Timeout != 0 && c.hc.Timeout < wait+longPollSlack {
+		hc := *c.hc
+		hc.Timeout = wait + longPollSlack
+		lc = c.With(WithHTTPClient(&hc))
+	}
+	if err := lc.Do(ctx, http.MethodGet, path, nil, &st); err != nil {
 		return st, false, err
 	}
 	return st, st.StateVersion > after, nil
