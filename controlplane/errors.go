@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	ce := toCatalog(err)
+	var he *echo.HTTPError
+	if errors.As(err, &he) && he.Code == http.StatusNotFound { // no route, not a missing resource
+		if allow := s.methodsOf(c.Request().URL.Path); len(allow) > 0 {
+			c.Response().Header().Set("Allow", strings.Join(allow, ", "))
+			ce = catalog.MethodNotAllowed.Newf("%s takes %s", c.Request().URL.Path, strings.Join(allow, ", "))
+		}
+	}
 	if ce.Entry.HTTPStatus >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", ce.Entry.Code, "err", err)
 	} else {
@@ -111,4 +119,39 @@ func dbError(op string, err error) error {
 func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// methodsOf lists the methods the routes matching path take (none when no
+// route has that path), so a wrong method gets 405 with Allow, not 404.
+func (s *Server) methodsOf(path string) []string {
+	var out []string
+	for _, r := range s.Routes() {
+		if routeMatches(r.Path, path) && !slices.Contains(out, r.Method) {
+			out = append(out, r.Method)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routeMatches reports whether an echo route pattern (literal segments and
+// :params) matches a request path.
+func routeMatches(pattern, path string) bool {
+	ps, rs := strings.Split(pattern, "/"), strings.Split(strings.TrimSuffix(path, "/"), "/")
+	if len(ps) != len(rs) {
+		return false
+	}
+	for i, p := range ps {
+		switch {
+		case strings.HasPrefix(p, ":"):
+			if rs[i] == "" {
+				return false
+			}
+		case strings.Contains(p, "*"):
+			return false
+		case p != rs[i]:
+			return false
+		}
+	}
+	return true
 }

@@ -90,6 +90,7 @@ var (
 	PartitionsShrink     = def("partitions_cannot_shrink", http.StatusBadRequest, kafkaInvalidPartitions, false, "a topic's partition count can only grow")
 	InvalidPageToken     = def("invalid_page_token", http.StatusBadRequest, kafkaInvalidRequest, false, "the page token is not valid")
 	NotFound             = def("not_found", http.StatusNotFound, kafkaResourceNotFound, false, "no such resource")
+	MethodNotAllowed     = def("method_not_allowed", http.StatusMethodNotAllowed, kafkaInvalidRequest, false, "the route does not take this method")
 	TopicNotFound        = def("topic_not_found", http.StatusNotFound, kafkaUnknownTopicOrPartition, false, "no such topic")
 	GroupNotFound        = def("group_not_found", http.StatusNotFound, kafkaGroupIDNotFound, false, "no such consumer group")
 	AlreadyExists        = def("already_exists", http.StatusConflict, kafkaInvalidRequest, false, "the resource already exists")
