@@ -271,6 +271,9 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(s.metrics.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
+	// Registered on e, not on the authenticated group: an exact route wins
+	// over the group's catch-all, so the document needs no credentials.
+	e.GET("/v1/openapi.json", s.openAPI)
 	v1 := e.Group("/v1", s.authenticate)
 	v1.POST("/topics/:topic/messages\\:publish", s.publish)
 	v1.GET("/topics/:topic/partitions/:partition/messages", s.read)
