@@ -188,7 +188,7 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) (string, api.Qu
 // checkTopicLimits checks that adding topics and partitions stays within the
 // tenant's quotas.
 func checkTopicLimits(ctx context.Context, tx pgx.Tx, tenantID string, q api.Quotas, addTopics, addPartitions int) error {
-	if err := topicspec.ValidPartitions(addPartitions, q); err != nil {
+	if err := topicspec.ValidPartitions(addPartitions, &q); err != nil {
 		return err
 	}
 	var topics, partitions int

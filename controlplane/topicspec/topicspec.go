@@ -52,11 +52,14 @@ func ValidName(name string) error {
 	return nil
 }
 
-// ValidPartitions checks a number of partitions against the tenant's
-// max_partitions quota: a topic, or a growth of one, has from 1 to that
-// many. The error is catalog.InvalidPartitions.
-func ValidPartitions(n int, q api.Quotas) error {
-	if n < 1 || n > q.MaxPartitions {
+// ValidPartitions checks a number of partitions: a topic, or a growth of
+// one, has at least 1 and, when q is not nil, at most the tenant's
+// max_partitions quota. The error is catalog.InvalidPartitions.
+func ValidPartitions(n int, q *api.Quotas) error {
+	switch {
+	case q == nil && n < 1:
+		return catalog.InvalidPartitions.New("partitions must be at least 1")
+	case q != nil && (n < 1 || n > q.MaxPartitions):
 		return catalog.InvalidPartitions.Newf("partitions must be from 1 to %d", q.MaxPartitions)
 	}
 	return nil

@@ -48,19 +48,23 @@ func TestValidName(t *testing.T) {
 
 func TestValidPartitions(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		n    int
-		code string
+		name          string
+		n             int
+		code, noQuota string // with the free plan's quotas, and with none
 	}{
-		{"one", 1, ""},
-		{"the quota", 30, ""},
-		{"zero", 0, "invalid_partitions"},
-		{"negative", -1, "invalid_partitions"},
-		{"above the quota", 31, "invalid_partitions"},
+		{"one", 1, "", ""},
+		{"the quota", 30, "", ""},
+		{"zero", 0, "invalid_partitions", "invalid_partitions"},
+		{"negative", -1, "invalid_partitions", "invalid_partitions"},
+		{"above the quota", 31, "invalid_partitions", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := code(t, topicspec.ValidPartitions(tc.n, free)); got != tc.code {
-				t.Errorf("ValidPartitions(%d) = %q, want %q", tc.n, got, tc.code)
+			q := free
+			if got := code(t, topicspec.ValidPartitions(tc.n, &q)); got != tc.code {
+				t.Errorf("ValidPartitions(%d) with quotas = %q, want %q", tc.n, got, tc.code)
+			}
+			if got := code(t, topicspec.ValidPartitions(tc.n, nil)); got != tc.noQuota {
+				t.Errorf("ValidPartitions(%d) without quotas = %q, want %q", tc.n, got, tc.noQuota)
 			}
 		})
 	}
