@@ -214,11 +214,29 @@ data "sluice_topic" "missing" {
 	})
 }
 
+// TestProviderOlderEnv: the names tenantd dev used to print, with the key
+// as id:secret, still configure the provider.
+func TestProviderOlderEnv(t *testing.T) {
+	e := newEnv(t)
+	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("SLUICE_API_URL", e.url)
+	t.Setenv("SLUICE_API_KEY", e.keyID+":"+e.secret)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			Config: `data "sluice_cluster" "this" {}`,
+			Check:  resource.TestCheckResourceAttr("data.sluice_cluster.this", "tenant_id", e.tenantID),
+		}},
+	})
+}
+
 // TestProviderConfigMissing: without settings or environment the provider
 // says what to set.
 func TestProviderConfigMissing(t *testing.T) {
 	newEnv(t)
-	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET"} {
+	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET", "SLUICE_API_URL", "SLUICE_API_KEY"} {
 		t.Setenv(v, "")
 	}
 	resource.Test(t, resource.TestCase{
