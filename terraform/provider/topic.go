@@ -90,6 +90,170 @@ var (
 	_ resource.ResourceWithModifyPlan     = (*topicResource)(nil)
 )
 
+func newTopicResource() resource.Resource { return &topicResource{} }
+
+func (r *topicResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_topic"
+}
+
+func (r *topicResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "A topic of the tenant: a named, partitioned log.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{
+				Computed:      true,
+				Description:   "The topic's name.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"name": schema.StringAttribute{
+				Required:      true,
+				Description:   "Name of the topic, unique in the tenant: 1 to 249 letters, digits, '.', '_' and '-', not starting with \"__\". Changing it replaces the topic (its records are lost).",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"partitions": schema.Int64Attribute{
+				Optional:    true,
+				Computed:    true,
+				Default:     int64default.StaticInt64(defaultPartitions),
+				Description: "Number of partitions (default 1), from 1 to the tenant's max_partitions quota. Increasing it updates the topic in place. It cannot be decreased: a plan that lowers it below the topic's count fails. A count raised outside Terraform is kept, with a warning, until the configuration catches up.",
+			},
+			"config": schema.MapAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				Description: "Topic settings set explicitly, with Kafka's names (" + strings.Join(topicspec.Keys, ", ") + "). Keys and values are checked when Terraform plans. Keys left out take the service's defaults; removing a key returns it to its default.",
+			},
+			"replication_factor": schema.Int64Attribute{
+				Computed:      true,
+				Description:   "Number of replicas of each partition, chosen by the service.",
+				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
+			},
+			"effective_config": schema.MapAttribute{
+				Computed:    true,
+				ElementType: types.StringType,
+				Description: "Every topic setting in force, defaults included.",
+			},
+		},
+	}
+}
+
+func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan topicModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	cfg := goStringMap(ctx, plan.Config, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, err := r.c.CreateTopic(ctx, api.CreateTopicRequest{
+		Name: plan.Name.ValueString(), Partitions: int(plan.Partitions.ValueInt64()), Config: cfg})
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "create topic "+plan.Name.ValueString(), err)
+		return
+	}
+	plan.fill(ctx, t, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setAppliedPartitions(ctx, resp.Private, plan.Partitions.ValueInt64(), &resp.Diagnostics)
+}
+
+func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state topicModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	t, err := r.c.Topic(ctx, state.Name.ValueString())
+	if isGone(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "read topic "+state.Name.ValueString(), err)
+		return
+	}
+	if appliedPartitions(ctx, resp.Private) == 0 && !state.Partitions.IsNull() && !state.Partitions.IsUnknown() {
+		// A state from before appliedPartitionsKey: its count is what
+		// Terraform last applied.
+		setAppliedPartitions(ctx, resp.Private, state.Partitions.ValueInt64(), &resp.Diagnostics)
+	}
+	state.fill(ctx, t, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state topicModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	var upd api.UpdateTopicRequest
+	if n := int(plan.Partitions.ValueInt64()); n != int(state.Partitions.ValueInt64()) {
+		upd.Partitions = &n
+	}
+	want := goStringMap(ctx, plan.Config, &resp.Diagnostics)
+	had := goStringMap(ctx, state.Config, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	upd.Config = configChanges(had, want)
+	name := state.Name.ValueString()
+	t, err := r.c.UpdateTopic(ctx, name, upd)
+	if err != nil {
+		addAPIError(&resp.Diagnostics, "update topic "+name, err)
+		return
+	}
+	plan.fill(ctx, t, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	// What the configuration asked for, not the plan: a count kept from
+	// outside Terraform must go on warning until the configuration has it.
+	var asked types.Int64
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("partitions"), &asked)...)
+	applied := int64(defaultPartitions)
+	if !asked.IsNull() && !asked.IsUnknown() {
+		applied = asked.ValueInt64()
+	}
+	setAppliedPartitions(ctx, resp.Private, applied, &resp.Diagnostics)
+}
+
+// configChanges is the config part of an update from had to want: keys set
+// or changed with their value, keys dropped as null (back to the default),
+// unchanged keys left out.
+func configChanges(had, want map[string]string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range want {
+		if old, ok := had[k]; !ok || old != v {
+			out[k] = &v
+		}
+	}
+	for k := range had {
+		if _, ok := want[k]; !ok {
+			out[k] = nil
+		}
+	}
+	return out
+}
+
+func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state topicModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.c.DeleteTopic(ctx, state.Name.ValueString()); err != nil && !isGone(err) {
+		addAPIError(&resp.Diagnostics, "delete topic "+state.Name.ValueString(), err)
+	}
+}
+
+// ImportState takes the topic's name.
+func (r *topicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+}
+
 // defaultPartitions is a topic's partition count when the configuration
 // leaves it out, as with the control plane.
 const defaultPartitions = 1
@@ -270,170 +434,6 @@ func (r *topicResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 			addRuleError(&resp.Diagnostics, path.Root("config"), "Invalid topic config", err)
 		}
 	}
-}
-
-func newTopicResource() resource.Resource { return &topicResource{} }
-
-func (r *topicResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_topic"
-}
-
-func (r *topicResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
-}
-
-func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	resp.Schema = schema.Schema{
-		Description: "A topic of the tenant: a named, partitioned log.",
-		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{
-				Computed:      true,
-				Description:   "The topic's name.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
-			},
-			"name": schema.StringAttribute{
-				Required:      true,
-				Description:   "Name of the topic, unique in the tenant: 1 to 249 letters, digits, '.', '_' and '-', not starting with \"__\". Changing it replaces the topic (its records are lost).",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			},
-			"partitions": schema.Int64Attribute{
-				Optional:    true,
-				Computed:    true,
-				Default:     int64default.StaticInt64(defaultPartitions),
-				Description: "Number of partitions (default 1), from 1 to the tenant's max_partitions quota. Increasing it updates the topic in place. It cannot be decreased: a plan that lowers it below the topic's count fails. A count raised outside Terraform is kept, with a warning, until the configuration catches up.",
-			},
-			"config": schema.MapAttribute{
-				Optional:    true,
-				ElementType: types.StringType,
-				Description: "Topic settings set explicitly, with Kafka's names (" + strings.Join(topicspec.Keys, ", ") + "). Keys and values are checked when Terraform plans. Keys left out take the service's defaults; removing a key returns it to its default.",
-			},
-			"replication_factor": schema.Int64Attribute{
-				Computed:      true,
-				Description:   "Number of replicas of each partition, chosen by the service.",
-				PlanModifiers: []planmodifier.Int64{int64planmodifier.UseStateForUnknown()},
-			},
-			"effective_config": schema.MapAttribute{
-				Computed:    true,
-				ElementType: types.StringType,
-				Description: "Every topic setting in force, defaults included.",
-			},
-		},
-	}
-}
-
-func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan topicModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	cfg := goStringMap(ctx, plan.Config, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	t, err := r.c.CreateTopic(ctx, api.CreateTopicRequest{
-		Name: plan.Name.ValueString(), Partitions: int(plan.Partitions.ValueInt64()), Config: cfg})
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "create topic "+plan.Name.ValueString(), err)
-		return
-	}
-	plan.fill(ctx, t, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	setAppliedPartitions(ctx, resp.Private, plan.Partitions.ValueInt64(), &resp.Diagnostics)
-}
-
-func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	t, err := r.c.Topic(ctx, state.Name.ValueString())
-	if isGone(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "read topic "+state.Name.ValueString(), err)
-		return
-	}
-	if appliedPartitions(ctx, resp.Private) == 0 && !state.Partitions.IsNull() && !state.Partitions.IsUnknown() {
-		// A state from before appliedPartitionsKey: its count is what
-		// Terraform last applied.
-		setAppliedPartitions(ctx, resp.Private, state.Partitions.ValueInt64(), &resp.Diagnostics)
-	}
-	state.fill(ctx, t, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
-}
-
-func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state topicModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	var upd api.UpdateTopicRequest
-	if n := int(plan.Partitions.ValueInt64()); n != int(state.Partitions.ValueInt64()) {
-		upd.Partitions = &n
-	}
-	want := goStringMap(ctx, plan.Config, &resp.Diagnostics)
-	had := goStringMap(ctx, state.Config, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	upd.Config = configChanges(had, want)
-	name := state.Name.ValueString()
-	t, err := r.c.UpdateTopic(ctx, name, upd)
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "update topic "+name, err)
-		return
-	}
-	plan.fill(ctx, t, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	// What the configuration asked for, not the plan: a count kept from
-	// outside Terraform must go on warning until the configuration has it.
-	var asked types.Int64
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("partitions"), &asked)...)
-	applied := int64(defaultPartitions)
-	if !asked.IsNull() && !asked.IsUnknown() {
-		applied = asked.ValueInt64()
-	}
-	setAppliedPartitions(ctx, resp.Private, applied, &resp.Diagnostics)
-}
-
-// configChanges is the config part of an update from had to want: keys set
-// or changed with their value, keys dropped as null (back to the default),
-// unchanged keys left out.
-func configChanges(had, want map[string]string) map[string]*string {
-	out := map[string]*string{}
-	for k, v := range want {
-		if old, ok := had[k]; !ok || old != v {
-			out[k] = &v
-		}
-	}
-	for k := range had {
-		if _, ok := want[k]; !ok {
-			out[k] = nil
-		}
-	}
-	return out
-}
-
-func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if err := r.c.DeleteTopic(ctx, state.Name.ValueString()); err != nil && !isGone(err) {
-		addAPIError(&resp.Diagnostics, "delete topic "+state.Name.ValueString(), err)
-	}
-}
-
-// ImportState takes the topic's name.
-func (r *topicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
 type topicDataSource struct {
