@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
@@ -198,7 +199,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}
 		for _, x := range prs {
 			if n := len(st.Topics); n == 0 || st.Topics[n-1].ID != x.topic.ID {
-				x.topic.Config = effectiveConfig(x.topic.Config, quotas[x.topic.TenantID])
+				x.topic.Config = topicspec.Effective(x.topic.Config, quotas[x.topic.TenantID])
 				st.Topics = append(st.Topics, x.topic)
 			}
 			t := &st.Topics[len(st.Topics)-1]

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 )
 
 const topicColumns = `id, name, partitions, replication_factor, config, created_at, updated_at`
@@ -56,7 +57,7 @@ func (s *Server) listTopics(c echo.Context) error {
 	}
 	topics := make([]api.Topic, len(trs))
 	for i, t := range trs {
-		t.EffectiveConfig = effectiveConfig(t.Config, q)
+		t.EffectiveConfig = topicspec.Effective(t.Config, q)
 		topics[i] = t.Topic
 	}
 	items, next := trim(pg, topics, func(t api.Topic) string { return t.Name })
@@ -77,7 +78,7 @@ func (s *Server) loadTopic(ctx context.Context, q querier, tenantID, name string
 	if err != nil {
 		return api.Topic{}, dbError("load quotas", err)
 	}
-	t.EffectiveConfig = effectiveConfig(t.Config, quotas)
+	t.EffectiveConfig = topicspec.Effective(t.Config, quotas)
 	rows, err := s.db.Query(ctx, `SELECT partition, replicas FROM partitions WHERE topic_id = $1 ORDER BY partition`, t.id)
 	if err != nil {
 		return api.Topic{}, dbError("load partitions", err)
@@ -116,7 +117,7 @@ func (s *Server) createTopic(c echo.Context) error {
 	if err := s.bind(c, &req); err != nil {
 		return err
 	}
-	if err := validTopicName(req.Name); err != nil {
+	if err := topicspec.ValidName(req.Name); err != nil {
 		return err
 	}
 	if req.Partitions == 0 {
@@ -132,7 +133,7 @@ func (s *Server) createTopic(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := validateTopicConfig(req.Config, q); err != nil {
+		if err := topicspec.ValidateConfig(req.Config, &q); err != nil {
 			return err
 		}
 		if err := checkTopicLimits(ctx, tx, p.tenantID, q, 1, req.Partitions); err != nil {
@@ -187,8 +188,8 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) (string, api.Qu
 // checkTopicLimits checks that adding topics and partitions stays within the
 // tenant's quotas.
 func checkTopicLimits(ctx context.Context, tx pgx.Tx, tenantID string, q api.Quotas, addTopics, addPartitions int) error {
-	if addPartitions < 1 || addPartitions > q.MaxPartitions {
-		return catalog.InvalidPartitions.Newf("partitions must be from 1 to %d", q.MaxPartitions)
+	if err := topicspec.ValidPartitions(addPartitions, &q); err != nil {
+		return err
 	}
 	var topics, partitions int
 	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(partitions), 0) FROM topics WHERE tenant_id = $1`, tenantID).
@@ -235,7 +236,7 @@ func (s *Server) updateTopic(c echo.Context) error {
 				cfg[k] = *v
 			}
 		}
-		if err := validateTopicConfig(cfg, q); err != nil {
+		if err := topicspec.ValidateConfig(cfg, &q); err != nil {
 			return err
 		}
 		partitions := t.Partitions

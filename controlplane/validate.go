@@ -11,8 +11,6 @@ import (
 var (
 	// Tenant names are DNS-label-like: they may appear in hostnames later.
 	tenantNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{1,38}[a-z0-9]$`)
-	// Topic names follow Kafka's rules; names starting with "__" are Sluice's own.
-	topicNameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
 	// Operator-chosen ids of pools, cells and brokers.
 	fleetIDRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 )
@@ -20,20 +18,6 @@ var (
 func validTenantName(name string) error {
 	if !tenantNameRE.MatchString(name) {
 		return catalog.InvalidName.New("a tenant name has 3 to 40 characters: lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen")
-	}
-	return nil
-}
-
-func validTopicName(name string) error {
-	switch {
-	case name == "":
-		return catalog.InvalidName.New("a topic needs a name")
-	case name == "." || name == "..":
-		return catalog.InvalidName.New(`a topic may not be named "." or ".."`)
-	case !topicNameRE.MatchString(name):
-		return catalog.InvalidName.New("a topic name has 1 to 249 characters: letters, digits, '.', '_' and '-'")
-	case strings.HasPrefix(name, "__"):
-		return catalog.InvalidName.New(`topic names starting with "__" are reserved`)
 	}
 	return nil
 }

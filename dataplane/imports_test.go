@@ -21,7 +21,7 @@ func TestImportDirection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	shared := []string{"/controlplane/api", "/controlplane/catalog", "/controlplane/credential", "/controlplane/authz", "/controlplane/wire"}
+	shared := []string{"/controlplane/api", "/controlplane/catalog", "/controlplane/credential", "/controlplane/authz", "/controlplane/topicspec", "/controlplane/wire"}
 	rules := []struct {
 		from    string
 		banned  []string

@@ -27,8 +27,10 @@ commands:
   cells list
   brokers list
 
-The API URL and operator key come from SLUICE_API_URL and SLUICE_API_KEY
-(id:secret) unless given as flags.
+The API URL and operator key come from SLUICE_ENDPOINT, SLUICE_API_KEY_ID
+and SLUICE_API_KEY_SECRET (as tenantd dev prints them, and as the Terraform
+provider reads them) unless given as flags; the older SLUICE_API_URL and
+SLUICE_API_KEY (id:secret) still work.
 `
 
 // admin runs one operator command over the control plane API.
@@ -36,8 +38,16 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	fs := flag.NewFlagSet("tenantd admin", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { fmt.Fprint(out, adminUsage) }
-	apiURL := fs.String("api", firstNonEmpty(getenv("SLUICE_API_URL"), "http://127.0.0.1:8080"), "control plane URL")
-	key := fs.String("key", getenv("SLUICE_API_KEY"), "operator API key as id:secret")
+	env, err := client.ReadEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	envKey := ""
+	if env.APIKeyID != "" || env.APIKeySecret != "" {
+		envKey = env.APIKeyID + ":" + env.APIKeySecret
+	}
+	apiURL := fs.String("api", firstNonEmpty(env.Endpoint, "http://127.0.0.1:8080"), "control plane URL")
+	key := fs.String("key", envKey, "operator API key as id:secret")
 	format := fs.String("o", "table", "output: table or json")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,8 +61,8 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		return errors.New("admin: name a command")
 	}
 	id, secret, ok := strings.Cut(*key, ":")
-	if !ok {
-		return errors.New("admin: set SLUICE_API_KEY=id:secret or -key (tenantd dev prints one)")
+	if !ok || id == "" || secret == "" {
+		return errors.New("admin: set SLUICE_API_KEY_ID and SLUICE_API_KEY_SECRET, or -key id:secret (tenantd dev prints one)")
 	}
 	c := client.New(*apiURL, client.WithAPIKey(id, secret))
 	p := printer{w: out, json: *format == "json"}

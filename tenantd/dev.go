@@ -157,7 +157,7 @@ Sluice is running.
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   Cell:      %[5]s with brokers %[6]s (Kafka on %[7]s, SASL/PLAIN with an API key; partitions replicate over Raft)
   HTTP data: %[8]s (HTTP basic with an API key; see the README's tour)
-  Operator:  export SLUICE_API_URL=%[1]s SLUICE_API_KEY=%[2]s:%[3]s
+  Operator:  export SLUICE_ENDPOINT=%[1]s SLUICE_API_KEY_ID=%[2]s SLUICE_API_KEY_SECRET=%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
 Press Ctrl-C to stop.

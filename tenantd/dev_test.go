@@ -74,8 +74,9 @@ func TestDevReadmeFlow(t *testing.T) {
 		close(lines)
 	}()
 	var apiURL, opKey string
+	var opEnv []string // the banner's export line, as tenantd admin reads it
 	urlRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`)
-	keyRE := regexp.MustCompile(`SLUICE_API_KEY=(\S+)`)
+	keyRE := regexp.MustCompile(`export (SLUICE_ENDPOINT=\S+ SLUICE_API_KEY_ID=(\S+) SLUICE_API_KEY_SECRET=(\S+))`)
 	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
 	httpRE := regexp.MustCompile(`HTTP data: ([^,\s]+)`)
 	var bootstrap, httpData string
@@ -96,7 +97,7 @@ func TestDevReadmeFlow(t *testing.T) {
 				httpData = m[1]
 			}
 			if m := keyRE.FindStringSubmatch(l); m != nil {
-				opKey = m[1]
+				opKey, opEnv = m[2]+":"+m[3], strings.Fields(m[1])
 			}
 		case <-deadline:
 			t.Fatalf("tenantd dev not ready within 30 s: %s", stderr.String())
@@ -140,7 +141,10 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Fatalf("revoked key: %v", e)
 	}
 
-	out, err := exec.Command(bin, "admin", "-api", apiURL, "-key", opKey, "tenants", "list", "-sort", "load").CombinedOutput()
+	// As the README says: paste the export line, then run tenantd admin.
+	adminCmd := exec.Command(bin, "admin", "tenants", "list", "-sort", "load")
+	adminCmd.Env = append(os.Environ(), opEnv...)
+	out, err := adminCmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "acme") || !strings.Contains(string(out), "PARTITIONS") {
 		t.Fatalf("tenantd admin tenants list: %v\n%s", err, out)
 	}

@@ -27,11 +27,14 @@ import (
 	"github.com/sluicehq/sluice/controlplane/client"
 )
 
-// Environment variables that stand in for the provider block's attributes.
+// Environment variables that stand in for the provider block's attributes,
+// the same that tenantd admin reads and tenantd dev prints. The older
+// SLUICE_API_URL and SLUICE_API_KEY (id:secret) are read too when these
+// are unset (client.ReadEnv).
 const (
-	EnvEndpoint     = "SLUICE_ENDPOINT"
-	EnvAPIKeyID     = "SLUICE_API_KEY_ID"
-	EnvAPIKeySecret = "SLUICE_API_KEY_SECRET"
+	EnvEndpoint     = client.EnvEndpoint
+	EnvAPIKeyID     = client.EnvAPIKeyID
+	EnvAPIKeySecret = client.EnvAPIKeySecret
 )
 
 // New returns a constructor of the provider, as providerserver wants it.
@@ -61,16 +64,16 @@ func (p *sluiceProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
 				Optional:    true,
-				Description: "Base URL of the control plane API, e.g. https://api.sluice.example. Defaults to $" + EnvEndpoint + ".",
+				Description: "Base URL of the control plane API, e.g. https://api.sluice.example. Defaults to $" + EnvEndpoint + " (or the older $" + client.EnvEndpointOld + ").",
 			},
 			"api_key_id": schema.StringAttribute{
 				Optional:    true,
-				Description: "Id of the API key to authenticate with. Defaults to $" + EnvAPIKeyID + ".",
+				Description: "Id of the API key to authenticate with. Defaults to $" + EnvAPIKeyID + " (or the id in the older $" + client.EnvAPIKeyOld + ", id:secret).",
 			},
 			"api_key_secret": schema.StringAttribute{
 				Optional:    true,
 				Sensitive:   true,
-				Description: "Secret of the API key. Defaults to $" + EnvAPIKeySecret + ".",
+				Description: "Secret of the API key. Defaults to $" + EnvAPIKeySecret + " (or the secret in the older $" + client.EnvAPIKeyOld + ").",
 			},
 		},
 	}
@@ -82,7 +85,12 @@ func (p *sluiceProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	setting := func(attr string, v types.String, env string) string {
+	env, err := client.ReadEnv(os.Getenv)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid environment", err.Error())
+		return
+	}
+	setting := func(attr string, v types.String, fromEnv, name string) string {
 		if v.IsUnknown() {
 			resp.Diagnostics.AddAttributeError(path.Root(attr), "Unknown "+attr,
 				"The provider's "+attr+" must be known when Terraform plans; it cannot come from a resource that is not yet created.")
@@ -90,17 +98,17 @@ func (p *sluiceProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		}
 		s := v.ValueString()
 		if s == "" {
-			s = os.Getenv(env)
+			s = fromEnv
 		}
 		if s == "" {
 			resp.Diagnostics.AddAttributeError(path.Root(attr), "Missing "+attr,
-				"Set "+attr+" in the provider block or the "+env+" environment variable.")
+				"Set "+attr+" in the provider block or the "+name+" environment variable.")
 		}
 		return s
 	}
-	endpoint := setting("endpoint", cfg.Endpoint, EnvEndpoint)
-	id := setting("api_key_id", cfg.APIKeyID, EnvAPIKeyID)
-	secret := setting("api_key_secret", cfg.APIKeySecret, EnvAPIKeySecret)
+	endpoint := setting("endpoint", cfg.Endpoint, env.Endpoint, EnvEndpoint)
+	id := setting("api_key_id", cfg.APIKeyID, env.APIKeyID, EnvAPIKeyID)
+	secret := setting("api_key_secret", cfg.APIKeySecret, env.APIKeySecret, EnvAPIKeySecret)
 	if resp.Diagnostics.HasError() {
 		return
 	}

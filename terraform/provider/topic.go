@@ -2,6 +2,10 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -17,7 +21,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 )
 
 // topicModel is sluice_topic's state, and the data source's.
@@ -78,8 +84,10 @@ type topicResource struct {
 }
 
 var (
-	_ resource.ResourceWithConfigure   = (*topicResource)(nil)
-	_ resource.ResourceWithImportState = (*topicResource)(nil)
+	_ resource.ResourceWithConfigure      = (*topicResource)(nil)
+	_ resource.ResourceWithImportState    = (*topicResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*topicResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*topicResource)(nil)
 )
 
 func newTopicResource() resource.Resource { return &topicResource{} }
@@ -90,15 +98,6 @@ func (r *topicResource) Metadata(_ context.Context, req resource.MetadataRequest
 
 func (r *topicResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
-}
-
-// shrinkReplaces forces a new topic when the partition count goes down: the
-// API only grows partitions, and records are keyed to partitions.
-func shrinkReplaces(_ context.Context, req planmodifier.Int64Request, resp *int64planmodifier.RequiresReplaceIfFuncResponse) {
-	if req.StateValue.IsNull() || req.PlanValue.IsUnknown() || req.PlanValue.IsNull() {
-		return
-	}
-	resp.RequiresReplace = req.PlanValue.ValueInt64() < req.StateValue.ValueInt64()
 }
 
 func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -112,21 +111,19 @@ func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			},
 			"name": schema.StringAttribute{
 				Required:      true,
-				Description:   "Name of the topic, unique in the tenant. Changing it replaces the topic (its records are lost).",
+				Description:   "Name of the topic, unique in the tenant: 1 to 249 letters, digits, '.', '_' and '-', not starting with \"__\". Changing it replaces the topic (its records are lost).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"partitions": schema.Int64Attribute{
 				Optional:    true,
 				Computed:    true,
-				Default:     int64default.StaticInt64(1),
-				Description: "Number of partitions (default 1). Increasing it updates the topic in place; decreasing it replaces the topic (its records are lost).",
-				PlanModifiers: []planmodifier.Int64{int64planmodifier.RequiresReplaceIf(shrinkReplaces,
-					"Decreasing the partition count replaces the topic.", "Decreasing the partition count replaces the topic.")},
+				Default:     int64default.StaticInt64(defaultPartitions),
+				Description: "Number of partitions (default 1), from 1 to the tenant's max_partitions quota. Increasing it updates the topic in place. It cannot be decreased: a plan that lowers it below the topic's count fails. A count raised outside Terraform is kept, with a warning, until the configuration catches up.",
 			},
 			"config": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
-				Description: "Topic settings set explicitly, with Kafka's names (retention.ms, retention.bytes, max.message.bytes, segment.bytes, segment.ms, cleanup.policy). Keys left out take the service's defaults; removing a key returns it to its default.",
+				Description: "Topic settings set explicitly, with Kafka's names (" + strings.Join(topicspec.Keys, ", ") + "). Keys and values are checked when Terraform plans. Keys left out take the service's defaults; removing a key returns it to its default.",
 			},
 			"replication_factor": schema.Int64Attribute{
 				Computed:      true,
@@ -160,6 +157,7 @@ func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	plan.fill(ctx, t, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	setAppliedPartitions(ctx, resp.Private, plan.Partitions.ValueInt64(), &resp.Diagnostics)
 }
 
 func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -176,6 +174,11 @@ func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if err != nil {
 		addAPIError(&resp.Diagnostics, "read topic "+state.Name.ValueString(), err)
 		return
+	}
+	if appliedPartitions(ctx, resp.Private) == 0 && !state.Partitions.IsNull() && !state.Partitions.IsUnknown() {
+		// A state from before appliedPartitionsKey: its count is what
+		// Terraform last applied.
+		setAppliedPartitions(ctx, resp.Private, state.Partitions.ValueInt64(), &resp.Diagnostics)
 	}
 	state.fill(ctx, t, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
@@ -206,6 +209,15 @@ func (r *topicResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	plan.fill(ctx, t, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	// What the configuration asked for, not the plan: a count kept from
+	// outside Terraform must go on warning until the configuration has it.
+	var asked types.Int64
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("partitions"), &asked)...)
+	applied := int64(defaultPartitions)
+	if !asked.IsNull() && !asked.IsUnknown() {
+		applied = asked.ValueInt64()
+	}
+	setAppliedPartitions(ctx, resp.Private, applied, &resp.Diagnostics)
 }
 
 // configChanges is the config part of an update from had to want: keys set
@@ -240,6 +252,188 @@ func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 // ImportState takes the topic's name.
 func (r *topicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+}
+
+// defaultPartitions is a topic's partition count when the configuration
+// leaves it out, as with the control plane.
+const defaultPartitions = 1
+
+// appliedPartitionsKey names the private state holding the partition count
+// the configuration asked for when Terraform last created or updated the
+// topic. It tells a count lowered in the configuration (a plan error) from
+// a count raised outside Terraform (kept, with a warning): after a refresh
+// both look the same, a configuration below the topic's count.
+const appliedPartitionsKey = "applied_partitions"
+
+// privateState is what Read, Create, Update and ModifyPlan get and set of a
+// resource's private state.
+type privateState interface {
+	GetKey(ctx context.Context, key string) ([]byte, diag.Diagnostics)
+	SetKey(ctx context.Context, key string, value []byte) diag.Diagnostics
+}
+
+// appliedPartitions reads appliedPartitionsKey; 0 when it is not known (an
+// imported topic, or a state written by an older provider).
+func appliedPartitions(ctx context.Context, p privateState) int64 {
+	if p == nil {
+		return 0
+	}
+	b, _ := p.GetKey(ctx, appliedPartitionsKey)
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func setAppliedPartitions(ctx context.Context, p privateState, n int64, diags *diag.Diagnostics) {
+	if p != nil {
+		diags.Append(p.SetKey(ctx, appliedPartitionsKey, []byte(strconv.FormatInt(n, 10)))...)
+	}
+}
+
+// planPartitions decides a topic's planned partition count from the count
+// it has (live, as just refreshed), the count the configuration asks for
+// (want) and the count it asked for when Terraform last applied it
+// (applied, 0 when not known). Kafka partitions only grow, and records are
+// placed on partitions by key, so Terraform never shrinks or replaces a
+// topic over its count:
+//   - want at or above live: want (growing is an update in place);
+//   - want below live, but not below applied: the count was raised outside
+//     Terraform (console, API, kafka-topics --alter); live is kept, so the
+//     plan shows no change, with a warning;
+//   - want below live and below applied (or applied unknown): the
+//     configuration lowers the count, an error.
+func planPartitions(live, want, applied int64) (int64, diag.Diagnostic) {
+	at := path.Root("partitions")
+	switch {
+	case want >= live:
+		return want, nil
+	case applied > 0 && want >= applied:
+		return live, diag.NewAttributeWarningDiagnostic(at, "Partitions raised outside Terraform",
+			fmt.Sprintf("partitions were raised outside Terraform to %d; keeping %d — set partitions = %d to silence this. "+
+				"The configuration asks for %d, but Kafka partitions only grow, so Terraform neither lowers nor replaces the topic.",
+				live, live, live, want))
+	default:
+		return live, diag.NewAttributeErrorDiagnostic(at, "Partitions cannot be lowered",
+			fmt.Sprintf("partitions cannot be lowered from %d to %d: Kafka partitions only grow, and records are placed on partitions by key, "+
+				"so the topic keeps its %d partitions. Set partitions = %d. To have fewer partitions, create a topic under another name "+
+				"and move producers and consumers to it; Terraform never deletes a topic over its partition count.",
+				live, want, live, live))
+	}
+}
+
+// addRuleError reports a broken topic rule (topicspec) with the same code
+// the API would answer with at apply.
+func addRuleError(diags *diag.Diagnostics, at path.Path, summary string, err error) {
+	var ce *catalog.Error
+	if errors.As(err, &ce) {
+		diags.AddAttributeError(at, fmt.Sprintf("%s (%s)", summary, ce.Entry.Code), ce.Message)
+		return
+	}
+	diags.AddAttributeError(at, summary, err.Error())
+}
+
+// knownStrings is the known elements of a map attribute.
+func knownStrings(ctx context.Context, v types.Map, diags *diag.Diagnostics) map[string]string {
+	out := map[string]string{}
+	if v.IsNull() || v.IsUnknown() {
+		return out
+	}
+	var elems map[string]types.String
+	diags.Append(v.ElementsAs(ctx, &elems, true)...)
+	for k, e := range elems {
+		if !e.IsUnknown() && !e.IsNull() {
+			out[k] = e.ValueString()
+		}
+	}
+	return out
+}
+
+// ValidateConfig checks, before any call and without the provider's
+// settings, the rules that hold for every tenant, with the control plane's
+// own code (topicspec): the name, at least 1 partition, known config keys
+// and each value's bounds. ModifyPlan adds the tenant's quotas.
+func (r *topicResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m topicModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !m.Name.IsNull() && !m.Name.IsUnknown() {
+		if err := topicspec.ValidName(m.Name.ValueString()); err != nil {
+			addRuleError(&resp.Diagnostics, path.Root("name"), "Invalid topic name", err)
+		}
+	}
+	if !m.Partitions.IsNull() && !m.Partitions.IsUnknown() {
+		if err := topicspec.ValidPartitions(int(m.Partitions.ValueInt64()), nil); err != nil {
+			addRuleError(&resp.Diagnostics, path.Root("partitions"), "Invalid partition count", err)
+		}
+	}
+	if err := topicspec.ValidateConfig(knownStrings(ctx, m.Config, &resp.Diagnostics), nil); err != nil {
+		addRuleError(&resp.Diagnostics, path.Root("config"), "Invalid topic config", err)
+	}
+}
+
+// ModifyPlan keeps a topic from ever being planned for replacement over its
+// partition count (planPartitions), and checks a topic being created or
+// changed against the tenant's quotas, read from the API, so that a count
+// or a value above them fails the plan rather than the apply.
+func (r *topicResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return // destroy
+	}
+	var plan topicModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	var prior *topicModel
+	if !req.State.Raw.IsNull() {
+		prior = new(topicModel)
+		resp.Diagnostics.Append(req.State.Get(ctx, prior)...)
+		if !plan.Name.Equal(prior.Name) {
+			prior = nil // a new name is a new topic
+		}
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if prior != nil && !plan.Partitions.IsUnknown() && !prior.Partitions.IsNull() && !prior.Partitions.IsUnknown() {
+		n, d := planPartitions(prior.Partitions.ValueInt64(), plan.Partitions.ValueInt64(), appliedPartitions(ctx, req.Private))
+		if d != nil {
+			resp.Diagnostics.Append(d)
+			if d.Severity() == diag.SeverityError {
+				return
+			}
+		}
+		if n != plan.Partitions.ValueInt64() {
+			plan.Partitions = types.Int64Value(n)
+			if plan.Config.Equal(prior.Config) {
+				// Nothing else changes: the values the framework marked
+				// unknown because of the configured count stay as they are.
+				plan.EffectiveConfig = prior.EffectiveConfig
+			}
+			resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+		}
+	}
+	changed := prior == nil || !plan.Partitions.Equal(prior.Partitions) || !plan.Config.Equal(prior.Config)
+	if r.c == nil || !changed || resp.Diagnostics.HasError() {
+		return
+	}
+	q, err := r.c.Quotas(ctx)
+	if err != nil {
+		resp.Diagnostics.AddWarning("Tenant quotas not checked",
+			fmt.Sprintf("read the tenant's quotas: %s; the topic is checked against them at apply instead.", err))
+		return
+	}
+	if !plan.Partitions.IsUnknown() && (prior == nil || plan.Partitions.ValueInt64() > prior.Partitions.ValueInt64()) {
+		if err := topicspec.ValidPartitions(int(plan.Partitions.ValueInt64()), &q); err != nil {
+			addRuleError(&resp.Diagnostics, path.Root("partitions"), "Invalid partition count", err)
+		}
+	}
+	if !plan.Config.IsUnknown() {
+		if err := topicspec.ValidateConfig(knownStrings(ctx, plan.Config, &resp.Diagnostics), &q); err != nil {
+			addRuleError(&resp.Diagnostics, path.Root("config"), "Invalid topic config", err)
+		}
+	}
 }
 
 type topicDataSource struct {

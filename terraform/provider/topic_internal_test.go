@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -62,6 +63,42 @@ func TestTopicFillConfig(t *testing.T) {
 			}
 			if m.Config.IsNull() != tc.wantNull || len(m.Config.Elements()) != tc.wantLen {
 				t.Errorf("config = %v, want null=%v with %d keys", m.Config, tc.wantNull, tc.wantLen)
+			}
+		})
+	}
+}
+
+// TestPlanPartitions: a topic is never planned with fewer partitions than
+// it has; a count raised outside Terraform is kept with a warning, and one
+// lowered in the configuration is an error.
+func TestPlanPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		live, want, applied int64
+		plan                int64
+		severity            diag.Severity // 0: no diagnostic
+		detail              string
+	}{
+		{"unchanged", 4, 4, 4, 4, 0, ""},
+		{"grown", 4, 6, 4, 6, 0, ""},
+		{"grown past a count raised outside", 8, 10, 4, 10, 0, ""},
+		{"raised outside", 8, 4, 4, 8, diag.SeverityWarning,
+			"partitions were raised outside Terraform to 8; keeping 8 — set partitions = 8 to silence this"},
+		{"raised outside past a grown configuration", 8, 6, 4, 8, diag.SeverityWarning, "raised outside Terraform to 8"},
+		{"lowered", 6, 4, 6, 6, diag.SeverityError, "partitions cannot be lowered from 6 to 4: Kafka partitions only grow"},
+		{"lowered after being raised outside", 8, 2, 4, 8, diag.SeverityError, "partitions cannot be lowered from 8 to 2"},
+		{"lowered with no record of the last apply", 8, 4, 0, 8, diag.SeverityError, "partitions cannot be lowered from 8 to 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, d := planPartitions(tc.live, tc.want, tc.applied)
+			if plan != tc.plan {
+				t.Errorf("planned %d partitions, want %d", plan, tc.plan)
+			}
+			switch {
+			case tc.severity == 0 && d != nil:
+				t.Errorf("unexpected diagnostic %s: %s", d.Summary(), d.Detail())
+			case tc.severity != 0 && (d == nil || d.Severity() != tc.severity || !strings.Contains(d.Detail(), tc.detail)):
+				t.Errorf("diagnostic %v, want severity %v containing %q", d, tc.severity, tc.detail)
 			}
 		})
 	}

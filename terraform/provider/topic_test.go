@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
 )
 
 // TestTopic walks a topic through its life: create, no drift, grow in place,
-// change config, import, shrink (replace), deletion out of band, rename
-// (replace), destroy.
+// change config, import, shrink (refused at plan), deletion out of band,
+// rename (replace), destroy.
 func TestTopic(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -112,13 +114,10 @@ resource "sluice_topic" "orders" {
 				ImportStateVerify: true,
 			},
 			{
-				// Fewer partitions: the topic is replaced.
-				Config: cfg("orders", 3, `{ "max.message.bytes" = "524288" }`),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
-				Check: apiHas("orders", 3, map[string]string{"max.message.bytes": "524288"}),
+				// Fewer partitions: the plan fails and the topic stays
+				// (TestTopicPartitionsNeverShrink has the details).
+				Config:      cfg("orders", 3, `{ "max.message.bytes" = "524288" }`),
+				ExpectError: regexp.MustCompile(`partitions cannot be lowered from 4 to 3`),
 			},
 			{
 				// Deleted behind Terraform's back: the next apply recreates it.
@@ -215,11 +214,29 @@ data "sluice_topic" "missing" {
 	})
 }
 
+// TestProviderOlderEnv: the names tenantd dev used to print, with the key
+// as id:secret, still configure the provider.
+func TestProviderOlderEnv(t *testing.T) {
+	e := newEnv(t)
+	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("SLUICE_API_URL", e.url)
+	t.Setenv("SLUICE_API_KEY", e.keyID+":"+e.secret)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			Config: `data "sluice_cluster" "this" {}`,
+			Check:  resource.TestCheckResourceAttr("data.sluice_cluster.this", "tenant_id", e.tenantID),
+		}},
+	})
+}
+
 // TestProviderConfigMissing: without settings or environment the provider
 // says what to set.
 func TestProviderConfigMissing(t *testing.T) {
 	newEnv(t)
-	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET"} {
+	for _, v := range []string{"SLUICE_ENDPOINT", "SLUICE_API_KEY_ID", "SLUICE_API_KEY_SECRET", "SLUICE_API_URL", "SLUICE_API_KEY"} {
 		t.Setenv(v, "")
 	}
 	resource.Test(t, resource.TestCase{
@@ -229,4 +246,171 @@ func TestProviderConfigMissing(t *testing.T) {
 			ExpectError: regexp.MustCompile(`(?s)Missing endpoint.*SLUICE_ENDPOINT`),
 		}},
 	})
+}
+
+// topicHCL is a provider block and one sluice_topic "t" with the given
+// body.
+func (e *env) topicHCL(body string) string {
+	return e.providerHCL() + "\nresource \"sluice_topic\" \"t\" {\n" + body + "\n}\n"
+}
+
+// sameTopic checks that the API's topic is the one first seen (same
+// creation time and placement, so the same records) with the given count.
+func (e *env) sameTopic(name string, first *api.Topic, partitions int) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		tp, err := e.tenant.Topic(context.Background(), name)
+		if err != nil {
+			return fmt.Errorf("the topic is gone: %w", err)
+		}
+		if first.Name == "" {
+			*first = tp
+		}
+		if !tp.CreatedAt.Equal(first.CreatedAt) {
+			return fmt.Errorf("topic %s was created again at %s (first at %s): its records are lost", name, tp.CreatedAt, first.CreatedAt)
+		}
+		if tp.Partitions != partitions || !slices.EqualFunc(tp.Assignments[:len(first.Assignments)], first.Assignments,
+			func(a, b api.Partition) bool {
+				return a.Partition == b.Partition && slices.Equal(a.Replicas, b.Replicas)
+			}) {
+			return fmt.Errorf("topic %s has %d partitions placed %v; want %d, the first %d placed %v",
+				name, tp.Partitions, tp.Assignments, partitions, len(first.Assignments), first.Assignments)
+		}
+		if !maps.Equal(tp.Config, map[string]string{"retention.ms": "3600000"}) {
+			return fmt.Errorf("topic %s has config %v", name, tp.Config)
+		}
+		return nil
+	}
+}
+
+// TestTopicPartitionsNeverShrink: a configuration with fewer partitions
+// than the topic fails the plan, naming the problem, and the topic (the
+// same one, with its records) is untouched; a replacement is never planned.
+func TestTopicPartitionsNeverShrink(t *testing.T) {
+	e := newEnv(t)
+	var first api.Topic
+	cfg := func(partitions int) string {
+		return e.topicHCL(fmt.Sprintf(`  name       = "orders"
+  partitions = %d
+  config     = { "retention.ms" = "3600000" }`, partitions))
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{Config: cfg(6), Check: e.sameTopic("orders", &first, 6)},
+			{
+				Config:      cfg(4),
+				ExpectError: regexp.MustCompile(`(?s)Partitions cannot be lowered.*partitions cannot be lowered from 6 to 4: Kafka partitions only\s+grow`),
+			},
+			{
+				// Nothing was applied: the topic is the same and the
+				// configuration it had still plans nothing.
+				Config:           cfg(6),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				Check:            resource.ComposeAggregateTestCheckFunc(e.sameTopic("orders", &first, 6), resource.TestCheckResourceAttr("sluice_topic.t", "partitions", "6")),
+			},
+		},
+	})
+}
+
+// TestTopicPartitionsRaisedOutside: partitions raised outside Terraform
+// (here a PATCH of the /v1 API, as the console or kafka-topics --alter do)
+// are kept: the next plan is empty (with a warning, see
+// TestPlanPartitions), the apply keeps the live count in the state, growing
+// past it is an update in place, and lowering the configuration below what
+// Terraform applied is an error.
+func TestTopicPartitionsRaisedOutside(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var first api.Topic
+	cfg := func(partitions int) string {
+		return e.topicHCL(fmt.Sprintf(`  name       = "orders"
+  partitions = %d
+  config     = { "retention.ms" = "3600000" }`, partitions))
+	}
+	const addr = "sluice_topic.t"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{Config: cfg(4), Check: e.sameTopic("orders", &first, 4)},
+			{
+				PreConfig: func() {
+					n := 8
+					if _, err := e.tenant.UpdateTopic(ctx, "orders", api.UpdateTopicRequest{Partitions: &n}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: cfg(4),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "partitions", "8"),
+					e.sameTopic("orders", &first, 8),
+				),
+			},
+			{
+				// Catching up with the live count changes nothing.
+				Config:           cfg(8),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				Check:            e.sameTopic("orders", &first, 8),
+			},
+			{
+				Config: cfg(10),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "partitions", "10"),
+					e.sameTopic("orders", &first, 10),
+				),
+			},
+			{
+				Config:      cfg(6),
+				ExpectError: regexp.MustCompile(`partitions cannot be lowered from 10 to 6`),
+			},
+			{
+				Config:           cfg(10),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+				Check:            e.sameTopic("orders", &first, 10),
+			},
+		},
+	})
+}
+
+// TestTopicPlanTimeErrors: what the control plane would refuse fails the
+// plan, with the catalogue's code and message, and nothing is created.
+func TestTopicPlanTimeErrors(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		name, body string
+		err        string
+	}{
+		{"bad name", `name = "bad name!"`, `(?s)Invalid topic name \(invalid_name\).*a topic name has 1 to 249 characters`},
+		{"reserved name", `name = "__offsets"`, `(?s)invalid_name.*topic names starting with "__" are\s+reserved`},
+		{"no partitions", "name = \"t\"\npartitions = 0", `(?s)Invalid partition count \(invalid_partitions\).*partitions must be at least 1`},
+		{"more partitions than the tenant may have", "name = \"t\"\npartitions = 500", `(?s)invalid_partitions.*partitions must be from 1 to 30`},
+		{"unknown config key", `name = "t"` + "\n" + `config = { "retention.hours" = "1" }`, `(?s)Invalid topic config \(invalid_config\).*unknown topic config\s+"retention.hours"`},
+		{"config value out of bounds", `name = "t"` + "\n" + `config = { "segment.bytes" = "1024" }`, `(?s)invalid_config.*segment.bytes="1024": must be from 1 MiB`},
+		{"config value above the tenant's quota", `name = "t"` + "\n" + `config = { "retention.ms" = "2592000000" }`, `(?s)quota_exceeded.*retention.ms=2592000000 is above the\s+tenant's limit`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories(),
+				Steps: []resource.TestStep{{
+					Config:      e.topicHCL(tc.body),
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(tc.err),
+				}},
+			})
+			ts, err := e.tenant.Topics(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != 0 {
+				t.Errorf("%d topics exist after a failed plan", len(ts))
+			}
+		})
+	}
 }

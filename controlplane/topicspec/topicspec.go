@@ -1,0 +1,146 @@
+// Package topicspec owns what a valid topic is: the rules for its name, its
+// partition count and its explicit settings (the keys Sluice honours, their
+// bounds and defaults). The control plane enforces them when topics are
+// created or changed; the Terraform provider checks the same rules at plan
+// time, before any call, so that a mistake fails the plan instead of the
+// apply. It is pure: no I/O, and it imports only controlplane/api (for the
+// tenant's quotas) and controlplane/catalog (for the errors).
+//
+// Any package may import it.
+package topicspec
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+)
+
+// Topic configuration keys Sluice honours, with Kafka's names so that
+// clients' admin tools work unchanged.
+const (
+	CleanupPolicy   = "cleanup.policy"
+	RetentionMs     = "retention.ms"
+	RetentionBytes  = "retention.bytes"
+	MaxMessageBytes = "max.message.bytes"
+	SegmentBytes    = "segment.bytes"
+	SegmentMs       = "segment.ms"
+)
+
+// Keys lists the supported keys, sorted.
+var Keys = []string{CleanupPolicy, MaxMessageBytes, RetentionBytes, RetentionMs, SegmentBytes, SegmentMs}
+
+// Topic names follow Kafka's rules; names starting with "__" are Sluice's own.
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// ValidName checks a topic name; the error is catalog.InvalidName.
+func ValidName(name string) error {
+	switch {
+	case name == "":
+		return catalog.InvalidName.New("a topic needs a name")
+	case name == "." || name == "..":
+		return catalog.InvalidName.New(`a topic may not be named "." or ".."`)
+	case !nameRE.MatchString(name):
+		return catalog.InvalidName.New("a topic name has 1 to 249 characters: letters, digits, '.', '_' and '-'")
+	case strings.HasPrefix(name, "__"):
+		return catalog.InvalidName.New(`topic names starting with "__" are reserved`)
+	}
+	return nil
+}
+
+// ValidPartitions checks a number of partitions: a topic, or a growth of
+// one, has at least 1 and, when q is not nil, at most the tenant's
+// max_partitions quota. The error is catalog.InvalidPartitions.
+func ValidPartitions(n int, q *api.Quotas) error {
+	switch {
+	case q == nil && n < 1:
+		return catalog.InvalidPartitions.New("partitions must be at least 1")
+	case q != nil && (n < 1 || n > q.MaxPartitions):
+		return catalog.InvalidPartitions.Newf("partitions must be from 1 to %d", q.MaxPartitions)
+	}
+	return nil
+}
+
+// Defaults are the effective values of keys not set explicitly, given the
+// tenant's quotas.
+func Defaults(q api.Quotas) map[string]string {
+	return map[string]string{
+		CleanupPolicy:   "delete",
+		RetentionMs:     strconv.FormatInt(min(7*24*3600*1000, q.MaxRetentionMs), 10),
+		RetentionBytes:  "-1",
+		MaxMessageBytes: strconv.Itoa(min(1<<20, q.MaxMessageBytes)),
+		SegmentBytes:    strconv.Itoa(128 << 20),
+		SegmentMs:       strconv.Itoa(7 * 24 * 3600 * 1000),
+	}
+}
+
+// Effective is every setting in force: the explicit ones over the defaults.
+func Effective(explicit map[string]string, q api.Quotas) map[string]string {
+	out := Defaults(q)
+	maps.Copy(out, explicit)
+	return out
+}
+
+// ValidateConfig checks explicit settings against the rules, key by key in
+// sorted order, and against the tenant's quotas when q is not nil; the
+// first broken rule is the error (catalog.InvalidConfig, or
+// catalog.QuotaExceeded for a value above a quota). With a nil q it checks
+// only what holds for every tenant: known keys and each value's own bounds.
+func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
+	for _, k := range slices.Sorted(maps.Keys(cfg)) {
+		v := cfg[k]
+		bad := func(rule string) error {
+			return catalog.InvalidConfig.Newf("%s=%q: %s", k, v, rule)
+		}
+		switch k {
+		case CleanupPolicy:
+			if v == "compact" || strings.Contains(v, "compact") {
+				return bad(`compaction is not supported yet; use "delete"`)
+			}
+			if v != "delete" {
+				return bad(`must be "delete"`)
+			}
+		case RetentionMs:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1000 {
+				return bad("must be a whole number of milliseconds, at least 1000")
+			}
+			if q != nil && n > q.MaxRetentionMs {
+				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's limit of %d ms", k, v, q.MaxRetentionMs)
+			}
+		case RetentionBytes:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || (n != -1 && n < 1) {
+				return bad("must be -1 (no limit) or a positive number of bytes")
+			}
+			if q != nil && n > q.MaxStorageBytes {
+				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's storage limit of %d bytes", k, v, q.MaxStorageBytes)
+			}
+		case MaxMessageBytes:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return bad("must be a positive number of bytes")
+			}
+			if q != nil && n > q.MaxMessageBytes {
+				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's limit of %d bytes", k, v, q.MaxMessageBytes)
+			}
+		case SegmentBytes:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1<<20 || n > 1<<30 {
+				return bad("must be from 1 MiB (1048576) to 1 GiB (1073741824)")
+			}
+		case SegmentMs:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 60_000 {
+				return bad("must be a whole number of milliseconds, at least 60000")
+			}
+		default:
+			return catalog.InvalidConfig.Newf("unknown topic config %q; supported: %s", k, strings.Join(Keys, ", "))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package topicspec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
+)
+
+var free = api.Quotas{MaxPartitions: 30, MaxRetentionMs: 7 * 24 * 3600 * 1000, MaxStorageBytes: 5 << 30, MaxMessageBytes: 1 << 20}
+
+// code is the catalogue code of err, or "" for nil.
+func code(t *testing.T, err error) string {
+	t.Helper()
+	if err == nil {
+		return ""
+	}
+	var ce *catalog.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("%v is not a catalogued error", err)
+	}
+	return string(ce.Entry.Code)
+}
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name, topic, code string
+	}{
+		{"kafka characters", "orders.v1_eu-west", ""},
+		{"longest", strings.Repeat("a", 249), ""},
+		{"empty", "", "invalid_name"},
+		{"dot", ".", "invalid_name"},
+		{"dot dot", "..", "invalid_name"},
+		{"too long", strings.Repeat("a", 250), "invalid_name"},
+		{"space", "my topic", "invalid_name"},
+		{"reserved", "__consumer_offsets", "invalid_name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := code(t, topicspec.ValidName(tc.topic)); got != tc.code {
+				t.Errorf("ValidName(%q) = %q, want %q", tc.topic, got, tc.code)
+			}
+		})
+	}
+}
+
+func TestValidPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		n             int
+		code, noQuota string // with the free plan's quotas, and with none
+	}{
+		{"one", 1, "", ""},
+		{"the quota", 30, "", ""},
+		{"zero", 0, "invalid_partitions", "invalid_partitions"},
+		{"negative", -1, "invalid_partitions", "invalid_partitions"},
+		{"above the quota", 31, "invalid_partitions", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := free
+			if got := code(t, topicspec.ValidPartitions(tc.n, &q)); got != tc.code {
+				t.Errorf("ValidPartitions(%d) with quotas = %q, want %q", tc.n, got, tc.code)
+			}
+			if got := code(t, topicspec.ValidPartitions(tc.n, nil)); got != tc.noQuota {
+				t.Errorf("ValidPartitions(%d) without quotas = %q, want %q", tc.n, got, tc.noQuota)
+			}
+		})
+	}
+}
+
+// TestValidateConfig: each key's bounds, with and without the tenant's
+// quotas; without them only the quota checks are skipped.
+func TestValidateConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cfg           map[string]string
+		code, noQuota string // with the free plan's quotas, and with none
+	}{
+		{"none", nil, "", ""},
+		{"every key", map[string]string{"cleanup.policy": "delete", "retention.ms": "3600000", "retention.bytes": "-1",
+			"max.message.bytes": "524288", "segment.bytes": "1048576", "segment.ms": "60000"}, "", ""},
+		{"unknown key", map[string]string{"retention.hours": "1"}, "invalid_config", "invalid_config"},
+		{"compaction", map[string]string{"cleanup.policy": "compact,delete"}, "invalid_config", "invalid_config"},
+		{"retention too short", map[string]string{"retention.ms": "999"}, "invalid_config", "invalid_config"},
+		{"retention not a number", map[string]string{"retention.ms": "1h"}, "invalid_config", "invalid_config"},
+		{"retention above the quota", map[string]string{"retention.ms": "604800001"}, "quota_exceeded", ""},
+		{"retention bytes zero", map[string]string{"retention.bytes": "0"}, "invalid_config", "invalid_config"},
+		{"retention bytes above the quota", map[string]string{"retention.bytes": "5368709121"}, "quota_exceeded", ""},
+		{"message size above the quota", map[string]string{"max.message.bytes": "1048577"}, "quota_exceeded", ""},
+		{"segment too small", map[string]string{"segment.bytes": "1048575"}, "invalid_config", "invalid_config"},
+		{"segment too large", map[string]string{"segment.bytes": "1073741825"}, "invalid_config", "invalid_config"},
+		{"segment too young", map[string]string{"segment.ms": "59999"}, "invalid_config", "invalid_config"},
+		{"keys in sorted order", map[string]string{"retention.ms": "604800001", "segment.ms": "1"}, "quota_exceeded", "invalid_config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := free
+			if got := code(t, topicspec.ValidateConfig(tc.cfg, &q)); got != tc.code {
+				t.Errorf("with quotas: %q, want %q", got, tc.code)
+			}
+			if got := code(t, topicspec.ValidateConfig(tc.cfg, nil)); got != tc.noQuota {
+				t.Errorf("without quotas: %q, want %q", got, tc.noQuota)
+			}
+		})
+	}
+}
+
+func TestEffective(t *testing.T) {
+	got := topicspec.Effective(map[string]string{"retention.ms": "1000"}, free)
+	if len(got) != len(topicspec.Keys) || got["retention.ms"] != "1000" || got["cleanup.policy"] != "delete" || got["max.message.bytes"] != "1048576" {
+		t.Errorf("Effective = %v", got)
+	}
+}
