@@ -20,8 +20,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/controlplane/client"
 )
@@ -176,10 +179,49 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	c.renderMessage(w, r, nil, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 }
 
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site: only a path of the
+// console (with an optional query) survives, anything else becomes "/".
+// Browsers drop tabs and newlines from URLs and read "\\" as "/", so
+// "/\t/evil.example" or "/\\evil.example" would leave the site; the value is
+// refused if it has either, has a scheme or a host, starts with "//" once
+// decoded, or is not a clean path.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
-		return "/"
+	const home = "/"
+	if next == "" || len(next) > 2048 || !utf8.ValidString(next) {
+		return home
 	}
-	return next
+	for _, r := range next {
+		if r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return home
+		}
+	}
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return home
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" {
+		return home
+	}
+	// The decoded path must pass the same checks: "/%2F%2Fevil" is "///evil".
+	for _, r := range u.Path {
+		if r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return home
+		}
+	}
+	// Only a clean path is taken: "/./" or "/a/../" tricks are refused, not
+	// repaired, and the answer keeps the caller's escaping.
+	if path.Clean(u.Path) != u.Path || strings.HasPrefix(u.Path, "//") {
+		return home
+	}
+	// The API and the internal routes share the origin but are not pages.
+	for _, p := range []string{"/v1", "/internal", "/metrics", "/healthz"} {
+		if u.Path == p || strings.HasPrefix(u.Path, p+"/") {
+			return home
+		}
+	}
+	out := u.EscapedPath()
+	if u.RawQuery != "" {
+		out += "?" + u.RawQuery
+	}
+	return out
 }
