@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -27,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/credential"
 )
 
 //go:embed templates/*.html
@@ -54,6 +56,12 @@ type Config struct {
 	// configs on the overview page then ask for (default false:
 	// SASL_PLAINTEXT).
 	KafkaTLS bool
+	// ConsoleSecret is shared with the control plane (controlplane.Config's
+	// field of the same name; at least 32 bytes). The console tags its
+	// sign-in and signup calls with the browser's address under it, so the
+	// API limits attempts per browser rather than per console. Default: none,
+	// and every browser shares the console's address's limit.
+	ConsoleSecret []byte
 	// Logger gets failed API calls and rejected requests; nil discards.
 	Logger *slog.Logger
 }
@@ -77,6 +85,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.CSRFKey) < 32 {
 		return fmt.Errorf("console config: CSRFKey has %d bytes; it needs at least 32", len(c.CSRFKey))
+	}
+	if c.ConsoleSecret != nil && len(c.ConsoleSecret) < credential.MinConsoleSecretLen {
+		return fmt.Errorf("console config: ConsoleSecret has %d bytes; it needs at least %d", len(c.ConsoleSecret), credential.MinConsoleSecretLen)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -141,6 +152,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /signup", c.anonPOST(c.signup))
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.anonPOST(c.login))
+	m.HandleFunc("POST /login/operator", c.anonPOST(c.operatorLogin))
 	m.HandleFunc("POST /logout", c.authed(c.logout))
 
 	m.HandleFunc("GET /{$}", c.authed(c.overview))
@@ -173,6 +185,25 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/cells", c.authed(c.adminCellsPage))
 
 	m.HandleFunc("/", c.notFound)
+}
+
+// anonAPI is the API client for a sign-in or signup on behalf of the
+// browser behind r: with ConsoleSecret, it names the browser's address, so
+// the API's per-address limits count this browser, not the console. The
+// address is the connection's peer; no forwarding header is trusted.
+func (c *Console) anonAPI(r *http.Request) *client.Client {
+	if c.cfg.ConsoleSecret == nil {
+		return c.api
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return c.api
+	}
+	v := credential.SignConsoleClient(c.cfg.ConsoleSecret, host)
+	if v == "" {
+		return c.api
+	}
+	return c.api.With(client.WithHeader(credential.ConsoleClientHeader, v))
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
