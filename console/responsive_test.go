@@ -54,6 +54,11 @@ func TestBrowserEveryPageFits(t *testing.T) {
 	if msg := run(tenant, "notice", chromedp.Text(chromedp.ID("notice"))); msg != "Topic "+topic+" created." {
 		t.Fatalf("notice after creating a topic: %q", msg)
 	}
+	tenant.screenshot("topic-created")
+	tenant.open("/topics/"+topic, "#topic-partitions")
+	if rows := run(tenant, "partition rows", chromedp.Evaluate[int]("document.querySelectorAll('#topic-partitions tbody tr').length")); rows != 3 {
+		t.Fatalf("the topic page lists %d partitions, want 3", rows)
+	}
 	tenant.open("/api-keys", "#create-key")
 	tenant.do("create key",
 		chromedp.SendKeys(chromedp.ID("key-description"), "settlement service in eu-west-1"),
@@ -101,7 +106,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		{anon, "/login?as=operator", "#operator-key", "login-operator"},
 		{tenant, "/", "#cfg-java", "overview"},
 		{tenant, "/topics", "#topics", "topics"},
-		{tenant, "/topics/" + topic, "#update-topic", "topic"},
+		{tenant, "/topics/" + topic, "#topic-partitions", "topic"},
 		{tenant, "/api-keys", "#keys", "api-keys"},
 		{tenant, "/acls", "#acls", "acls"},
 		{tenant, "/groups", "#groups", "groups"},
