@@ -22,7 +22,7 @@ func (c *Console) signup(w http.ResponseWriter, r *http.Request, csrf string) {
 		Password:   r.PostFormValue("password"),
 		Plan:       r.PostFormValue("plan"),
 	}
-	res, err := c.api.Signup(r.Context(), req)
+	res, err := c.anonAPI(r).Signup(r.Context(), req)
 	if err != nil {
 		ue := c.toUIError(r, err, "signup")
 		p := page{Title: "Sign up", CSRF: csrf, Error: ue, Data: signupData{credential.MinPasswordLen, credential.MaxPasswordLen},
@@ -35,12 +35,15 @@ func (c *Console) signup(w http.ResponseWriter, r *http.Request, csrf string) {
 	c.redirect(w, r, "/")
 }
 
-type loginData struct{ Reason, Next string }
+type loginData struct {
+	Reason, Next string
+	Operator     bool // open the operator-key form
+}
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := page{Title: "Sign in", CSRF: c.preToken(w, r),
-		Data: loginData{Reason: loginReasons[q.Get("reason")], Next: safeNext(q.Get("next"))}}
+		Data: loginData{Reason: loginReasons[q.Get("reason")], Next: safeNext(q.Get("next")), Operator: q.Get("as") == "operator"}}
 	c.render(w, r, http.StatusOK, "login", p)
 }
 
@@ -51,14 +54,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, csrf string) {
 		Tenant:   strings.TrimSpace(r.PostFormValue("tenant")),
 	}
 	next := safeNext(r.PostFormValue("next"))
-	sess, err := c.api.Login(r.Context(), req)
+	sess, err := c.anonAPI(r).Login(r.Context(), req)
 	if err != nil {
 		// The API's answer is shown as it is: a wrong password, too many
 		// attempts (429, with when to retry), or several tenants to pick.
-		ue := c.toUIError(r, err, "login")
-		p := page{Title: "Sign in", CSRF: csrf, Error: ue, Data: loginData{Next: next},
-			Form: formInput{"email": req.Email, "tenant": req.Tenant}}
-		c.render(w, r, formStatus(ue), "login", p)
+		c.renderLogin(w, r, csrf, c.toUIError(r, err, "login"), next, formInput{"email": req.Email, "tenant": req.Tenant})
 		return
 	}
 	c.setSessionCookie(w, r, sess)
@@ -66,6 +66,34 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request, csrf string) {
 		next = "/admin/tenants" // an operator's session belongs to no tenant
 	}
 	c.redirect(w, r, next)
+}
+
+// operatorLogin signs a platform operator in with an operator API key (the
+// one `tenantd dev` prints, or another from POST /v1/admin/api-keys). The
+// session the API gives acts as that key and belongs to no tenant.
+func (c *Console) operatorLogin(w http.ResponseWriter, r *http.Request, csrf string) {
+	next := safeNext(r.PostFormValue("next"))
+	key := strings.TrimSpace(r.PostFormValue("api_key"))
+	if key == "" {
+		c.renderLogin(w, r, csrf, inputError("operator-login", "paste the operator API key as id:secret"), next, nil)
+		return
+	}
+	sess, err := c.anonAPI(r).Login(r.Context(), api.SessionRequest{APIKey: key})
+	if err != nil {
+		c.renderLogin(w, r, csrf, c.toUIError(r, err, "operator-login"), next, nil)
+		return
+	}
+	c.log.Info("console operator signed in with an api key")
+	c.setSessionCookie(w, r, sess)
+	if next == "/" {
+		next = "/admin/tenants"
+	}
+	c.redirect(w, r, next)
+}
+
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, csrf string, ue *uiError, next string, form formInput) {
+	p := page{Title: "Sign in", CSRF: csrf, Error: ue, Data: loginData{Next: next, Operator: ue != nil && ue.Form == "operator-login"}, Form: form}
+	c.render(w, r, formStatus(ue), "login", p)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *session) {

@@ -164,12 +164,16 @@ func (p *tab) html() string {
 	return run(p, "read page", chromedp.OuterHTML(chromedp.CSS("html")))
 }
 
-// screenshot saves the whole page as screenshots/<name>.png at the
-// repository root (git-ignored), for people to look at.
+// screenshot saves the whole page as console-<name>.png in
+// $SLUICE_SCREENSHOTS, or else in screenshots/ at the repository root
+// (git-ignored), for people to look at.
 func (p *tab) screenshot(name string) {
 	p.t.Helper()
 	png := run(p, "screenshot "+name, chromedp.FullScreenshot(100))
-	dir := filepath.Join("..", "screenshots")
+	dir := os.Getenv("SLUICE_SCREENSHOTS")
+	if dir == "" {
+		dir = filepath.Join("..", "screenshots")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		p.t.Fatal(err)
 	}

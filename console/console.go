@@ -18,12 +18,17 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/credential"
 )
 
 //go:embed templates/*.html
@@ -51,6 +56,12 @@ type Config struct {
 	// configs on the overview page then ask for (default false:
 	// SASL_PLAINTEXT).
 	KafkaTLS bool
+	// ConsoleSecret is shared with the control plane (controlplane.Config's
+	// field of the same name; at least 32 bytes). The console tags its
+	// sign-in and signup calls with the browser's address under it, so the
+	// API limits attempts per browser rather than per console. Default: none,
+	// and every browser shares the console's address's limit.
+	ConsoleSecret []byte
 	// Logger gets failed API calls and rejected requests; nil discards.
 	Logger *slog.Logger
 }
@@ -74,6 +85,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.CSRFKey) < 32 {
 		return fmt.Errorf("console config: CSRFKey has %d bytes; it needs at least 32", len(c.CSRFKey))
+	}
+	if c.ConsoleSecret != nil && len(c.ConsoleSecret) < credential.MinConsoleSecretLen {
+		return fmt.Errorf("console config: ConsoleSecret has %d bytes; it needs at least %d", len(c.ConsoleSecret), credential.MinConsoleSecretLen)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -138,6 +152,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /signup", c.anonPOST(c.signup))
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.anonPOST(c.login))
+	m.HandleFunc("POST /login/operator", c.anonPOST(c.operatorLogin))
 	m.HandleFunc("POST /logout", c.authed(c.logout))
 
 	m.HandleFunc("GET /{$}", c.authed(c.overview))
@@ -172,14 +187,72 @@ func (c *Console) routes() {
 	m.HandleFunc("/", c.notFound)
 }
 
+// anonAPI is the API client for a sign-in or signup on behalf of the
+// browser behind r: with ConsoleSecret, it names the browser's address, so
+// the API's per-address limits count this browser, not the console. The
+// address is the connection's peer; no forwarding header is trusted.
+func (c *Console) anonAPI(r *http.Request) *client.Client {
+	if c.cfg.ConsoleSecret == nil {
+		return c.api
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return c.api
+	}
+	v := credential.SignConsoleClient(c.cfg.ConsoleSecret, host)
+	if v == "" {
+		return c.api
+	}
+	return c.api.With(client.WithHeader(credential.ConsoleClientHeader, v))
+}
+
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	c.renderMessage(w, r, nil, http.StatusNotFound, "Not found", "There is no page at "+r.URL.Path+".")
 }
 
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site: only a path of the
+// console (with an optional query) survives, anything else becomes "/".
+// Browsers drop tabs and newlines from URLs and read "\\" as "/", so
+// "/\t/evil.example" or "/\\evil.example" would leave the site; the value is
+// refused if it has either, has a scheme or a host, starts with "//" once
+// decoded, or is not a clean path.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
-		return "/"
+	const home = "/"
+	if next == "" || len(next) > 2048 || !utf8.ValidString(next) {
+		return home
 	}
-	return next
+	for _, r := range next {
+		if r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return home
+		}
+	}
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return home
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" {
+		return home
+	}
+	// The decoded path must pass the same checks: "/%2F%2Fevil" is "///evil".
+	for _, r := range u.Path {
+		if r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) {
+			return home
+		}
+	}
+	// Only a clean path is taken: "/./" or "/a/../" tricks are refused, not
+	// repaired, and the answer keeps the caller's escaping.
+	if path.Clean(u.Path) != u.Path || strings.HasPrefix(u.Path, "//") {
+		return home
+	}
+	// The API and the internal routes share the origin but are not pages.
+	for _, p := range []string{"/v1", "/internal", "/metrics", "/healthz"} {
+		if u.Path == p || strings.HasPrefix(u.Path, p+"/") {
+			return home
+		}
+	}
+	out := u.EscapedPath()
+	if u.RawQuery != "" {
+		out += "?" + u.RawQuery
+	}
+	return out
 }

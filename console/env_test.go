@@ -2,8 +2,10 @@ package console
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -32,6 +34,8 @@ type env struct {
 	op      *client.Client
 	clock   *cptest.Clock
 	console *Console
+	// opKey is the operator key, "id:secret", as tenantd dev prints it.
+	opKey string
 }
 
 // tlog sends a logger's lines to the test log.
@@ -53,7 +57,12 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	db := pgtest.Pool(t)
 	clk := cptest.NewClock()
 	logger := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger}
+	// One secret for both, as tenantd wires them.
+	consoleSecret := make([]byte, 32)
+	if _, err := rand.Read(consoleSecret); err != nil {
+		t.Fatal(err)
+	}
+	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger, ConsoleSecret: consoleSecret}
 	for _, o := range opts {
 		if o.plane != nil {
 			o.plane(&pcfg)
@@ -71,7 +80,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 
-	ccfg := Config{APIURL: hs.URL, Logger: logger}
+	ccfg := Config{APIURL: hs.URL, Logger: logger, ConsoleSecret: consoleSecret}
 	for _, o := range opts {
 		if o.console != nil {
 			o.console(&ccfg)
@@ -88,7 +97,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con,
+	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con, opKey: id + ":" + secret,
 		op: client.New(hs.URL, client.WithAPIKey(id, secret))}
 	cptest.SeedFleet(t, e.op, cptest.Brokers{KafkaAddrs: cptest.TestAddrs.KafkaAddrs})
 	return e
@@ -122,13 +131,23 @@ type browser struct {
 	csrf string // the token of the last page that had a form
 }
 
-func (e *env) browser() *browser {
+func (e *env) browser() *browser { return e.browserFrom("") }
+
+// browserFrom is a browser whose connections come from the loopback address
+// ip (e.g. 127.0.0.2), so the console sees another client; "" is the
+// system's choice.
+func (e *env) browserFrom(ip string) *browser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &browser{t: e.t, e: e, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if ip != "" {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+		hc.Transport = &http.Transport{DialContext: d.DialContext}
+	}
+	return &browser{t: e.t, e: e, hc: hc}
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)

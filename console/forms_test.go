@@ -23,6 +23,13 @@ func TestTenantForms(t *testing.T) {
 	t.Run("topic edit, grow and delete", func(t *testing.T) {
 		resp, body := b.post("/topics", url.Values{"name": {"events"}, "partitions": {"2"}, "retention_hours": {"24"}})
 		wantStatus(t, resp, body, http.StatusSeeOther)
+		resp, body = b.get(resp.Header.Get("Location"))
+		wantStatus(t, resp, body, http.StatusOK)
+		wantContains(t, body, `<p class="notice" role="status" id="notice">Topic events created.</p>`)
+		// A link naming a topic that does not exist claims nothing.
+		if _, body = b.get("/topics?created=%3Cb%3Enot-there"); strings.Contains(body, `id="notice"`) {
+			t.Fatal("the topics page announces a topic that does not exist")
+		}
 		resp, body = b.get("/topics/events")
 		wantStatus(t, resp, body, http.StatusOK)
 		wantContains(t, body, `id="edit-retention" name="retention_hours" type="number" min="1" value="24"`)
@@ -133,6 +140,20 @@ func TestTenantForms(t *testing.T) {
 		}
 		resp, body = b.post("/members/"+id+"/role", url.Values{"role": {"viewer"}})
 		wantStatus(t, resp, body, http.StatusSeeOther)
+		// The owner is offered no way to change their own role, and a
+		// hand-made post is refused before it reaches the API.
+		me, err := b.api().Me(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, body = b.get("/members")
+		wantContains(t, body, `action="/members/`+id+`/role"`, `<span class="badge" id="own-role">owner</span>`)
+		if strings.Contains(body, `action="/members/`+me.UserID+`/role"`) {
+			t.Fatal("the owner is offered to change their own role")
+		}
+		resp, body = b.post("/members/"+me.UserID+"/role", url.Values{"role": {"viewer"}})
+		wantStatus(t, resp, body, http.StatusUnprocessableEntity)
+		wantContains(t, body, "you cannot change your own role")
 		resp, body = b.post("/members/"+id+"/remove", url.Values{})
 		wantStatus(t, resp, body, http.StatusSeeOther)
 		if ms, _ := b.api().Members(ctx); len(ms) != 1 {

@@ -52,6 +52,10 @@ func (c *Console) addMember(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 func (c *Console) changeMemberRole(w http.ResponseWriter, r *http.Request, s *session) {
+	if r.PathValue("id") == s.me.UserID {
+		c.renderMembers(w, r, s, inputError("member", "you cannot change your own role; another owner or admin can"), nil)
+		return
+	}
 	_, err := s.api.UpdateMember(r.Context(), r.PathValue("id"), api.UpdateMemberRequest{Role: r.PostFormValue("role")})
 	c.afterMemberChange(w, r, s, err)
 }

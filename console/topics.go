@@ -36,6 +36,15 @@ func (c *Console) renderTopics(w http.ResponseWriter, r *http.Request, s *sessio
 	if ue != nil {
 		status = formStatus(ue)
 	}
+	// The notice names only a topic that is listed, so a crafted link
+	// cannot make the page claim anything.
+	if created := r.URL.Query().Get("created"); created != "" && ue == nil {
+		for _, t := range topics {
+			if t.Name == created {
+				p.Notice = "Topic " + t.Name + " created."
+			}
+		}
+	}
 	c.render(w, r, status, "topics", p)
 }
 
@@ -69,7 +78,7 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request, s *session
 		c.renderTopics(w, r, s, 0, c.toUIError(r, err, "create-topic"), form)
 		return
 	}
-	c.redirect(w, r, "/topics")
+	c.redirect(w, r, "/topics?"+url.Values{"created": {req.Name}}.Encode())
 }
 
 type topicData struct {

@@ -73,31 +73,47 @@ func (s *Server) principalFrom(ctx context.Context, header string) (*principal, 
 
 func (s *Server) sessionPrincipal(ctx context.Context, token string) (*principal, error) {
 	hash := credential.HashSecret(token)
-	p := &principal{kind: "user", sessionHash: hash}
-	var tenantID *string
-	var role, tenantStatus *string
-	var operator bool
+	var userID, email, tenantID, role, tenantStatus *string
+	var operator *bool
 	var expires time.Time
+	var keyID, keyTenant, keyRole *string
+	var keyRevoked, keyExpires *time.Time
 	err := s.db.QueryRow(ctx, `
-		SELECT s.user_id, u.email, u.is_operator, s.tenant_id, m.role, t.status, s.expires_at
+		SELECT s.user_id, u.email, u.is_operator, s.tenant_id, m.role, t.status, s.expires_at,
+		       s.api_key_id, k.tenant_id, k.role, k.revoked_at, k.expires_at
 		FROM sessions s
-		JOIN users u ON u.id = s.user_id
+		LEFT JOIN users u ON u.id = s.user_id
 		LEFT JOIN memberships m ON m.user_id = s.user_id AND m.tenant_id = s.tenant_id
 		LEFT JOIN tenants t ON t.id = s.tenant_id
-		WHERE s.token_hash = $1`, hash).Scan(&p.userID, &p.email, &operator, &tenantID, &role, &tenantStatus, &expires)
+		LEFT JOIN api_keys k ON k.id = s.api_key_id
+		WHERE s.token_hash = $1`, hash).Scan(&userID, &email, &operator, &tenantID, &role, &tenantStatus, &expires,
+		&keyID, &keyTenant, &keyRole, &keyRevoked, &keyExpires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, catalog.Unauthenticated.New("the session token is not valid")
 	}
 	if err != nil {
 		return nil, dbError("look up session", err)
 	}
-	if !s.cfg.Now().Before(expires) {
+	now := s.cfg.Now()
+	if !now.Before(expires) {
 		return nil, catalog.SessionExpired.New("")
 	}
+	if keyID != nil {
+		// An operator key's session acts as the key while the key works.
+		if keyRole == nil || *keyRole != authz.RoleOperator || keyTenant != nil || keyRevoked != nil ||
+			(keyExpires != nil && !now.Before(*keyExpires)) {
+			return nil, catalog.Unauthenticated.New("the operator key of this session no longer works; sign in again")
+		}
+		return &principal{kind: "api_key", keyID: *keyID, role: authz.RoleOperator, sessionHash: hash}, nil
+	}
+	p := &principal{kind: "user", sessionHash: hash}
+	if userID != nil && email != nil {
+		p.userID, p.email = *userID, *email
+	}
 	switch {
-	case tenantID != nil && role != nil:
+	case userID != nil && tenantID != nil && role != nil:
 		p.tenantID, p.role, p.tenantStatus = *tenantID, *role, *tenantStatus
-	case tenantID == nil && operator:
+	case userID != nil && tenantID == nil && operator != nil && *operator:
 		p.role = authz.RoleOperator
 	default:
 		// The membership behind the session is gone.
@@ -184,5 +200,13 @@ func (s *Server) operatorCaller(c echo.Context, act string) (*principal, error) 
 	return p, nil
 }
 
-// clientKey identifies the caller's address for rate limits.
-func clientKey(c echo.Context) string { return "ip:" + c.RealIP() }
+// clientKey identifies the caller's address for rate limits: the browser's,
+// for a call the console tagged with the shared secret, else the peer's.
+func (s *Server) clientKey(c echo.Context) string {
+	if v := c.Request().Header.Get(credential.ConsoleClientHeader); v != "" && s.cfg.ConsoleSecret != nil {
+		if addr, ok := credential.CheckConsoleClient(s.cfg.ConsoleSecret, v); ok {
+			return "ip:" + addr
+		}
+	}
+	return "ip:" + c.RealIP()
+}

@@ -110,6 +110,15 @@ func TestTenantIsolation(t *testing.T) {
 			if st != http.StatusUnauthorized {
 				t.Fatalf("B's password on A's email: %d", st)
 			}
+			// Only operator keys sign in with a key; B's key gets no session.
+			st, ae, _ := e.raw("POST", "/v1/sessions", "", "application/json", `{"api_key":"`+b.keyID+":"+b.secret+`"}`)
+			if st != http.StatusForbidden || ae.Code != "permission_denied" {
+				t.Fatalf("sign-in with B's tenant key: %d %+v", st, ae)
+			}
+			st, _, _ = e.raw("POST", "/v1/sessions", "", "application/json", `{"api_key":"`+a.keyID+":"+b.secret+`"}`)
+			if st != http.StatusUnauthorized {
+				t.Fatalf("sign-in with A's key id and B's secret: %d", st)
+			}
 		},
 		"DELETE /v1/sessions/current": func() {
 			s, err := e.anon.Login(ctx, api.SessionRequest{Email: "tenant-b@example.com", Password: "password-tenant-b-1"})

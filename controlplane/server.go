@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/controlplane/credential"
 )
 
 // Config configures a control plane server.
@@ -49,6 +50,13 @@ type Config struct {
 	// Registerer receives the API's Prometheus metrics (default: a private
 	// registry, i.e. not exported).
 	Registerer prometheus.Registerer
+	// ConsoleSecret, shared with the console (at least 32 bytes), lets the
+	// console name the browser behind its sign-in and signup calls (see
+	// credential.ConsoleClientHeader): those calls are then rate-limited by
+	// the browser's address, not the console's. Calls without a valid tag
+	// are limited by their own address. Default: none, so every call is
+	// limited by its own address.
+	ConsoleSecret []byte
 	// Metrics, when set, is served at GET /metrics to platform operators
 	// only (an operator API key or an operator's session): the series name
 	// tenants, topics and groups, so no tenant and no anonymous caller may
@@ -89,6 +97,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxActiveKeys < 2 {
 		return fmt.Errorf("controlplane config: MaxActiveKeys %d is below 2; keys could not be rotated without downtime", c.MaxActiveKeys)
+	}
+	if c.ConsoleSecret != nil && len(c.ConsoleSecret) < credential.MinConsoleSecretLen {
+		return fmt.Errorf("controlplane config: ConsoleSecret has %d bytes; it needs at least %d", len(c.ConsoleSecret), credential.MinConsoleSecretLen)
 	}
 	if c.Now == nil {
 		c.Now = time.Now

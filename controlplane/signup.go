@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -17,7 +19,7 @@ import (
 // signup creates a tenant on the least-loaded cell of a shared pool, its
 // owner, and the plan's quotas, and signs the owner in.
 func (s *Server) signup(c echo.Context) error {
-	if ok, wait := s.signups.allow(clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
 	}
 	var req api.SignupRequest
@@ -121,11 +123,17 @@ func (s *Server) createSession(c echo.Context) error {
 	if err := s.bind(c, &req); err != nil {
 		return err
 	}
+	if req.APIKey != "" {
+		if req.Email != "" || req.Password != "" || req.Tenant != "" {
+			return catalog.InvalidRequest.New("sign in with an email and password, or with an operator API key alone, not both")
+		}
+		return s.createKeySession(c, req.APIKey)
+	}
 	email, err := normalizeEmail(req.Email)
 	if err != nil {
 		return err
 	}
-	if ok, wait := s.logins.allow("email:"+email, clientKey(c)); !ok {
+	if ok, wait := s.logins.allow("email:"+email, s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many sign-in attempts; retry later")
 	}
 	ctx := c.Request().Context()
@@ -163,6 +171,48 @@ func (s *Server) createSession(c echo.Context) error {
 		s.log.Warn("sweep sessions", "err", err)
 	}
 	return c.JSON(http.StatusCreated, api.Session{Token: token, ExpiresAt: expires, TenantID: tenantID, Role: role})
+}
+
+// createKeySession signs a platform operator in with an operator API key
+// ("id:secret"), for the console: the session acts as the key, belongs to no
+// tenant, lasts at most SessionTTL and no longer than the key, and stops
+// working when the key is revoked. Tenant keys cannot sign in: tenant
+// members sign in with their email and password.
+func (s *Server) createKeySession(c echo.Context, key string) error {
+	id, secret, _ := strings.Cut(strings.TrimSpace(key), ":")
+	keys := []string{s.clientKey(c)}
+	if credential.ValidKeyID(id) {
+		keys = append(keys, "key:"+id)
+	}
+	if ok, wait := s.logins.allow(keys...); !ok {
+		return rateLimited(wait, "too many sign-in attempts; retry later")
+	}
+	ctx := c.Request().Context()
+	p, err := s.keyPrincipal(ctx, id, secret)
+	if err != nil {
+		return err
+	}
+	if p.role != authz.RoleOperator || p.tenantID != "" {
+		return catalog.PermissionDenied.New("only an operator API key can sign in; tenant members sign in with email and password")
+	}
+	token := credential.NewToken()
+	var expires time.Time
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO sessions (token_hash, api_key_id, expires_at)
+			SELECT $1, id, LEAST($3::timestamptz, coalesce(expires_at, $3::timestamptz)) FROM api_keys WHERE id = $2
+			RETURNING expires_at`, credential.HashSecret(token), id, s.cfg.Now().Add(s.cfg.SessionTTL)).Scan(&expires); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE api_key_id = $1 AND expires_at < $2`, id, s.cfg.Now()); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "session.create", id, map[string]any{"via": "operator_api_key"})
+	})
+	if err := txError("create operator session", err); err != nil {
+		return err
+	}
+	s.log.Info("operator signed in with an api key", "key_id", id)
+	return c.JSON(http.StatusCreated, api.Session{Token: token, ExpiresAt: expires, Role: authz.RoleOperator})
 }
 
 // sessionTenant picks the tenant a sign-in is for: the one named, the only

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,6 +150,7 @@ func TestDevReadmeFlow(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "acme") || !strings.Contains(string(out), "PARTITIONS") {
 		t.Fatalf("tenantd admin tenants list: %v\n%s", err, out)
 	}
+	consoleOperatorSignIn(t, apiURL, opKey, "acme")
 
 	// The dev cell's three brokers sync their state and report their disks.
 	deadline = time.After(20 * time.Second)
@@ -422,5 +425,38 @@ func runBounded(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
 		_ = cmd.Process.Kill()
 		<-done
 		return out.Bytes(), fmt.Errorf("%s did not finish within %v", cmd.Path, limit)
+	}
+}
+
+// consoleOperatorSignIn signs in to the console with the operator key the
+// banner prints, as the banner says to, and finds tenant on the operator's
+// tenants page.
+func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(resp *http.Response, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", resp.Request.URL, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	page := get(hc.Get(consoleURL + "/login?as=operator"))
+	m := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the console's login page has no form:\n%s", page)
+	}
+	page = get(hc.PostForm(consoleURL+"/login/operator", url.Values{"csrf_token": {m[1]}, "api_key": {opKey}}))
+	if !strings.Contains(page, `id="admin-tenants"`) || !strings.Contains(page, tenant) {
+		t.Fatalf("the operator key does not open the console's tenants page:\n%s", page)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -114,12 +115,18 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, re
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The console tags sign-ins with the browser's address under a secret
+	// only this process knows, so the API limits them per browser.
+	consoleSecret := make([]byte, 32)
+	if _, err := rand.Read(consoleSecret); err != nil {
+		return nil, fmt.Errorf("generate console secret: %w", err)
+	}
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ConsoleSecret: consoleSecret})
 	if err != nil {
 		return nil, err
 	}
-	ui, err := console.New(console.Config{APIURL: apiURL, Logger: log})
+	ui, err := console.New(console.Config{APIURL: apiURL, Logger: log, ConsoleSecret: consoleSecret})
 	if err != nil {
 		return nil, err
 	}

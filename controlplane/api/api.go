@@ -34,11 +34,14 @@ type SignupResponse struct {
 }
 
 // SessionRequest signs a user in. Tenant (id or name) is needed only when the
-// user belongs to more than one tenant.
+// user belongs to more than one tenant. A platform operator may instead send
+// only APIKey, an operator API key as "id:secret", for a session that acts
+// as that key (the console's operator sign-in).
 type SessionRequest struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
+	Email    string `json:"email,omitempty"`
+	Password string `json:"password,omitempty"`
 	Tenant   string `json:"tenant,omitempty"`
+	APIKey   string `json:"api_key,omitempty"`
 }
 
 // Session is a bearer token for the API and console.

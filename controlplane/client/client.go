@@ -38,9 +38,10 @@ func IsCode(err error, code string) bool {
 
 // Client calls the API with one credential.
 type Client struct {
-	base string
-	auth string
-	hc   *http.Client
+	base   string
+	auth   string
+	header http.Header // extra headers of every request; never shared between copies
+	hc     *http.Client
 }
 
 // Option configures a Client.
@@ -56,6 +57,19 @@ func WithAPIKey(id, secret string) Option {
 // WithSession authenticates with a session token (default: no credential).
 func WithSession(token string) Option {
 	return func(c *Client) { c.auth = "Bearer " + token }
+}
+
+// WithHeader sets a header on every request (default: none), e.g. the
+// console's credential.ConsoleClientHeader.
+func WithHeader(name, value string) Option {
+	return func(c *Client) {
+		h := c.header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(name, value)
+		c.header = h
+	}
 }
 
 // WithHTTPClient sets the HTTP client (default: one with a 30 s timeout).
@@ -96,6 +110,9 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range c.header {
+		req.Header[k] = vs
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)

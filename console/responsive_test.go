@@ -1,0 +1,138 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// overflowJS reports what sticks out of the viewport sideways: "" when the
+// page is no wider than the window, else the page width and the outermost
+// elements that reach past the window's right edge.
+const overflowJS = `(() => {
+  const d = document.documentElement;
+  if (d.scrollWidth <= window.innerWidth) return "";
+  const out = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    if (el.getBoundingClientRect().right <= window.innerWidth + 0.5) continue;
+    let p = el.parentElement, inside = false;
+    for (; p && p !== document.body; p = p.parentElement) {
+      if (p.getBoundingClientRect().right > window.innerWidth + 0.5) { inside = true; break; }
+    }
+    if (!inside) out.push(el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") + (el.className ? "." + String(el.className).split(" ").join(".") : "") +
+      " to " + Math.round(el.getBoundingClientRect().right) + "px");
+  }
+  return "page is " + d.scrollWidth + "px wide in a " + window.innerWidth + "px window: " + out.slice(0, 5).join(", ");
+})()`
+
+// Every page of the console fits a phone's width (390 px) and a desktop's
+// (1280 px) without scrolling sideways: wide tables scroll inside their
+// own box and code wraps. Each page is also saved as a screenshot at both
+// widths, for people to look at. It includes the operator's pages, reached
+// by signing in with the operator key as an operator would.
+func TestBrowserEveryPageFits(t *testing.T) {
+	e := newEnv(t)
+	browser := newBrowser(t)
+	ctx := context.Background()
+
+	anon := newTab(t, browser, e.url)
+	tenant := newTab(t, browser, e.url)
+	tenant.signup("phone-width-co")
+	// Long names, as real tenants have, stress the tables.
+	const topic = "payments.eu-west-1.settlement-events.v2"
+	const group = "settlement-reconciliation-workers-eu-west-1"
+	tenant.open("/topics", "#create-topic")
+	tenant.do("create topic",
+		chromedp.SendKeys(chromedp.ID("topic-name"), topic),
+		chromedp.SetValue(chromedp.ID("topic-partitions"), "3"),
+		chromedp.Click(chromedp.ID("create-topic-submit")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+	if msg := run(tenant, "notice", chromedp.Text(chromedp.ID("notice"))); msg != "Topic "+topic+" created." {
+		t.Fatalf("notice after creating a topic: %q", msg)
+	}
+	tenant.screenshot("topic-created")
+	tenant.open("/topics/"+topic, "#topic-partitions")
+	if rows := run(tenant, "partition rows", chromedp.Evaluate[int]("document.querySelectorAll('#topic-partitions tbody tr').length")); rows != 3 {
+		t.Fatalf("the topic page lists %d partitions, want 3", rows)
+	}
+	tenant.open("/api-keys", "#create-key")
+	tenant.do("create key",
+		chromedp.SendKeys(chromedp.ID("key-description"), "settlement service in eu-west-1"),
+		chromedp.Click(chromedp.ID("create-key-submit")),
+		chromedp.WaitVisible(chromedp.ID("new-secret")),
+	)
+	keyID := run(tenant, "key id", chromedp.Text(chromedp.ID("new-key-id")))
+	tenant.open("/acls", "#create-acl")
+	tenant.do("create acl",
+		chromedp.SetValue(chromedp.ID("acl-principal"), keyID),
+		chromedp.SendKeys(chromedp.ID("acl-resource-name"), topic),
+		chromedp.Click(chromedp.ID("create-acl-submit")),
+		chromedp.WaitVisible(chromedp.ID("acls")),
+	)
+	tenant.open("/members", "#add-member")
+	tenant.do("add member",
+		chromedp.SendKeys(chromedp.ID("member-email"), "a.very.long.name.of.a.developer@settlements.example.com"),
+		chromedp.SendKeys(chromedp.ID("member-password"), "developer-password-1"),
+		chromedp.Click(chromedp.ID("add-member-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#members tbody tr:nth-child(2)`)),
+	)
+	var tenantID string
+	if err := e.db.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'phone-width-co'`).Scan(&tenantID); err != nil {
+		t.Fatal(err)
+	}
+	e.reportGroupLag(tenantID, topic, group)
+
+	op := newTab(t, browser, e.url)
+	op.open("/login?as=operator", "#operator-key")
+	op.do("operator signs in with the operator key",
+		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
+		chromedp.Click(chromedp.ID("operator-login-submit")),
+		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
+	)
+	if page := op.html(); !strings.Contains(page, "phone-width-co") {
+		t.Fatal("the operator does not see the tenant")
+	}
+
+	pages := []struct {
+		tab               *tab
+		path, ready, name string
+	}{
+		{anon, "/signup", "#signup-form", "signup"},
+		{anon, "/login", "#login-form", "login"},
+		{anon, "/login?as=operator", "#operator-key", "login-operator"},
+		{tenant, "/", "#cfg-java", "overview"},
+		{tenant, "/topics", "#topics", "topics"},
+		{tenant, "/topics/" + topic, "#topic-partitions", "topic"},
+		{tenant, "/api-keys", "#keys", "api-keys"},
+		{tenant, "/acls", "#acls", "acls"},
+		{tenant, "/groups", "#groups", "groups"},
+		{tenant, "/groups/" + group, "#group-partitions", "group"},
+		{tenant, "/usage", "#quotas", "usage"},
+		{tenant, "/members", "#members", "members"},
+		{op, "/admin/tenants", "#admin-tenants", "admin-tenants"},
+		{op, "/admin/tenants/" + tenantID, "#quotas-form", "admin-tenant"},
+		{op, "/admin/cells", ".cell", "admin-cells"},
+	}
+	for _, width := range []int64{390, 1280} {
+		for _, tb := range []*tab{anon, tenant, op} {
+			tb.do(fmt.Sprintf("set a %d px viewport", width), chromedp.EmulateViewport(width, 900))
+		}
+		for _, pg := range pages {
+			name := fmt.Sprintf("%s-%d", pg.name, width)
+			t.Run(name, func(t *testing.T) {
+				pg.tab.open(pg.path, pg.ready)
+				if got := run(pg.tab, "window width", chromedp.Evaluate[int64]("window.innerWidth")); got != width {
+					t.Fatalf("window is %d px wide, want %d", got, width)
+				}
+				if msg := run(pg.tab, "measure overflow", chromedp.Evaluate[string](overflowJS)); msg != "" {
+					t.Errorf("%s at %d px: %s", pg.path, width, msg)
+				}
+				pg.tab.screenshot(name)
+			})
+		}
+	}
+}
