@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,7 @@ import (
 const adminUsage = `usage: tenantd admin [-api URL] [-key ID:SECRET] [-o table|json] <command>
 
 commands:
-  tenants list [-sort name|load]     tenants with their load
+  tenants list [-sort name|load]     tenants with their topics, partitions and keys (load: most partitions first)
   tenants show TENANT_ID             one tenant, its load and quotas
   tenants suspend TENANT_ID          refuse the tenant's changes (reads go on)
   tenants resume TENANT_ID
@@ -70,6 +71,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		return fmt.Errorf("admin: -o %q: want table or json", *format)
 	}
 
+	if cmd := rest[0] + " " + rest[1]; wantsHelp(rest[2:]) {
+		return commandHelp(out, cmd)
+	}
 	switch rest[0] + " " + rest[1] {
 	case "tenants list":
 		sub := flag.NewFlagSet("tenants list", flag.ContinueOnError)
@@ -124,17 +128,8 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		if err != nil {
 			return err
 		}
-		sub := flag.NewFlagSet("quota set", flag.ContinueOnError)
-		sub.Int64Var(&q.ProduceBytesPerSec, "produce-bytes-per-sec", q.ProduceBytesPerSec, "produce bytes per second, cell-wide")
-		sub.Int64Var(&q.ProduceMessagesPerSec, "produce-messages-per-sec", q.ProduceMessagesPerSec, "produce messages per second")
-		sub.Int64Var(&q.FetchBytesPerSec, "fetch-bytes-per-sec", q.FetchBytesPerSec, "fetch bytes per second")
-		sub.IntVar(&q.MaxPartitions, "max-partitions", q.MaxPartitions, "partitions in all topics")
-		sub.IntVar(&q.MaxTopics, "max-topics", q.MaxTopics, "topics")
-		sub.IntVar(&q.MaxConnections, "max-connections", q.MaxConnections, "client connections")
-		sub.Int64Var(&q.MaxStorageBytes, "max-storage-bytes", q.MaxStorageBytes, "stored bytes")
-		sub.IntVar(&q.MaxMessageBytes, "max-message-bytes", q.MaxMessageBytes, "largest record batch")
-		sub.IntVar(&q.MaxRequestsPerSec, "max-requests-per-sec", q.MaxRequestsPerSec, "requests per second")
-		sub.Int64Var(&q.MaxRetentionMs, "max-retention-ms", q.MaxRetentionMs, "longest retention.ms")
+		sub := quotaFlags(&q)
+		sub.SetOutput(out)
 		if err := sub.Parse(rest[3:]); err != nil {
 			return err
 		}
@@ -166,7 +161,7 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 			return err
 		}
 		return table(p, bs, []string{"ID", "CELL", "NODE", "KAFKA", "HTTP", "STATUS", "DISK_USED", "DISK_TOTAL"}, func(x api.Broker) []any {
-			return []any{x.ID, x.CellID, x.NodeID, x.KafkaAddr, x.HTTPAddr, x.Status, x.DiskUsedBytes, x.DiskTotalBytes}
+			return []any{x.ID, x.CellID, x.NodeID, x.KafkaAddr, x.HTTPAddr, x.Status, diskUse(x.DiskUsedBytes, x.DiskTotalBytes), humanBytes(x.DiskTotalBytes)}
 		})
 	}
 	fs.Usage()
@@ -177,7 +172,82 @@ func arg(args []string, i int, name string) (string, error) {
 	if len(args) <= i || args[i] == "" {
 		return "", fmt.Errorf("admin: %s is required", name)
 	}
+	if strings.HasPrefix(args[i], "-") {
+		return "", fmt.Errorf("admin: %s comes before any flags (got %q)", name, args[i])
+	}
 	return args[i], nil
+}
+
+// quotaFlags are quota set's flags, each defaulting to the value in q.
+func quotaFlags(q *api.Quotas) *flag.FlagSet {
+	sub := flag.NewFlagSet("quota set", flag.ContinueOnError)
+	sub.Int64Var(&q.ProduceBytesPerSec, "produce-bytes-per-sec", q.ProduceBytesPerSec, "produce bytes per second, cell-wide")
+	sub.Int64Var(&q.ProduceMessagesPerSec, "produce-messages-per-sec", q.ProduceMessagesPerSec, "produce messages per second")
+	sub.Int64Var(&q.FetchBytesPerSec, "fetch-bytes-per-sec", q.FetchBytesPerSec, "fetch bytes per second")
+	sub.IntVar(&q.MaxPartitions, "max-partitions", q.MaxPartitions, "partitions in all topics")
+	sub.IntVar(&q.MaxTopics, "max-topics", q.MaxTopics, "topics")
+	sub.IntVar(&q.MaxConnections, "max-connections", q.MaxConnections, "client connections")
+	sub.Int64Var(&q.MaxStorageBytes, "max-storage-bytes", q.MaxStorageBytes, "stored bytes")
+	sub.IntVar(&q.MaxMessageBytes, "max-message-bytes", q.MaxMessageBytes, "largest record batch")
+	sub.IntVar(&q.MaxRequestsPerSec, "max-requests-per-sec", q.MaxRequestsPerSec, "requests per second")
+	sub.Int64Var(&q.MaxRetentionMs, "max-retention-ms", q.MaxRetentionMs, "longest retention.ms")
+	return sub
+}
+
+// wantsHelp reports whether a command's arguments ask for its help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp prints one command's line of the usage (and quota set's
+// flags) without calling the control plane.
+func commandHelp(out io.Writer, cmd string) error {
+	found := false
+	for _, l := range strings.Split(adminUsage, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), cmd) {
+			fmt.Fprintln(out, "usage: tenantd admin [-api URL] [-key ID:SECRET] [-o table|json]", strings.TrimSpace(l))
+			found = true
+		}
+	}
+	if !found {
+		fmt.Fprint(out, adminUsage)
+		return fmt.Errorf("admin: unknown command %q", cmd)
+	}
+	if cmd == "quota set" {
+		sub := quotaFlags(&api.Quotas{})
+		sub.SetOutput(out)
+		fmt.Fprintln(out, "flags (each defaults to the tenant's current value):")
+		sub.PrintDefaults()
+	}
+	return nil
+}
+
+// humanBytes writes n bytes in binary units (1.5 GiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// diskUse is used bytes with their share of the total.
+func diskUse(used, total int64) string {
+	if total <= 0 {
+		return humanBytes(used)
+	}
+	return fmt.Sprintf("%s (%.0f%%)", humanBytes(used), 100*float64(used)/float64(total))
 }
 
 func firstNonEmpty(v ...string) string {
@@ -194,10 +264,74 @@ type printer struct {
 	json bool
 }
 
+// value prints one object: indented JSON with -o json, else a FIELD VALUE
+// table of its fields in order (nested objects as dotted names).
 func (p printer) value(v any) error {
+	if !p.json {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var rows [][2]string
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := flatten(dec, "", &rows); err == nil {
+			tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "FIELD\tVALUE")
+			for _, r := range rows {
+				fmt.Fprintln(tw, r[0]+"\t"+r[1])
+			}
+			return tw.Flush()
+		}
+	}
 	enc := json.NewEncoder(p.w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// flatten reads one JSON value from dec and appends its leaves, in the
+// order they come, as (dotted name, value) rows.
+func flatten(dec *json.Decoder, name string, rows *[][2]string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '[' {
+			var items []string
+			for dec.More() {
+				var v json.RawMessage
+				if err := dec.Decode(&v); err != nil {
+					return err
+				}
+				items = append(items, strings.Trim(string(v), `"`))
+			}
+			*rows = append(*rows, [2]string{name, strings.Join(items, ", ")})
+			_, err := dec.Token()
+			return err
+		}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := k.(string)
+			if name != "" {
+				key = name + "." + key
+			}
+			if err := flatten(dec, key, rows); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token()
+		return err
+	case nil:
+		*rows = append(*rows, [2]string{name, "-"})
+	default:
+		*rows = append(*rows, [2]string{name, fmt.Sprint(t)})
+	}
+	return nil
 }
 
 func table[T any](p printer, items []T, header []string, row func(T) []any) error {

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -51,5 +56,73 @@ func TestAdminEnv(t *testing.T) {
 				t.Errorf("no table in the output: %q", out.String())
 			}
 		})
+	}
+}
+
+// TestAdminHelpAndTables: a command's -h prints its help without calling
+// the control plane (quota set -h used to take -h for a tenant id and
+// answer not_found); single objects print as a FIELD VALUE table like the
+// lists do, and as JSON with -o json; disk use is in binary units.
+func TestAdminHelpAndTables(t *testing.T) {
+	db := pgtest.Pool(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "admin help test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := admin(ctx, args, &out, func(k string) string { return env[k] })
+		return out.String(), err
+	}
+	for _, args := range [][]string{{"quota", "set", "-h"}, {"quota", "set", "--help"}, {"tenants", "show", "-h"}} {
+		out, err := run(args...)
+		if err != nil || !strings.Contains(out, "usage: tenantd admin") || strings.Contains(out, "not_found") {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if out, _ := run("quota", "set", "-h"); !strings.Contains(out, "-produce-bytes-per-sec") {
+		t.Errorf("quota set -h lists no flags:\n%s", out)
+	}
+	if _, err := run("quota", "set", "-produce-bytes-per-sec", "5"); err == nil || !strings.Contains(err.Error(), "TENANT_ID comes before any flags") {
+		t.Errorf("quota set with a flag for its tenant id: %v", err)
+	}
+
+	cp := client.New(hs.URL, client.WithAPIKey(id, secret))
+	cptest.SeedFleet(t, cp, cptest.TestAddrs)
+	res, err := client.New(hs.URL).Signup(ctx, api.SignupRequest{TenantName: "helpco", Email: "ops@helpco.test", Password: "password-helpco-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run("quota", "show", res.Tenant.ID)
+	if err != nil || !strings.HasPrefix(out, "FIELD") || !regexp.MustCompile(`(?m)^produce_bytes_per_sec\s+\d+$`).MatchString(out) {
+		t.Fatalf("quota show as a table: %v\n%s", err, out)
+	}
+	out, err = run("-o", "json", "quota", "show", res.Tenant.ID)
+	var q api.Quotas
+	if err != nil || json.Unmarshal([]byte(out), &q) != nil || q.ProduceBytesPerSec == 0 {
+		t.Fatalf("quota show -o json: %v\n%s", err, out)
+	}
+	out, err = run("tenants", "show", res.Tenant.ID)
+	if err != nil || !regexp.MustCompile(`(?m)^quotas\.max_topics\s+\d+$`).MatchString(out) || !regexp.MustCompile(`(?m)^name\s+helpco$`).MatchString(out) {
+		t.Fatalf("tenants show as a table: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1536, "1.5 KiB"}, {5 << 30, "5.0 GiB"}} {
+		if got := humanBytes(tc.n); got != tc.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	if got := diskUse(1<<30, 4<<30); got != "1.0 GiB (25%)" {
+		t.Errorf("diskUse = %q", got)
 	}
 }
