@@ -154,7 +154,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		fmt.Printf(`
 Sluice is running.
   Console:   %[1]s/
-             operators sign in at %[1]s/login?as=operator with the SLUICE_API_KEY value below
+             operators sign in at %[1]s/login?as=operator with the operator key as id:secret: %[2]s:%[3]s
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   Cell:      %[5]s with brokers %[6]s (Kafka on %[7]s, SASL/PLAIN with an API key; partitions replicate over Raft)
   HTTP data: %[8]s (HTTP basic with an API key; see the README's tour)
