@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -21,8 +20,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
 // buildTenantd compiles the real binary once per test.
@@ -44,68 +41,10 @@ func TestDevReadmeFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs tenantd")
 	}
-	bin := buildTenantd(t)
-	dbURL := pgtest.New(t)
-	// Free Raft ports, so the test runs beside another tenantd dev.
-	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SLUICE_LOG_LEVEL=warn")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-
-	// Wait, bounded, for the banner with the API URL and operator key.
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var apiURL, opKey string
-	var opEnv []string // the banner's export line, as tenantd admin reads it
-	urlRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`)
-	keyRE := regexp.MustCompile(`export (SLUICE_ENDPOINT=\S+ SLUICE_API_KEY_ID=(\S+) SLUICE_API_KEY_SECRET=(\S+))`)
-	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
-	httpRE := regexp.MustCompile(`HTTP data: ([^,\s]+)`)
-	var bootstrap, httpData string
-	deadline := time.After(30 * time.Second)
-	for apiURL == "" || opKey == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("tenantd dev exited before it was ready: %s", stderr.String())
-			}
-			if m := urlRE.FindStringSubmatch(l); m != nil {
-				apiURL = m[1]
-			}
-			if m := kafkaRE.FindStringSubmatch(l); m != nil {
-				bootstrap = m[1]
-			}
-			if m := httpRE.FindStringSubmatch(l); m != nil {
-				httpData = m[1]
-			}
-			if m := keyRE.FindStringSubmatch(l); m != nil {
-				opKey, opEnv = m[2]+":"+m[3], strings.Fields(m[1])
-			}
-		case <-deadline:
-			t.Fatalf("tenantd dev not ready within 30 s: %s", stderr.String())
-		}
-	}
-	t.Logf("tenantd dev ready in %v at %s", time.Since(start).Round(time.Millisecond), apiURL)
+	d := startDev(t)
+	bin, cmd, exited, stderr, dbURL := d.bin, d.cmd, d.exited, d.stderr, d.dbURL
+	apiURL, opKey, opEnv, bootstrap, httpData := d.apiURL, d.opKey, d.opEnv, d.bootstrap, d.httpData
+	var deadline <-chan time.Time
 
 	// call sends a request and decodes the answer; want 0 accepts any status.
 	call := func(method, path, auth, body string, want int) map[string]any {

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tourBlocks are the README's shell blocks that make up its tour (the
+// two set-up commands, the Terraform part and the operator's export line
+// with its placeholders are exercised by their own tests).
+func tourBlocks(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tour []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		b := m[1]
+		if strings.HasPrefix(b, "make run") || strings.Contains(b, "<id>") || strings.Contains(b, `"role":"admin"`) {
+			continue
+		}
+		tour = append(tour, b)
+	}
+	if len(tour) < 4 {
+		t.Fatalf("found %d tour blocks in README.md, want the signup, kcat, group and HTTP parts", len(tour))
+	}
+	return strings.Join(tour, "\n")
+}
+
+// TestReadmeTourTwice runs the README's tour as written, with bash, curl,
+// jq and kcat, against a real `tenantd dev`, twice in a row: a second run
+// must work as well as the first (a refused signup used to leave
+// TOKEN=null and every later call failed).
+func TestReadmeTourTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs tenantd")
+	}
+	for _, tool := range []string{"bash", "curl", "jq", "kcat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run `make tools`", tool)
+		}
+	}
+	d := startDev(t)
+	script := tourBlocks(t)
+	// The README speaks of make run's fixed addresses; this cell has free ports.
+	script = strings.NewReplacer(
+		"http://127.0.0.1:8080", d.apiURL,
+		"http://127.0.0.1:8091", "http://"+d.httpData,
+		"127.0.0.1:9092", d.bootstrap,
+	).Replace(script)
+	if strings.Contains(script, "127.0.0.1:8080") || strings.Contains(script, "127.0.0.1:809") {
+		t.Fatalf("the tour names an address this test does not map:\n%s", script)
+	}
+	for run := 1; run <= 2; run++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		text := string(out)
+		if err != nil {
+			t.Fatalf("tour run %d: %v\n%s\n%s", run, err, text, d.stderr.String())
+		}
+		for _, want := range []string{
+			"session: ",                     // signed up, or signed in on the second run
+			"\n\"orders\"\n",                // the topic (created once; the second run's 409 is expected)
+			`"revoked"`,                     // step 5
+			"\n401\n",                       // the revoked key refused
+			"user-2 => paid",                // kcat read back what it produced
+			`"message_id":`,                 // the HTTP publish
+			"\"value\": \"paid\"",           // the HTTP read, decoded by jq
+			`"action": "retry"`,             // the nack
+			`{"offsets":[{"topic":"orders"`, // the commit
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("tour run %d printed no %q:\n%s", run, want, text)
+			}
+		}
+		for _, bad := range []string{"Authentication failure", `"code": "unauthenticated"`, "Cannot iterate over null", "parse error"} {
+			if strings.Contains(text, bad) {
+				t.Errorf("tour run %d printed %q:\n%s", run, bad, text)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
