@@ -78,6 +78,10 @@ func TestTopicACLsBindKeys(t *testing.T) {
 					_, err := k.c.Topic(ctx, "hidden")
 					return err
 				}},
+				{"describe denied to an empty change", func() error {
+					_, err := k.c.UpdateTopic(ctx, "hidden", api.UpdateTopicRequest{})
+					return err
+				}},
 			} {
 				t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.do(), "topic_access_denied") })
 			}

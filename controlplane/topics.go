@@ -262,6 +262,9 @@ func (s *Server) updateTopic(c echo.Context) error {
 	if len(req.Config) > 0 {
 		ops = append(ops, authz.OpAlterConfigs)
 	}
+	if len(ops) == 0 {
+		ops = append(ops, authz.OpDescribe) // a change of nothing answers the topic
+	}
 	acl, err := s.requireTopicOps(ctx, p, name, ops...)
 	if err != nil {
 		return err
