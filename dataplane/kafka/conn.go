@@ -40,6 +40,8 @@ type conn struct {
 
 	wbuf []byte // reused for responses
 
+	usedAt time.Time // when the key's use was last noted (noteUse)
+
 	throttle time.Duration // the current request's throttle (quota.go)
 	release  func()        // gives back the tenant's connection slot, once taken
 }
@@ -130,6 +132,9 @@ func (c *conn) serve() {
 			if !c.dev && c.redirect == nil && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
 				log.Info("kafka key no longer valid; connection closed", "key_id", p.KeyID)
 				return
+			}
+			if !c.dev && c.redirect == nil {
+				c.noteUse(p)
 			}
 		}
 		if err := c.handle(req); err != nil {
@@ -230,6 +235,18 @@ func (c *conn) write(req *request, resp kmsg.Response) error {
 	c.nc.SetWriteDeadline(c.s.cfg.Now().Add(c.s.cfg.WriteTimeout))
 	_, err := c.nc.Write(b)
 	return err
+}
+
+// noteUse tells the broker's state that the caller's key is in use, at
+// most once a minute per connection: the control plane keeps a key's
+// last_used_at to the minute.
+func (c *conn) noteUse(p *state.Principal) {
+	now := c.s.cfg.Now()
+	if !c.usedAt.IsZero() && now.Sub(c.usedAt) < time.Minute {
+		return
+	}
+	c.usedAt = now
+	c.s.cfg.State.NoteKeyUse(p.KeyID)
 }
 
 // tenant is the authenticated caller's tenant id.
