@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -150,4 +151,52 @@ func (s *Server) deleteACL(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// rowsQuerier is a pool or a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// callerACL is the tenant's data-plane ACL for an API-key caller, built as
+// brokers build it (the key's role defaults and the tenant's rules), or nil
+// for a user session: ACLs bind API keys, the principals of Kafka and the
+// HTTP data API, while console users act by their role alone.
+func (s *Server) callerACL(ctx context.Context, p *principal) (*authz.ACL, error) {
+	if p.kind != "api_key" {
+		return nil, nil
+	}
+	acl, err := s.keyACL(ctx, s.db, p.tenantID, p.keyID, p.role)
+	if err != nil {
+		return nil, dbError("load acls", err)
+	}
+	return acl, nil
+}
+
+// aclAllows reports whether the caller behind acl (nil for a user) may do
+// op on a resource.
+func aclAllows(acl *authz.ACL, p *principal, rtype, name, op string) bool {
+	return acl == nil || acl.Allowed(p.keyID, rtype, name, op)
+}
+
+// requireTopicOps checks the caller's ACLs for every op on a topic, on top
+// of its role, and returns them (nil for a user): topic_access_denied names
+// the first op refused.
+func (s *Server) requireTopicOps(ctx context.Context, p *principal, topic string, ops ...string) (*authz.ACL, error) {
+	acl, err := s.callerACL(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		if !aclAllows(acl, p, authz.ResourceTopic, topic, op) {
+			return nil, catalog.TopicAccessDenied.Newf("the ACLs of API key %s do not allow %s on topic %q", p.keyID, op, topic)
+		}
+	}
+	return acl, nil
+}
+
+// topicDescribable applies the brokers' rule for learning that a topic
+// exists to an API-key caller; a user may describe every topic.
+func topicDescribable(acl *authz.ACL, p *principal, topic string) bool {
+	return acl == nil || describable(acl, p.keyID, topic)
 }

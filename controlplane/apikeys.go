@@ -180,12 +180,24 @@ func (s *Server) adminRevokeKey(c echo.Context) error {
 	return s.revoke(c, p, nil)
 }
 
-// revoke marks a key revoked (idempotently) and answers with the key.
+// revoke marks a key revoked (idempotently) and answers with the key. A
+// tenant's caller may revoke only keys whose role is at most its own, as
+// with creating them.
 func (s *Server) revoke(c echo.Context, p *principal, tenantID *string) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
 	var k api.APIKey
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if tenantID != nil {
+			var role string
+			err := tx.QueryRow(ctx, `SELECT role FROM api_keys WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, *tenantID).Scan(&role)
+			if err != nil {
+				return err
+			}
+			if !authz.AtMost(role, p.role) {
+				return catalog.PermissionDenied.Newf("a %s may not revoke a key with role %s", p.role, role)
+			}
+		}
 		var err error
 		k, err = s.scanKey(tx.QueryRow(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3)
 			WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 RETURNING `+keyColumns, id, tenantID, s.cfg.Now()))
@@ -202,8 +214,8 @@ func (s *Server) revoke(c echo.Context, p *principal, tenantID *string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.NotFound.New("no such API key")
 	}
-	if err != nil {
-		return dbError("revoke api key", err)
+	if err := txError("revoke api key", err); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, k)
 }

@@ -256,6 +256,16 @@ func (s *Server) cellReport(c echo.Context) error {
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
+		if len(r.KeysUsed) > 0 {
+			// Only keys of the cell's own tenants, at most once a minute
+			// as for /v1 calls.
+			if _, err := tx.Exec(ctx, `UPDATE api_keys k SET last_used_at = $3::timestamptz FROM tenants t
+				WHERE k.id = ANY($1) AND t.id = k.tenant_id AND t.home_cell_id = $2
+				AND (k.last_used_at IS NULL OR k.last_used_at < $3::timestamptz - interval '1 minute')`,
+				r.KeysUsed, cell, s.cfg.Now()); err != nil {
+				return err
+			}
+		}
 		skipped, err := storeGroupLag(ctx, tx, cell, r.BrokerID, r.Groups)
 		if skipped > 0 {
 			s.log.Warn("report has group lag rows that cannot be stored", "cell", cell, "broker", r.BrokerID, "skipped", skipped)

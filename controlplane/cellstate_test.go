@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/controlplane/wire"
 )
@@ -135,4 +136,45 @@ func TestCellAuth(t *testing.T) {
 	wantCode(t, err, "invalid_request")
 	err = cell.CellReport(ctx, "cell-1", wire.Report{Version: wire.Version, BrokerID: "nope"})
 	wantCode(t, err, "not_found")
+}
+
+// TestReportNotesKeyUse: a broker's report sets last_used_at of the keys it
+// saw, but only of its own cell's tenants: another cell's report of the same
+// key id changes nothing, and unknown ids are ignored.
+func TestReportNotesKeyUse(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.signup("used")
+	k, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "kafka only", Role: "developer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-2", PoolID: cptest.Pool}))
+	e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-2-b1", CellID: "cell-2", NodeID: 1}))
+	lastUsed := func() *time.Time {
+		t.Helper()
+		got, err := a.owner.APIKey(ctx, k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastUsedAt
+	}
+	for _, c := range []struct{ cell, broker string }{{"cell-2", "cell-2-b1"}, {"cell-1", "cell-1-b1"}} {
+		ck, err := e.op.AdminCreateCellKey(ctx, c.cell)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+		rep := wire.Report{Version: wire.Version, BrokerID: c.broker, Partitions: []wire.PartitionStatus{},
+			KeysUsed: []string{k.ID, "SLKAAAAAAAAAAAAAAAA"}}
+		if err := cl.CellReport(ctx, c.cell, rep); err != nil {
+			t.Fatal(err)
+		}
+		switch got := lastUsed(); {
+		case c.cell == "cell-2" && got != nil:
+			t.Fatalf("another cell's report set last_used_at %v", got)
+		case c.cell == "cell-1" && (got == nil || got.Sub(e.now.Now()).Abs() > time.Millisecond): // stored to the microsecond
+			t.Fatalf("the home cell's report: last_used_at %v, want %v", got, e.now.Now())
+		}
+	}
 }

@@ -131,8 +131,8 @@ func (s *Server) lookupKeyHome(ctx context.Context, keyID, secret string) (wire.
 
 // keyACL builds the tenant's data-plane ACL as the key's brokers evaluate
 // it: the key's role defaults and the tenant's rules.
-func (s *Server) keyACL(ctx context.Context, tx pgx.Tx, tenant, keyID, role string) (*authz.ACL, error) {
-	rows, _ := tx.Query(ctx, `SELECT principal, resource_type, resource_name, pattern_type, operation, permission
+func (s *Server) keyACL(ctx context.Context, q rowsQuerier, tenant, keyID, role string) (*authz.ACL, error) {
+	rows, _ := q.Query(ctx, `SELECT principal, resource_type, resource_name, pattern_type, operation, permission
 		FROM acls WHERE tenant_id = $1 ORDER BY id`, tenant)
 	rules, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (authz.Rule, error) {
 		var a authz.Rule
@@ -144,13 +144,9 @@ func (s *Server) keyACL(ctx context.Context, tx pgx.Tx, tenant, keyID, role stri
 	return authz.NewACL([]authz.Key{{ID: keyID, Role: role}}, rules)
 }
 
-// describable is the front door's rule: a key may learn that a topic exists
-// if it may describe, read or write it.
+// describable is the brokers' rule: a key may learn that a topic exists if
+// it may describe it (which any allowed operation but delete implies, and a
+// deny on describe refuses).
 func describable(acl *authz.ACL, keyID, topic string) bool {
-	for _, op := range []string{authz.OpDescribe, authz.OpRead, authz.OpWrite} {
-		if acl.Allowed(keyID, authz.ResourceTopic, topic, op) {
-			return true
-		}
-	}
-	return false
+	return acl.Allowed(keyID, authz.ResourceTopic, topic, authz.OpDescribe)
 }

@@ -46,8 +46,19 @@ func (s *Server) listTopics(c echo.Context) error {
 	if err != nil {
 		return dbError("load quotas", err)
 	}
+	acl, err := s.callerACL(ctx, p)
+	if err != nil {
+		return err
+	}
+	// An API key sees the topics its ACLs let it describe, so its page is
+	// filtered before it is cut: read them all (the tenant's topic quota
+	// bounds them). LIMIT NULL is no limit.
+	var limit any = pg.limit + 1
+	if acl != nil {
+		limit = nil
+	}
 	rows, err := s.db.Query(ctx, `SELECT `+topicColumns+` FROM topics WHERE tenant_id = $1 AND name > $2
-		ORDER BY name LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
+		ORDER BY name LIMIT $3`, p.tenantID, pg.after, limit)
 	if err != nil {
 		return dbError("list topics", err)
 	}
@@ -55,10 +66,17 @@ func (s *Server) listTopics(c echo.Context) error {
 	if err != nil {
 		return dbError("list topics", err)
 	}
-	topics := make([]api.Topic, len(trs))
-	for i, t := range trs {
+	topics := make([]api.Topic, 0, len(trs))
+	for _, t := range trs {
+		if len(topics) > pg.limit {
+			break
+		}
+		if !topicDescribable(acl, p, t.Name) {
+			continue
+		}
 		t.EffectiveConfig = topicspec.Effective(t.Config, q)
-		topics[i] = t.Topic
+		redactConfig(acl, p, &t.Topic)
+		topics = append(topics, t.Topic)
 	}
 	items, next := trim(pg, topics, func(t api.Topic) string { return t.Name })
 	return c.JSON(http.StatusOK, api.Page[api.Topic]{Items: items, NextPageToken: next})
@@ -98,11 +116,28 @@ func (s *Server) getTopic(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.loadTopic(c.Request().Context(), s.db, p.tenantID, c.Param("name"))
+	ctx, name := c.Request().Context(), c.Param("name")
+	acl, err := s.callerACL(ctx, p)
 	if err != nil {
 		return err
 	}
+	if !topicDescribable(acl, p, name) {
+		return catalog.TopicAccessDenied.Newf("the ACLs of API key %s do not allow describe on topic %q", p.keyID, name)
+	}
+	t, err := s.loadTopic(ctx, s.db, p.tenantID, name)
+	if err != nil {
+		return err
+	}
+	redactConfig(acl, p, &t)
 	return c.JSON(http.StatusOK, t)
+}
+
+// redactConfig empties a topic's config for an API key that may describe
+// the topic but not its configs (describe_configs).
+func redactConfig(acl *authz.ACL, p *principal, t *api.Topic) {
+	if !aclAllows(acl, p, authz.ResourceTopic, t.Name, authz.OpDescribeConfigs) {
+		t.Config, t.EffectiveConfig = map[string]string{}, map[string]string{}
+	}
 }
 
 // errValidated ends a validate-only transaction after every check passed.
@@ -127,6 +162,9 @@ func (s *Server) createTopic(c echo.Context) error {
 		req.Config = map[string]string{}
 	}
 	ctx := c.Request().Context()
+	if _, err := s.requireTopicOps(ctx, p, req.Name, authz.OpCreate); err != nil {
+		return err
+	}
 	id := credential.NewID("tp_")
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		cell, q, err := lockTenant(ctx, tx, p.tenantID)
@@ -216,6 +254,22 @@ func (s *Server) updateTopic(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	name := c.Param("name")
+	// Growing partitions is Kafka's alter (CreatePartitions); changing
+	// config is alter_configs.
+	var ops []string
+	if req.Partitions != nil {
+		ops = append(ops, authz.OpAlter)
+	}
+	if len(req.Config) > 0 {
+		ops = append(ops, authz.OpAlterConfigs)
+	}
+	if len(ops) == 0 {
+		ops = append(ops, authz.OpDescribe) // a change of nothing answers the topic
+	}
+	acl, err := s.requireTopicOps(ctx, p, name, ops...)
+	if err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		cell, q, err := lockTenant(ctx, tx, p.tenantID)
 		if err != nil {
@@ -276,6 +330,7 @@ func (s *Server) updateTopic(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	redactConfig(acl, p, &t)
 	return c.JSON(http.StatusOK, t)
 }
 
@@ -286,6 +341,9 @@ func (s *Server) deleteTopic(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	name := c.Param("name")
+	if _, err := s.requireTopicOps(ctx, p, name, authz.OpDelete); err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM topics WHERE tenant_id = $1 AND name = $2`, p.tenantID, name)
 		if err != nil {

@@ -103,6 +103,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
 		Groups:    gl.report,
 		DiskState: func() string { return iso.adm.DiskState().String() },
+		KeysUsed:  syncer.TakeKeysUsed,
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()

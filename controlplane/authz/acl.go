@@ -14,13 +14,15 @@ const (
 	ResourceGroup   = "group"
 	ResourceCluster = "cluster"
 
-	OpAll      = "all"
-	OpRead     = "read"
-	OpWrite    = "write"
-	OpCreate   = "create"
-	OpDelete   = "delete"
-	OpDescribe = "describe"
-	OpAlter    = "alter"
+	OpAll             = "all"
+	OpRead            = "read"
+	OpWrite           = "write"
+	OpCreate          = "create"
+	OpDelete          = "delete"
+	OpDescribe        = "describe"
+	OpAlter           = "alter"
+	OpDescribeConfigs = "describe_configs"
+	OpAlterConfigs    = "alter_configs"
 
 	PatternLiteral  = "literal"
 	PatternPrefixed = "prefixed"
@@ -30,12 +32,16 @@ const (
 
 	// AnyKey as an ACL principal means every API key of the tenant.
 	AnyKey = "*"
+
+	// ClusterName is the name of the cluster resource, as Kafka names it.
+	// A tenant has one cluster: a cluster rule applies whatever its name.
+	ClusterName = "kafka-cluster"
 )
 
 // Valid values, for request validation.
 var (
 	ResourceTypes = []string{ResourceTopic, ResourceGroup, ResourceCluster}
-	Operations    = []string{OpAll, OpRead, OpWrite, OpCreate, OpDelete, OpDescribe, OpAlter}
+	Operations    = []string{OpAll, OpRead, OpWrite, OpCreate, OpDelete, OpDescribe, OpAlter, OpDescribeConfigs, OpAlterConfigs}
 	PatternTypes  = []string{PatternLiteral, PatternPrefixed}
 	Permissions   = []string{Allow, Deny}
 )
@@ -70,8 +76,45 @@ g = _, _
 e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
 
 [matchers]
-m = (p.sub == "*" || g(r.sub, p.sub)) && r.rtype == p.rtype && nameMatch(r.rname, p.rname) && (p.act == "all" || r.act == p.act || (r.act == "describe" && p.eft == "allow" && p.act != "delete"))
+m = (p.sub == "*" || g(r.sub, p.sub)) && resourceMatch(r.rtype, r.rname, r.act, p.rtype, p.rname) && opMatch(r.act, p.act, p.eft)
 `
+
+// resourceMatch matches a request's resource against a rule's. A cluster
+// rule covers the tenant's one cluster whatever its name, and also every
+// topic for create: creating a topic needs create on the topic or on the
+// cluster (as in Kafka), and a deny on either refuses it.
+func resourceMatch(rtype, name, op, ruleType, ruleName string) bool {
+	switch {
+	case rtype == ResourceCluster:
+		return ruleType == ResourceCluster
+	case rtype == ResourceTopic && op == OpCreate && ruleType == ResourceCluster:
+		return true
+	}
+	return rtype == ruleType && nameMatch(name, ruleName)
+}
+
+// opMatch matches a request's operation against a rule's. Besides all and
+// the operation itself:
+//   - a rule on alter also covers alter_configs, and one on describe also
+//     covers describe_configs, both to allow and to deny: the configs
+//     operations are the narrower ones;
+//   - an allowed alter_configs implies describe_configs, and any allowed
+//     operation but delete implies describe, as in Kafka.
+func opMatch(op, ruleOp, effect string) bool {
+	switch {
+	case ruleOp == OpAll || op == ruleOp:
+		return true
+	case op == OpAlterConfigs && ruleOp == OpAlter, op == OpDescribeConfigs && ruleOp == OpDescribe:
+		return true
+	case effect != Allow:
+		return false
+	case op == OpDescribeConfigs:
+		return ruleOp == OpAlterConfigs
+	case op == OpDescribe:
+		return ruleOp != OpDelete
+	}
+	return false
+}
 
 // Role defaults: what a key of each role may do when no ACL says otherwise.
 // A describe is implied by any other allowed operation on the resource, as in
@@ -119,8 +162,11 @@ func NewACL(keys []Key, rules []Rule) (*ACL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create acl enforcer: %w", err)
 	}
-	e.AddFunction("nameMatch", func(args ...any) (any, error) {
-		return nameMatch(args[0].(string), args[1].(string)), nil
+	e.AddFunction("resourceMatch", func(args ...any) (any, error) {
+		return resourceMatch(args[0].(string), args[1].(string), args[2].(string), args[3].(string), args[4].(string)), nil
+	})
+	e.AddFunction("opMatch", func(args ...any) (any, error) {
+		return opMatch(args[0].(string), args[1].(string), args[2].(string)), nil
 	})
 	policies := append([][]string(nil), roleDefaults...)
 	for _, r := range rules {
@@ -167,7 +213,7 @@ func dedupe(p [][]string) [][]string {
 }
 
 // Allowed reports whether key may do op on the resource. An unknown key may
-// do nothing.
+// do nothing. Ask about the cluster with any name (ClusterName, say).
 func (a *ACL) Allowed(keyID, resourceType, name, op string) bool {
 	if !a.keys[keyID] {
 		return false

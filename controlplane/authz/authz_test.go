@@ -40,13 +40,23 @@ func TestAtMost(t *testing.T) {
 }
 
 func TestACL(t *testing.T) {
-	keys := []Key{{"KADMIN", RoleAdmin}, {"KDEV", RoleDeveloper}, {"KVIEW", RoleViewer}, {"KCLIENT", RoleClient}}
+	keys := []Key{{"KADMIN", RoleAdmin}, {"KDEV", RoleDeveloper}, {"KVIEW", RoleViewer}, {"KCLIENT", RoleClient}, {"KDEV2", RoleDeveloper}}
 	rules := []Rule{
 		{"KCLIENT", ResourceTopic, "orders", PatternLiteral, OpWrite, Allow},
 		{"KCLIENT", ResourceTopic, "logs.", PatternPrefixed, OpRead, Allow},
 		{"KCLIENT", ResourceGroup, "indexer", PatternLiteral, OpRead, Allow},
 		{"KDEV", ResourceTopic, "secret.", PatternPrefixed, OpAll, Deny},
 		{AnyKey, ResourceTopic, "audit", PatternLiteral, OpDelete, Deny},
+		{"KADMIN", ResourceTopic, "locked.", PatternPrefixed, OpCreate, Deny},
+		{"KADMIN", ResourceTopic, "frozen", PatternLiteral, OpAlter, Deny},
+		{"KADMIN", ResourceTopic, "pinned", PatternLiteral, OpAlterConfigs, Deny},
+		{"KADMIN", ResourceTopic, "opaque", PatternLiteral, OpDescribeConfigs, Deny},
+		{"KADMIN", ResourceTopic, "hidden", PatternLiteral, OpDescribe, Deny},
+		{"KVIEW", ResourceCluster, "kafka-cluster", PatternLiteral, OpCreate, Allow},
+		{"KVIEW", ResourceTopic, "viewonly.", PatternPrefixed, OpCreate, Deny},
+		{"KDEV2", ResourceCluster, "anything", PatternLiteral, OpCreate, Deny},
+		{"KCLIENT", ResourceTopic, "tuned", PatternLiteral, OpAlterConfigs, Allow},
+		{"KCLIENT", ResourceCluster, "*", PatternLiteral, OpDescribeConfigs, Allow},
 	}
 	acl, err := NewACL(keys, rules)
 	if err != nil {
@@ -74,6 +84,33 @@ func TestACL(t *testing.T) {
 		{"client group read", "KCLIENT", ResourceGroup, "indexer", OpRead, true},
 		{"client other group", "KCLIENT", ResourceGroup, "other", OpRead, false},
 		{"unknown key", "KNOBODY", ResourceTopic, "orders", OpRead, false},
+		{"topic deny create beats admin default", "KADMIN", ResourceTopic, "locked.x", OpCreate, false},
+		{"admin creates outside the denied prefix", "KADMIN", ResourceTopic, "open.x", OpCreate, true},
+		{"deny alter stops alter", "KADMIN", ResourceTopic, "frozen", OpAlter, false},
+		{"deny alter stops alter_configs", "KADMIN", ResourceTopic, "frozen", OpAlterConfigs, false},
+		{"deny alter_configs leaves alter", "KADMIN", ResourceTopic, "pinned", OpAlter, true},
+		{"deny alter_configs stops it", "KADMIN", ResourceTopic, "pinned", OpAlterConfigs, false},
+		{"deny describe_configs stops it", "KADMIN", ResourceTopic, "opaque", OpDescribeConfigs, false},
+		{"deny describe beats what read and write imply", "KADMIN", ResourceTopic, "hidden", OpDescribe, false},
+		{"deny describe leaves read", "KADMIN", ResourceTopic, "hidden", OpRead, true},
+		{"deny describe stops describe_configs", "KADMIN", ResourceTopic, "hidden", OpDescribeConfigs, false},
+		{"deny describe_configs leaves describe", "KADMIN", ResourceTopic, "opaque", OpDescribe, true},
+		{"deny all stops describe_configs", "KDEV", ResourceTopic, "secret.x", OpDescribeConfigs, false},
+		{"viewer describes configs", "KVIEW", ResourceTopic, "orders", OpDescribeConfigs, true},
+		{"viewer may not alter configs", "KVIEW", ResourceTopic, "orders", OpAlterConfigs, false},
+		{"cluster create allows topic create", "KVIEW", ResourceTopic, "anything", OpCreate, true},
+		{"topic deny beats cluster allow", "KVIEW", ResourceTopic, "viewonly.x", OpCreate, false},
+		{"cluster create does not allow write", "KVIEW", ResourceTopic, "anything", OpWrite, false},
+		{"cluster deny create stops topic create", "KDEV2", ResourceTopic, "new", OpCreate, false},
+		{"cluster deny create leaves write", "KDEV2", ResourceTopic, "new", OpWrite, true},
+		{"cluster rule applies whatever its name", "KDEV2", ResourceCluster, ClusterName, OpCreate, false},
+		{"developer describes the cluster", "KDEV", ResourceCluster, ClusterName, OpDescribe, true},
+		{"developer may not alter the cluster", "KDEV", ResourceCluster, ClusterName, OpAlter, false},
+		{"client alter_configs implies describe_configs", "KCLIENT", ResourceTopic, "tuned", OpDescribeConfigs, true},
+		{"client alter_configs is not alter", "KCLIENT", ResourceTopic, "tuned", OpAlter, false},
+		{"client read does not imply describe_configs", "KCLIENT", ResourceTopic, "logs.app", OpDescribeConfigs, false},
+		{"client cluster describe_configs", "KCLIENT", ResourceCluster, ClusterName, OpDescribeConfigs, true},
+		{"client cluster rules are not topic rules", "KCLIENT", ResourceTopic, "payments", OpDescribeConfigs, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := acl.Allowed(tc.key, tc.rtype, tc.rn, tc.op); got != tc.want {

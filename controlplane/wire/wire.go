@@ -109,6 +109,10 @@ type Report struct {
 	// broker coordinates (all of them, every report); absent from brokers
 	// that coordinate none.
 	Groups []GroupLag `json:"groups,omitempty"`
+	// KeysUsed are the API keys that authenticated on this broker (Kafka
+	// or the HTTP data API) since its last report; the control plane sets
+	// their last_used_at. Absent from brokers that do not track them.
+	KeysUsed []string `json:"keys_used,omitempty"`
 }
 
 // PartitionStatus is one replica's view of its partition.

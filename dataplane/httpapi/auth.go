@@ -41,6 +41,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		case err != nil:
 			return catalog.Unauthenticated.New("the API key id or secret is wrong, or the key was revoked")
 		}
+		s.cfg.State.NoteKeyUse(p.KeyID)
 		c.Set(callerKey, &caller{p: p, v: v})
 		return next(c)
 	}

@@ -111,7 +111,8 @@
 // are committed as the offset's metadata, so they survive a coordinator
 // failover. After the 5th failed delivery the message goes to the
 // group's dead-letter topic "<group>.dlq" (created with one partition, with
-// the caller's key, on first use) with its key, value, headers and message
+// the caller's key, on first use; a key whose ACLs refuse create on it, or
+// on the cluster, gets 403 topic_access_denied) with its key, value, headers and message
 // id plus the headers sluice-dlq-topic, sluice-dlq-partition,
 // sluice-dlq-offset, sluice-dlq-attempts and sluice-dlq-error; the group
 // then moves past it. A message is dead-lettered once even when the

@@ -250,8 +250,9 @@ const topicWait = 30 * time.Second
 
 // ensureTopic returns the caller's topic name, creating it (one
 // partition) through the control plane with the caller's own key when it
-// does not exist and Config.ControlPlane is set, and waiting until this
-// broker's state has it.
+// does not exist, Config.ControlPlane is set and the caller's ACLs allow
+// create on it (or on the cluster), and waiting until this broker's state
+// has it.
 func (s *Server) ensureTopic(c echo.Context, cl *caller, name string) (*wire.Topic, error) {
 	if !cl.topicAllowed(name, authz.OpWrite) {
 		return nil, catalog.TopicAccessDenied.Newf("the caller may not write the dead-letter topic %q", name)
@@ -261,6 +262,9 @@ func (s *Server) ensureTopic(c echo.Context, cl *caller, name string) (*wire.Top
 	}
 	if s.cfg.ControlPlane == nil {
 		return nil, catalog.TopicNotFound.Newf("the dead-letter topic %q does not exist; create it first", name)
+	}
+	if !cl.topicAllowed(name, authz.OpCreate) {
+		return nil, catalog.TopicAccessDenied.Newf("the dead-letter topic %q does not exist and the caller may not create it; create it first, or allow the key create on it", name)
 	}
 	id, secret, _ := c.Request().BasicAuth()
 	ctx, cancel := context.WithTimeout(c.Request().Context(), topicWait)

@@ -40,6 +40,8 @@ type conn struct {
 
 	wbuf []byte // reused for responses
 
+	usedAt time.Time // when the key's use was last noted (noteUse)
+
 	throttle time.Duration // the current request's throttle (quota.go)
 	release  func()        // gives back the tenant's connection slot, once taken
 }
@@ -130,6 +132,9 @@ func (c *conn) serve() {
 			if !c.dev && c.redirect == nil && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
 				log.Info("kafka key no longer valid; connection closed", "key_id", p.KeyID)
 				return
+			}
+			if !c.dev && c.redirect == nil {
+				c.noteUse(p)
 			}
 		}
 		if err := c.handle(req); err != nil {
@@ -232,6 +237,18 @@ func (c *conn) write(req *request, resp kmsg.Response) error {
 	return err
 }
 
+// noteUse tells the broker's state that the caller's key is in use, at
+// most once a minute per connection: the control plane keeps a key's
+// last_used_at to the minute.
+func (c *conn) noteUse(p *state.Principal) {
+	now := c.s.cfg.Now()
+	if !c.usedAt.IsZero() && now.Sub(c.usedAt) < time.Minute {
+		return
+	}
+	c.usedAt = now
+	c.s.cfg.State.NoteKeyUse(p.KeyID)
+}
+
 // tenant is the authenticated caller's tenant id.
 func (c *conn) tenant() string { return c.principal.Load().TenantID }
 
@@ -243,13 +260,17 @@ func (c *conn) allowed(v *state.View, topic, op string) bool {
 	return v.Allowed(c.principal.Load(), authz.ResourceTopic, topic, op)
 }
 
-// describable reports whether the caller may learn that its topic exists:
-// describe, or any operation that implies it.
-func (c *conn) describable(v *state.View, topic string) bool {
-	for _, op := range []string{authz.OpDescribe, authz.OpRead, authz.OpWrite} {
-		if c.allowed(v, topic, op) {
-			return true
-		}
+// clusterAllowed checks the caller's ACLs on its cluster.
+func (c *conn) clusterAllowed(v *state.View, op string) bool {
+	if c.dev {
+		return true
 	}
-	return false
+	return v.Allowed(c.principal.Load(), authz.ResourceCluster, authz.ClusterName, op)
+}
+
+// describable reports whether the caller may learn that its topic exists:
+// describe, which any allowed operation but delete implies, and which a
+// deny on describe refuses even to a caller who may read or write.
+func (c *conn) describable(v *state.View, topic string) bool {
+	return c.allowed(v, topic, authz.OpDescribe)
 }

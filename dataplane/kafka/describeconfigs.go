@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
 )
 
@@ -20,8 +21,10 @@ var configTypes = map[string]kmsg.ConfigType{
 }
 
 // describeConfigs answers for the caller's topics with their effective
-// configuration from the cell state. Broker resources get an empty list:
-// brokers are the service's, not the tenant's.
+// configuration from the cell state; it needs describe_configs on the topic.
+// Broker resources get an empty list (brokers are the service's, not the
+// tenant's) for a caller with describe_configs on the cluster, and
+// CLUSTER_AUTHORIZATION_FAILED for the others.
 func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
@@ -34,7 +37,7 @@ func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 			switch {
 			case !ok:
 				or.ErrorCode, or.ErrorMessage = entryCode(catalog.TopicNotFound, "")
-			case !c.describable(v, rr.ResourceName):
+			case !c.allowed(v, rr.ResourceName, authz.OpDescribeConfigs):
 				or.ErrorCode, or.ErrorMessage = entryCode(catalog.TopicAccessDenied, "")
 			default:
 				names := make([]string, 0, len(t.Config))
@@ -57,6 +60,9 @@ func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 				}
 			}
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+			if !c.clusterAllowed(v, authz.OpDescribeConfigs) {
+				or.ErrorCode, or.ErrorMessage = entryCode(catalog.PermissionDenied, "")
+			}
 		default:
 			or.ErrorCode, or.ErrorMessage = entryCode(catalog.InvalidRequest, "only topic and broker resources can be described")
 		}

@@ -31,6 +31,10 @@ type ReporterConfig struct {
 	// watermarks ("ok", "soft" or "hard"); the control plane places no
 	// partitions on a cell with a broker above soft.
 	DiskState func() string
+	// KeysUsed, when set, returns the API keys used on the broker since
+	// the last call (Syncer.TakeKeysUsed); the control plane notes their
+	// use. Keys of a report that fails are noted again on their next use.
+	KeysUsed func() []string
 	// Every is the reporting interval (default 5 s).
 	Every  time.Duration
 	Logger *slog.Logger
@@ -85,6 +89,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 	}
 	if r.cfg.DiskState != nil {
 		rep.DiskState = r.cfg.DiskState()
+	}
+	if r.cfg.KeysUsed != nil {
+		rep.KeysUsed = r.cfg.KeysUsed()
 	}
 	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
 }

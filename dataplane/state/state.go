@@ -75,6 +75,11 @@ type Syncer struct {
 	view    *View
 	lastOK  time.Time
 	waiters []chan struct{}
+
+	// usedMu guards the field below (apart from mu: it is taken on
+	// requests, not on state changes).
+	usedMu sync.Mutex
+	used   map[string]struct{} // key ids used since TakeKeysUsed
 }
 
 // New loads the cached state, if any, and returns a Syncer. Call Run to keep

@@ -80,7 +80,7 @@ func (r *aclResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 			},
 			"operation": schema.StringAttribute{
 				Required: true, PlanModifiers: replace,
-				Description: "all, read, write, create, delete, describe or alter.",
+				Description: "all, read, write, create, delete, describe, alter, describe_configs or alter_configs.",
 			},
 			"permission": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString("allow"), PlanModifiers: replace,
