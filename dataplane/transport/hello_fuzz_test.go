@@ -29,6 +29,7 @@ func FuzzReadHello(f *testing.F) {
 		f.Add(append(b.Bytes(), "trailing frame bytes"...))
 		f.Add(b.Bytes()[:b.Len()-1])
 	}
+	f.Add([]byte("SLRT\x02\x02\x80\x00"))          // non-minimal length varint
 	f.Add([]byte("SLRT\x01\x01\x01a"))             // version 1: refused
 	f.Add([]byte("SLRT\x02\x03\x01a\x16\x03\x01")) // then a TLS ClientHello
 	f.Add([]byte("SLRT\x01\x01\xff\xff\xff\xff\x0f"))
