@@ -158,7 +158,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return fmt.Errorf("broker %s has no raft_addr in the cell state: set it (tenantd admin) or pass -raft-advertise", cfg.BrokerID)
 	}
 	if self.RaftAddr != "" && advertise != self.RaftAddr {
-		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
+		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's and refuse RPCs that name another address for this broker", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
 	}
 	listen := cfg.RaftListen
 	if listen == "" {
