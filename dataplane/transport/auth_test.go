@@ -272,3 +272,38 @@ func TestNewRequiresCredentials(t *testing.T) {
 		})
 	}
 }
+
+// TestCertificateReload swaps a Node's certificate while it runs: b2
+// starts with a certificate of another CA, which b1 refuses; once the
+// cell CA's certificate is set, new connections use it without a restart.
+func TestCertificateReload(t *testing.T) {
+	other, err := peercert.NewCA("test-cell", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := other.Credentials("b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := &peercert.Reloadable{}
+	cert.Set(certOf(t, bad))
+	nodes := newNodes(t, 2, nil, func(c *Config) {
+		if c.ID == "b2" {
+			c.Credentials.Certificate = cert.Get
+		}
+	})
+	seen := countRPCs(t, nodes[1], "g", anyTestBroker)
+	g := mustGroup(t, nodes[0], "g")
+	vote := func() error {
+		var resp raft.RequestVoteResponse
+		return g.RequestVote(nodes[1].ID(), nodes[1].Addr(), &raft.RequestVoteRequest{RPCHeader: header(nodes[0].ID()), Term: 1}, &resp)
+	}
+	if err := vote(); err == nil {
+		t.Fatal("vote to a broker with another CA's certificate succeeded")
+	}
+	cert.Set(certOf(t, testCredentials(t, "b2")))
+	waitFor(t, 10*time.Second, func() bool { return vote() == nil }, "a vote once the certificate is replaced")
+	if seen.Load() == 0 {
+		t.Fatal("the group saw no RPC")
+	}
+}
