@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -39,6 +42,8 @@ type brokerConfig struct {
 	// RaftListen and RaftAdvertise override the raft_addr the cell state
 	// lists for this broker (listen defaults to advertise).
 	RaftListen, RaftAdvertise string
+	// Peer holds the PEM files the Raft transport authenticates with.
+	Peer peercert.Files
 	// KafkaListen overrides the kafka_addr the cell state lists for this
 	// broker as the Kafka listener's address.
 	KafkaListen string
@@ -58,6 +63,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen,
+		Peer: peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
 			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
@@ -153,17 +159,23 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return fmt.Errorf("broker %s has no raft_addr in the cell state: set it (tenantd admin) or pass -raft-advertise", cfg.BrokerID)
 	}
 	if self.RaftAddr != "" && advertise != self.RaftAddr {
-		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
+		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's and refuse RPCs that name another address for this broker", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
 	}
 	listen := cfg.RaftListen
 	if listen == "" {
 		listen = advertise
 	}
-	node, err := transport.New(transport.Config{ID: replicas.ServerID(self.NodeID), ListenAddr: listen, AdvertiseAddr: advertise, Logger: log})
+	creds, cert, err := peercert.LoadCredentials(cfg.Peer.CA, cfg.Peer.Cert, cfg.Peer.Key)
+	if err != nil {
+		return err
+	}
+	node, err := transport.New(transport.Config{ID: replicas.ServerID(self.NodeID), ListenAddr: listen, AdvertiseAddr: advertise, Logger: log, Credentials: creds})
 	if err != nil {
 		return err
 	}
 	defer node.Close()
+	stopReload := reloadOnHangup(cert, cfg.Peer, log)
+	defer stopReload()
 	com := raftlog.NewCommitter(dlog.SyncFiles)
 	defer com.Close()
 	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, Logger: log})
@@ -213,6 +225,36 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		case <-retryC:
 		}
 		retry.Stop()
+	}
+}
+
+// reloadOnHangup re-reads the broker's Raft transport certificate and key
+// on SIGHUP, so a renewed certificate serves new connections without a
+// restart (connections already made keep theirs). It returns a function
+// that stops it and waits for it.
+func reloadOnHangup(cert *peercert.Reloadable, files peercert.Files, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				if err := cert.Load(files.Cert, files.Key); err != nil {
+					log.Error("reload peer certificate; keeping the current one", "err", err)
+					continue
+				}
+				log.Info("peer certificate reloaded", "peer_cert_file", files.Cert)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-exited
 	}
 }
 

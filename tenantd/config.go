@@ -46,6 +46,14 @@ type Config struct {
 	// RaftAdvertise is the Raft address peers dial; default the raft_addr
 	// the cell state lists for this broker.
 	RaftAdvertise string `json:"raft_advertise"`
+	// PeerCAFile, PeerCertFile and PeerKeyFile are the PEM files the Raft
+	// transport authenticates with (mutual TLS): the cell CA's certificate,
+	// and this broker's certificate and key, issued by that CA for its
+	// node id (tenantd certs makes them). Required for a broker; dev makes
+	// its own under data_dir. SIGHUP reloads the certificate and key.
+	PeerCAFile   string `json:"peer_ca_file"`
+	PeerCertFile string `json:"peer_cert_file"`
+	PeerKeyFile  string `json:"peer_key_file"`
 	// KafkaListen is the broker's Kafka listen address; default the
 	// kafka_addr the cell state lists for this broker (which clients are
 	// told in Metadata). In dev mode it is the first dev broker's address,
@@ -99,6 +107,9 @@ func (c *Config) validate(cmd string) error {
 	if cmd == "broker" {
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
+		}
+		if c.PeerCAFile == "" || c.PeerCertFile == "" || c.PeerKeyFile == "" {
+			return errors.New("a broker needs -peer-ca-file, -peer-cert-file and -peer-key-file: its Raft transport authenticates every peer with certificates of the cell CA (tenantd certs makes them)")
 		}
 		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen} {
 			if a != "" {
@@ -156,6 +167,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address, unauthenticated, so keep it private (env SLUICE_METRICS_LISTEN; default off: dev serves them on the control plane's /metrics, to operators only)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
+	peerCA := fs.String("peer-ca-file", "", "broker: PEM file of the cell CA certificate the Raft transport trusts (env SLUICE_PEER_CA_FILE)")
+	peerCert := fs.String("peer-cert-file", "", "broker: PEM file of this broker's Raft transport certificate, issued by the cell CA for its node id (env SLUICE_PEER_CERT_FILE; reloaded on SIGHUP)")
+	peerKey := fs.String("peer-key-file", "", "broker: PEM file of the key of -peer-cert-file (env SLUICE_PEER_KEY_FILE; reloaded on SIGHUP)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
@@ -195,6 +209,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_CELL_KEY"}, &cfg.CellKey},
 		{[]string{"SLUICE_RAFT_LISTEN"}, &cfg.RaftListen},
 		{[]string{"SLUICE_RAFT_ADVERTISE"}, &cfg.RaftAdvertise},
+		{[]string{"SLUICE_PEER_CA_FILE"}, &cfg.PeerCAFile},
+		{[]string{"SLUICE_PEER_CERT_FILE"}, &cfg.PeerCertFile},
+		{[]string{"SLUICE_PEER_KEY_FILE"}, &cfg.PeerKeyFile},
 		{[]string{"SLUICE_KAFKA_LISTEN"}, &cfg.KafkaListen},
 		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
@@ -219,6 +236,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}{{*dbURL, &cfg.DatabaseURL}, {*listen, &cfg.Listen}, {*dataDir, &cfg.DataDir}, {*logLevel, &cfg.LogLevel},
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
+		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}} {
 		if f.v != "" {
 			*f.dst = f.v

@@ -3,7 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
 // Layering: defaults, then file, then environment, then flags.
@@ -58,7 +61,7 @@ func TestConfigLayers(t *testing.T) {
 // A broker's Raft addresses come from flags or the environment and must be
 // host:port.
 func TestBrokerRaftConfig(t *testing.T) {
-	base := []string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}
+	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
 	env := map[string]string{"SLUICE_RAFT_ADVERTISE": "10.0.0.1:7001"}
 	cfg, err := loadConfig("broker", append(base, "-raft-listen", "0.0.0.0:7001"), func(k string) string { return env[k] })
 	if err != nil || cfg.RaftListen != "0.0.0.0:7001" || cfg.RaftAdvertise != "10.0.0.1:7001" {
@@ -75,7 +78,7 @@ func TestBrokerRaftConfig(t *testing.T) {
 // A broker's metrics address comes from the environment or a flag, and
 // must be host:port.
 func TestBrokerMetricsConfig(t *testing.T) {
-	base := []string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}
+	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
 	env := map[string]string{"SLUICE_METRICS_LISTEN": "127.0.0.1:9100"}
 	cfg, err := loadConfig("broker", base, func(k string) string { return env[k] })
 	if err != nil || cfg.MetricsListen != "127.0.0.1:9100" {
@@ -87,5 +90,70 @@ func TestBrokerMetricsConfig(t *testing.T) {
 	}
 	if _, err := loadConfig("broker", append(base, "-metrics-listen", "nope"), func(string) string { return "" }); err == nil {
 		t.Fatal("accepted a metrics address without a port")
+	}
+}
+
+// peerArgs name peer certificate files for tests that only load a config.
+var peerArgs = []string{"-peer-ca-file", "ca.pem", "-peer-cert-file", "node.pem", "-peer-key-file", "node-key.pem"}
+
+// peerFiles writes real peer credentials for Raft server id into a temp
+// dir and returns the flags naming them.
+func peerFiles(t *testing.T, id string) []string {
+	t.Helper()
+	files, err := peercert.EnsureDir(t.TempDir(), "test-cell", []string{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := files[id]
+	return []string{"-peer-ca-file", f.CA, "-peer-cert-file", f.Cert, "-peer-key-file", f.Key}
+}
+
+// A broker's peer certificate files are required and layer like every
+// setting: file, then environment, then flags.
+func TestBrokerPeerConfig(t *testing.T) {
+	base := []string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}
+	if _, err := loadConfig("broker", base, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "-peer-ca-file") {
+		t.Fatalf("a broker without peer certificates: err = %v", err)
+	}
+	file := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(file, []byte(`{"peer_ca_file": "f-ca.pem", "peer_cert_file": "f.pem", "peer_key_file": "f-key.pem"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SLUICE_PEER_CERT_FILE": "e.pem"}
+	cfg, err := loadConfig("broker", append(base, "-config", file, "-peer-key-file", "k.pem"), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := brokerConfigOf(cfg).Peer; got != (peercert.Files{CA: "f-ca.pem", Cert: "e.pem", Key: "k.pem"}) {
+		t.Fatalf("peer files: %+v", got)
+	}
+}
+
+// tenantd certs makes a CA and node certificates a broker's transport
+// accepts: they load as credentials and name the node's server id.
+func TestCertsCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	if err := certs([]string{"ca", "-cell", "c1", "-dir", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := certs([]string{"node", "-dir", dir, "-node-id", "3", "-host", "10.0.0.3"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "sluice://cell/c1/node/3") {
+		t.Fatalf("output: %s", out.String())
+	}
+	files, err := peercert.EnsureDir(dir, "c1", []string{"3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files["3"].Cert != filepath.Join(dir, "node-3.pem") {
+		t.Fatalf("files: %+v", files)
+	}
+	if _, _, err := peercert.LoadCredentials(files["3"].CA, files["3"].Cert, files["3"].Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := certs([]string{"node", "-dir", dir}, &out); err == nil {
+		t.Fatal("node without -node-id succeeded")
 	}
 }

@@ -18,11 +18,11 @@ import (
 )
 
 func TestDebugAndBootstrapFlags(t *testing.T) {
-	cfg, err := loadConfig("broker", []string{"-cell", "c", "-broker-id", "b", "-api", "http://x", "-cell-key", "k:s", "-debug-listen", "127.0.0.1:6060"}, func(string) string { return "" })
+	cfg, err := loadConfig("broker", []string{"-cell", "c", "-broker-id", "b", "-api", "http://x", "-cell-key", "k:s", "-debug-listen", "127.0.0.1:6060", peerArgs[0], peerArgs[1], peerArgs[2], peerArgs[3], peerArgs[4], peerArgs[5]}, func(string) string { return "" })
 	if err != nil || cfg.DebugListen != "127.0.0.1:6060" || brokerConfigOf(cfg).DebugListen != "127.0.0.1:6060" {
 		t.Fatalf("broker -debug-listen: %+v %v", cfg, err)
 	}
-	if _, err := loadConfig("broker", []string{"-cell", "c", "-broker-id", "b", "-api", "http://x", "-cell-key", "k:s", "-debug-listen", "6060"}, func(string) string { return "" }); err == nil {
+	if _, err := loadConfig("broker", []string{"-cell", "c", "-broker-id", "b", "-api", "http://x", "-cell-key", "k:s", "-debug-listen", "6060", peerArgs[0], peerArgs[1], peerArgs[2], peerArgs[3], peerArgs[4], peerArgs[5]}, func(string) string { return "" }); err == nil {
 		t.Fatal("no error for a -debug-listen without a host")
 	}
 	cfg, err = loadConfig("migrate", []string{"-database-url", "postgres://x", "-operator-key-file", "/tmp/k"}, func(string) string { return "" })

@@ -19,6 +19,8 @@ import (
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/peercert"
+	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -135,9 +137,15 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 			readyErr = err
 			return
 		}
+		peers, err := devPeerCerts(cfg.DataDir)
+		if err != nil {
+			readyErr = err
+			return
+		}
 		for _, b := range devBrokers {
 			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
-				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID)}
+				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
+				Peer: peers[string(replicas.ServerID(b.NodeID))]}
 			bc.Metrics = metrics(b.ID)
 			if bc.Metrics == nil {
 				bc.Metrics = wrapBroker(reg, b.ID)
@@ -181,6 +189,20 @@ Press Ctrl-C to stop.
 		return nil
 	}
 	return err
+}
+
+// devPeerCerts keeps the dev cell's CA and its brokers' Raft transport
+// certificates under dataDir/peer-certs, reusing those already there.
+func devPeerCerts(dataDir string) (map[string]peercert.Files, error) {
+	ids := make([]string, len(devBrokers))
+	for i, b := range devBrokers {
+		ids[i] = string(replicas.ServerID(b.NodeID))
+	}
+	files, err := peercert.EnsureDir(filepath.Join(dataDir, "peer-certs"), devBrokers[0].CellID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("dev peer certificates: %w", err)
+	}
+	return files, nil
 }
 
 // devOperatorKey reuses the operator key saved in keyFile while it still

@@ -119,9 +119,11 @@ func TestBrokerServesMetrics(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg, err := loadConfig("broker", []string{"-cell", cptest.Cell, "-broker-id", cptest.Cell + "-b1", "-api", cp.URL,
+	args := append([]string{"-cell", cptest.Cell, "-broker-id", cptest.Cell + "-b1", "-api", cp.URL,
 		"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), "-metrics-listen", addr,
-		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0"}, func(string) string { return "" })
+		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0"},
+		peerFiles(t, "1")...)
+	cfg, err := loadConfig("broker", args, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 //	tenantd broker        one broker of a cell
 //	tenantd migrate       apply the control plane's schema migrations
 //	tenantd admin ...     operator commands over the API
+//	tenantd certs ...     make the Raft transport's CA and broker certificates
 //
 // main only parses flags, loads config and calls run; wiring of subsystems
 // lives in this package and nowhere else.
@@ -27,6 +28,7 @@ commands:
   broker        run one broker of a cell
   migrate       apply schema migrations and exit
   admin         operator commands over the API (tenantd admin help)
+  certs         make a cell's Raft CA and broker certificates (tenantd certs)
 
 Run "tenantd <command> -h" for a command's flags.
 `
@@ -50,6 +52,8 @@ func main() {
 		}
 	case "admin":
 		err = admin(ctx, args, os.Stdout, os.Getenv)
+	case "certs":
+		err = certs(args, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
@@ -23,6 +24,7 @@ type TransportNetwork struct {
 	brokers int
 	faults  *transport.Faults
 	mod     func(*transport.Config)
+	creds   []peercert.Credentials // per broker, of one cell CA
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -36,7 +38,8 @@ type TransportNetwork struct {
 // random 127.x.y.z address (so that re-listening on a stopped broker's port
 // cannot collide with other sockets of the machine, almost all on
 // 127.0.0.1), falling back to 127.0.0.1. mod, if not nil, adjusts each Node's
-// Config (ID, ListenAddr and Faults are set by the network).
+// Config (ID, ListenAddr, Faults and Credentials are set by the network:
+// every broker has a certificate of one cell CA naming BrokerID(b)).
 func NewTransportNetwork(brokers int, mod func(*transport.Config)) (*TransportNetwork, error) {
 	n := &TransportNetwork{
 		brokers:  brokers,
@@ -45,6 +48,17 @@ func NewTransportNetwork(brokers int, mod func(*transport.Config)) (*TransportNe
 		addrs:    make([]string, brokers),
 		nodes:    make([]*transport.Node, brokers),
 		attached: make([]map[int]bool, brokers),
+	}
+	ca, err := peercert.NewCA("celltest", 0)
+	if err != nil {
+		return nil, fmt.Errorf("start transport network: %w", err)
+	}
+	for b := range brokers {
+		cr, err := ca.Credentials(string(BrokerID(b)))
+		if err != nil {
+			return nil, fmt.Errorf("start transport network: %w", err)
+		}
+		n.creds = append(n.creds, cr)
 	}
 	host := LoopbackHost()
 	for b := range brokers {
@@ -65,7 +79,7 @@ func (n *TransportNetwork) newNode(b int, listen string) (*transport.Node, error
 	if n.mod != nil {
 		n.mod(&cfg)
 	}
-	cfg.ID, cfg.ListenAddr, cfg.Faults = BrokerID(b), listen, n.faults
+	cfg.ID, cfg.ListenAddr, cfg.Faults, cfg.Credentials = BrokerID(b), listen, n.faults, n.creds[b]
 	node, err := transport.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start transport of broker %d: %w", b, err)

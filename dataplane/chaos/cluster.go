@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
 // Cluster is a control plane and one cell of brokers, each a real tenantd
@@ -72,6 +73,7 @@ type broker struct {
 	kafka      string
 	http       string // the HTTP data API's address
 	dataDir    string
+	peer       peercert.Files // the Raft transport's certificates
 	// mu guards p and stopped.
 	mu      sync.Mutex
 	p       *proc
@@ -250,8 +252,13 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 	if _, err := op.AdminCreateCell(ctx, api.CreateCellRequest{ID: cellID, PoolID: "chaos-shared"}); err != nil {
 		return fmt.Errorf("seed cell: %w", err)
 	}
+	peers, err := peercert.EnsureDir(filepath.Join(c.cfg.Dir, "peer-certs"), cellID, []string{"1", "2", "3"})
+	if err != nil {
+		return fmt.Errorf("seed peer certificates: %w", err)
+	}
 	for i := 0; i < 3; i++ {
 		b := &broker{idx: i, id: fmt.Sprintf("b%d", i+1), nodeID: i + 1, dataDir: filepath.Join(c.cfg.Dir, "data")}
+		b.peer = peers[strconv.Itoa(b.nodeID)]
 		var err error
 		if b.raftListen, err = freeAddr(c.host); err != nil {
 			return err
@@ -309,7 +316,8 @@ func (c *Cluster) StartBroker(i int) error {
 	p, err := c.spawn(b.id, filepath.Join(c.cfg.Dir, b.id+".log"), "broker",
 		"-cell", cellID, "-broker-id", b.id, "-api", c.APIURL, "-cell-key", c.cfg.cellKey,
 		"-data-dir", b.dataDir, "-raft-listen", b.raftListen, "-raft-advertise", b.raftProxy,
-		"-kafka-listen", b.kafka, "-log-level", c.cfg.BrokerLogLevel)
+		"-kafka-listen", b.kafka, "-log-level", c.cfg.BrokerLogLevel,
+		"-peer-ca-file", b.peer.CA, "-peer-cert-file", b.peer.Cert, "-peer-key-file", b.peer.Key)
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,10 @@ import (
 // listener. Brokers advertise their proxy's address as their raft_addr, so
 // every Raft connection between two brokers passes through the proxy of the
 // broker it was dialled to. The proxy reads the transport's hello (magic,
-// version, lane, dialling broker's node id) to learn which pair of brokers a
-// connection joins, so it can cut any pair, in both directions: a cut pair's
-// live connections are closed and new ones refused until the cut heals.
+// version, lane, dialling broker's node id; sent in clear before the TLS
+// handshake) to learn which pair of brokers a connection joins, so it can
+// cut any pair, in both directions: a cut pair's live connections are
+// closed and new ones refused until the cut heals.
 //
 // Limits: a cut is a clean close (RST/EOF) rather than silent packet loss, so
 // a peer notices at once instead of after a timeout; the Kafka listeners and
@@ -162,10 +163,13 @@ func (p *proxy) accept() {
 	}
 }
 
-// helloMagic and helloVersion mirror the transport's connection hello.
+// helloMagic and helloVersion mirror the transport's connection hello,
+// which it sends in clear before its TLS handshake so that this proxy can
+// tell the pair a connection joins; the TLS session that follows (and the
+// hello the transport repeats inside it) passes through untouched.
 var helloMagic = [4]byte{'S', 'L', 'R', 'T'}
 
-const helloVersion = 1
+const helloVersion = 2
 
 // readHello reads the transport's hello from r and returns its raw bytes
 // and the dialling broker's node id.

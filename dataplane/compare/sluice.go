@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
 // sluiceConfig says where the Sluice cell's parts come from.
@@ -136,10 +138,16 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	if err != nil {
 		return nil, fmt.Errorf("create cell key: %w", err)
 	}
+	peers, err := peercert.EnsureDir(filepath.Join(cfg.Dir, "peer-certs"), "compare-cell", []string{"1", "2", "3"})
+	if err != nil {
+		return nil, fmt.Errorf("make peer certificates: %w", err)
+	}
 	for i := range 3 {
 		id := fmt.Sprintf("b%d", i+1)
+		peer := peers[strconv.Itoa(i+1)] // the broker's node id
 		args := []string{"broker", "-cell", "compare-cell", "-broker-id", id, "-api", apiURL,
-			"-data-dir", filepath.Join(cfg.Dir, "sluice")}
+			"-data-dir", filepath.Join(cfg.Dir, "sluice"),
+			"-peer-ca-file", peer.CA, "-peer-cert-file", peer.Cert, "-peer-key-file", peer.Key}
 		if cfg.Pprof {
 			args = append(args, "-debug-listen", debugAddrs[i])
 			c.debug = append(c.debug, debugAddrs[i])

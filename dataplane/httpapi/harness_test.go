@@ -138,7 +138,7 @@ func startCell(t testing.TB, o cellOpts) *cell {
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
-		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: net.JoinHostPort(host, "0")})
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: net.JoinHostPort(host, "0"), Credentials: celltest.PeerCredentials(t, replicas.ServerID(i+1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func (c *cell) newTransport(b *broker) *transport.Node {
 	c.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		tn, err := transport.New(transport.Config{ID: replicas.ServerID(b.node), ListenAddr: b.raftAddr})
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(b.node), ListenAddr: b.raftAddr, Credentials: celltest.PeerCredentials(c.t, replicas.ServerID(b.node))})
 		if err == nil {
 			return tn
 		}

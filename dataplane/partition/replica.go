@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -304,10 +305,18 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 			deferBootstrap = true
 		}
 	}
+	// The transport refuses a peer's RPC unless the peer is in the group's
+	// configuration: Raft's latest one, or Peers until Raft has one (a
+	// replica waiting for the preferred replica's first append).
+	var started atomic.Pointer[raft.Raft]
+	if m, ok := cfg.Transport.(interface{ SetMembers(func() []raft.Server) }); ok {
+		m.SetMembers(transport.RaftMembers(started.Load, cfg.Peers))
+	}
 	ra, err := raft.NewRaft(&rc, r.fsm, logs, stable, snaps, cfg.Transport)
 	if err != nil {
 		return nil, err
 	}
+	started.Store(ra)
 	r.raft = ra
 	r.obsReg = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {

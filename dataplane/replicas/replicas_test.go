@@ -87,7 +87,7 @@ func TestManagersFollowControlPlane(t *testing.T) {
 	// Brokers listen first; the cell state then lists their raft addresses.
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
-		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: "127.0.0.1:0"})
+		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(i+1))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func viewOf(t *testing.T, st wire.CellState) *state.View {
 // has before its first sync deletes nothing.
 func TestOrphanedReplicaDeletedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0"})
+	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(1))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func newNodes(t testing.TB, n int, faults *Faults, mod func(*Config)) []*Node {
 	t.Helper()
 	var nodes []*Node
 	for i := range n {
-		cfg := Config{ID: brokerID(i), ListenAddr: "127.0.0.1:0", Faults: faults}
+		cfg := Config{ID: brokerID(i), ListenAddr: "127.0.0.1:0", Faults: faults, Credentials: testCredentials(t, brokerID(i))}
 		if mod != nil {
 			mod(&cfg)
 		}
@@ -128,6 +129,8 @@ func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell 
 			if err != nil {
 				t.Fatal(err)
 			}
+			var started atomic.Pointer[raft.Raft]
+			tr.SetMembers(RaftMembers(started.Load, servers))
 			conf := RaftConfig(n.ID())
 			conf.Logger = logger
 			fsm := &countFSM{}
@@ -135,6 +138,7 @@ func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell 
 			if err != nil {
 				t.Fatal(err)
 			}
+			started.Store(r)
 			if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func TestCellRaftGroups(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				var resp raft.RequestVoteResponse
-				err := tc.tr.RequestVote(target.ID(), target.Addr(), &raft.RequestVoteRequest{Term: 1}, &resp)
+				err := tc.tr.RequestVote(target.ID(), target.Addr(), &raft.RequestVoteRequest{RPCHeader: header(c.nodes[from].ID()), Term: 1}, &resp)
 				if !errors.Is(err, ErrUnknownGroup) {
 					t.Fatalf("RequestVote to a group absent on %s: err = %v, want ErrUnknownGroup", target.ID(), err)
 				}
@@ -123,6 +123,7 @@ func mustGroup(t testing.TB, n *Node, id string) *GroupTransport {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.SetMembers(anyTestBroker)
 	t.Cleanup(func() { _ = g.Close() })
 	return g
 }
@@ -173,7 +174,7 @@ func TestFaultsPartition(t *testing.T) {
 	b := serveVotes(t, nodes[1], "g")
 	vote := func(from *GroupTransport, to *Node) error {
 		var resp raft.RequestVoteResponse
-		return from.RequestVote(to.ID(), to.Addr(), &raft.RequestVoteRequest{Term: 1}, &resp)
+		return from.RequestVote(to.ID(), to.Addr(), &raft.RequestVoteRequest{RPCHeader: header(from.node.ID()), Term: 1}, &resp)
 	}
 	for _, tc := range []struct {
 		name   string

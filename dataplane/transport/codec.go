@@ -45,6 +45,7 @@ const (
 	codeUnknownGroup uint8 = 2 // no such group on the receiver
 	codeBusy         uint8 = 3 // the group's inbound queue is full
 	codeTimeout      uint8 = 4 // the receiving Raft did not answer in time
+	codeRefused      uint8 = 5 // the sender may not send this RPC to this group
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 )
 
 func testHeader() raft.RPCHeader {
-	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("broker-1"), Addr: []byte("127.0.0.1:9093")}
+	return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("b1"), Addr: []byte("127.0.0.1:9093")}
 }
 
 // codecCases are the messages every codec test round-trips; the fuzz target

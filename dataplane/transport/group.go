@@ -25,6 +25,7 @@ type GroupTransport struct {
 	closeOnce   sync.Once
 	wg          sync.WaitGroup // serveInbox
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
+	members     atomic.Pointer[func() []raft.Server] // see SetMembers
 
 	// mu guards closed against pushes racing Close.
 	mu     sync.RWMutex
@@ -242,7 +243,7 @@ func (g *GroupTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAdd
 	if err != nil {
 		return fmt.Errorf("install snapshot to %s: %w", id, err)
 	}
-	nc, err := dialPeer(n, target, laneSnapshot)
+	nc, err := dialPeer(n, target, laneSnapshot, string(id))
 	if err != nil {
 		return fmt.Errorf("install snapshot to %s: %w", id, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
 var (
@@ -47,6 +49,8 @@ func (e *wireError) toError(peer string) error {
 		return fmt.Errorf("raft rpc to %s: %w", peer, ErrGroupBusy)
 	case codeTimeout:
 		return fmt.Errorf("raft rpc to %s: receiver: %w", peer, ErrTimeout)
+	case codeRefused:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrRefused)
 	}
 	return &RemoteError{Peer: peer, Message: e.msg}
 }
@@ -63,6 +67,11 @@ type Config struct {
 	// AdvertiseAddr is the address peers dial, used as the Raft
 	// ServerAddress of every group. Default: the listener's address.
 	AdvertiseAddr string
+	// Credentials authenticate this broker to its peers and its peers to
+	// it (mutual TLS, see the package doc): the cell CA pool and this
+	// broker's certificate, which must name ID. Required: every connection
+	// the Node accepts or dials is authenticated.
+	Credentials peercert.Credentials
 	// Logger receives transport logs. Default: discard.
 	Logger *slog.Logger
 	// Faults, if set, injects network faults on send (tests only).
@@ -112,6 +121,9 @@ func (c *Config) validate() error {
 	if c.ListenAddr == "" {
 		return errors.New("config: ListenAddr is required")
 	}
+	if c.Credentials.CAs == nil || c.Credentials.Certificate == nil {
+		return errors.New("config: Credentials (cell CA pool and broker certificate) are required")
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -155,6 +167,7 @@ func (c *Config) validate() error {
 type Node struct {
 	cfg    Config
 	id     string
+	cell   string // the cell of this broker's certificate; peers must share it
 	addr   raft.ServerAddress
 	ln     net.Listener
 	log    *slog.Logger
@@ -182,6 +195,10 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("new raft transport: %w", err)
 	}
+	cell, err := authenticate(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("new raft transport: %w", err)
+	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("new raft transport: listen: %w", err)
@@ -192,7 +209,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg: cfg, id: string(cfg.ID), addr: raft.ServerAddress(addr), ln: ln,
+		cfg: cfg, id: string(cfg.ID), cell: cell, addr: raft.ServerAddress(addr), ln: ln,
 		log: cfg.Logger, faults: cfg.Faults, ctx: ctx, cancel: cancel,
 		groups: map[string]*GroupTransport{},
 		peers:  map[raft.ServerAddress]*peer{},
@@ -358,24 +375,32 @@ func (n *Node) acceptLoop() {
 	}
 }
 
-// handshake reads the hello of an accepted connection and starts serving it.
-func (n *Node) handshake(nc net.Conn) {
-	_ = nc.SetReadDeadline(time.Now().Add(n.cfg.DialTimeout))
-	br := bufio.NewReaderSize(nc, 64<<10)
+// handshake authenticates an accepted connection (see acceptPeer) and
+// starts serving it. A connection that fails is closed and logged with the
+// remote address and the reason; nothing it sent reaches a group.
+func (n *Node) handshake(raw net.Conn) {
+	_ = raw.SetDeadline(time.Now().Add(n.cfg.DialTimeout))
+	br := bufio.NewReaderSize(raw, 512)
 	lane, from, err := readHello(br)
+	var nc net.Conn
+	if err == nil {
+		nc, br, err = n.acceptPeer(raw, br, lane, from)
+	}
 	if err != nil {
-		n.log.Warn("raft transport handshake", "remote", nc.RemoteAddr().String(), "error", err)
-		n.untrackSnap(nc)
+		if n.ctx.Err() == nil {
+			n.log.Warn("raft transport peer refused", "remote", raw.RemoteAddr().String(), "reason", err.Error())
+		}
+		n.untrackSnap(raw)
 		return
 	}
-	_ = nc.SetReadDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
 	if lane == laneSnapshot {
-		defer n.untrackSnap(nc)
+		defer n.untrackSnap(raw)
 		n.serveSnapshot(nc, br, from)
 		return
 	}
 	n.mu.Lock()
-	delete(n.snaps, nc)
+	delete(n.snaps, raw)
 	n.mu.Unlock()
 	c := newConn(n, nc, br, lane, from, false)
 	if !c.start() {
@@ -396,6 +421,10 @@ func (n *Node) handleRequest(c *conn, f frame) {
 	if g == nil {
 		n.stats.unknownGroup.Add(1)
 		c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+		return
+	}
+	if err := g.admit(c.peer, f.msg); err != nil {
+		n.refuse(c, f, err)
 		return
 	}
 	if f.kind == kindAppendEntries {
@@ -458,6 +487,12 @@ func (n *Node) serveSnapshot(nc net.Conn, br *bufio.Reader, from string) {
 	if g == nil {
 		n.stats.unknownGroup.Add(1)
 		respond(kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"})
+		return
+	}
+	if err := g.admit(from, req); err != nil {
+		n.stats.refused.Add(1)
+		n.log.Warn("raft rpc refused", "peer", from, "remote", nc.RemoteAddr().String(), "group", string(f.group), "reason", err.Error())
+		respond(kindError, &wireError{code: codeRefused, msg: "refused"})
 		return
 	}
 	respond(kindSnapshotAccept, nil)
@@ -533,7 +568,13 @@ func (l *lane) get(peerID string) (*conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.c != nil && !l.c.isClosed() {
-		return l.c, nil
+		if l.c.peer == peerID {
+			return l.c, nil
+		}
+		// The address now belongs to another broker id: the connection
+		// is authenticated as the old one, so it cannot carry this call.
+		l.c.close(fmt.Errorf("address %s dialled as broker %s", l.addr, peerID))
+		l.lastErr = nil
 	}
 	l.c = nil
 	if l.lastErr != nil && time.Since(l.lastFail) < redialBackoff {
@@ -551,7 +592,7 @@ func (l *lane) get(peerID string) (*conn, error) {
 
 func (l *lane) dial(peerID string) (*conn, error) {
 	n := l.node
-	nc, err := dialPeer(n, l.addr, l.kind)
+	nc, err := dialPeer(n, l.addr, l.kind, peerID)
 	if err != nil {
 		return nil, err
 	}
@@ -561,24 +602,6 @@ func (l *lane) dial(peerID string) (*conn, error) {
 		return nil, fmt.Errorf("dial %s lane to %s: %w", l.kind, l.addr, ErrClosed)
 	}
 	return c, nil
-}
-
-func dialPeer(n *Node, addr raft.ServerAddress, kind laneKind) (net.Conn, error) {
-	d := net.Dialer{Timeout: n.cfg.DialTimeout}
-	nc, err := d.DialContext(n.ctx, "tcp", string(addr))
-	if err != nil {
-		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	_ = nc.SetWriteDeadline(time.Now().Add(n.cfg.DialTimeout))
-	if err := writeHello(nc, kind, n.id); err != nil {
-		_ = nc.Close()
-		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
-	}
-	_ = nc.SetWriteDeadline(time.Time{})
-	return nc, nil
 }
 
 func hashString(s string) uint32 {
@@ -595,6 +618,8 @@ type Stats struct {
 	Sent, Received map[string]uint64
 	// UnknownGroup counts RPCs answered with ErrUnknownGroup.
 	UnknownGroup uint64
+	// Refused counts RPCs answered with ErrRefused.
+	Refused uint64
 	// LaneBytes counts bytes written per lane kind ("control", "append";
 	// snapshot data is not counted).
 	LaneBytes map[string]uint64
@@ -603,6 +628,7 @@ type Stats struct {
 type nodeStats struct {
 	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
+	refused        atomic.Uint64
 	laneBytes      [4]atomic.Uint64
 }
 
@@ -628,6 +654,7 @@ func (n *Node) Stats() Stats {
 		}
 	}
 	s.UnknownGroup = n.stats.unknownGroup.Load()
+	s.Refused = n.stats.refused.Load()
 	s.LaneBytes[laneControl.String()] = n.stats.laneBytes[laneControl].Load()
 	s.LaneBytes[laneAppend.String()] = n.stats.laneBytes[laneAppend].Load()
 	return s

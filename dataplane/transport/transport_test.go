@@ -296,7 +296,7 @@ func TestConcurrentCallsShareConnection(t *testing.T) {
 		go func() {
 			for range calls {
 				var resp raft.RequestVoteResponse
-				if err := g.RequestVote(b.ID(), b.Addr(), &raft.RequestVoteRequest{Term: 1}, &resp); err != nil || !resp.Granted {
+				if err := g.RequestVote(b.ID(), b.Addr(), &raft.RequestVoteRequest{RPCHeader: header(a.ID()), Term: 1}, &resp); err != nil || !resp.Granted {
 					errc <- fmt.Errorf("group %s: %v %+v", g.ID(), err, resp)
 					return
 				}
