@@ -42,6 +42,7 @@ func TestBadInput(t *testing.T) {
 		{"reserved topic", "POST", "/v1/topics", auth, json, `{"name":"__consumer_offsets"}`, 400, "invalid_name"},
 		{"long topic", "POST", "/v1/topics", auth, json, `{"name":"` + strings.Repeat("a", 250) + `"}`, 400, "invalid_name"},
 		{"negative partitions", "POST", "/v1/topics", auth, json, `{"name":"a","partitions":-1}`, 400, "invalid_partitions"},
+		{"zero partitions", "POST", "/v1/topics", auth, json, `{"name":"a","partitions":0}`, 400, "invalid_partitions"},
 		{"compaction", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"cleanup.policy":"compact"}}`, 400, "invalid_config"},
 		{"unknown config", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"flush.ms":"1"}}`, 400, "invalid_config"},
 		{"bad retention", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"retention.ms":"soon"}}`, 400, "invalid_config"},

@@ -148,15 +148,26 @@ func (s *Server) createTopic(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req api.CreateTopicRequest
-	if err := s.bind(c, &req); err != nil {
+	// Partitions is read as a pointer so that an explicit 0 is refused
+	// rather than taken for "omitted" (the default of 1).
+	var body struct {
+		api.CreateTopicRequest
+		Partitions *int `json:"partitions"`
+	}
+	if err := s.bind(c, &body); err != nil {
 		return err
 	}
+	req := body.CreateTopicRequest
 	if err := topicspec.ValidName(req.Name); err != nil {
 		return err
 	}
-	if req.Partitions == 0 {
+	switch {
+	case body.Partitions == nil:
 		req.Partitions = 1
+	case *body.Partitions < 1:
+		return catalog.InvalidPartitions.Newf("partitions must be at least 1 (%d given); leave it out for 1", *body.Partitions)
+	default:
+		req.Partitions = *body.Partitions
 	}
 	if req.Config == nil {
 		req.Config = map[string]string{}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,6 +71,8 @@ func (c *conn) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 			ot.ErrorCode, ot.ErrorMessage = errCode(apiErr)
 		case len(rt.ReplicaAssignment) > 0:
 			ot.ErrorCode, ot.ErrorMessage = entryCode(catalog.InvalidRequest, "manual replica assignment is not supported; Sluice places partitions")
+		case rt.NumPartitions == 0 || rt.NumPartitions < -1:
+			ot.ErrorCode, ot.ErrorMessage = entryCode(catalog.InvalidPartitions, fmt.Sprintf("num_partitions %d: give at least 1, or -1 for the default of 1", rt.NumPartitions))
 		default:
 			req := api.CreateTopicRequest{Name: rt.Topic, ValidateOnly: r.ValidateOnly}
 			if rt.NumPartitions > 0 {

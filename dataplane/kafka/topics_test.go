@@ -64,6 +64,13 @@ func TestTopicAdmin(t *testing.T) {
 	if got := create(cv, "nope", 1); got.ErrorCode == 0 {
 		t.Fatal("a viewer key created a topic")
 	}
+	// Kafka's -1 is the default partition count; 0 is refused, as Kafka does.
+	if got := create(ca, "zero", 0); got.ErrorCode != 37 || got.ErrorMessage == nil {
+		t.Fatalf("0 partitions: code %d, want INVALID_PARTITIONS (37)", got.ErrorCode)
+	}
+	if got := create(ca, "default", -1); got.ErrorCode != 0 || got.NumPartitions != 1 {
+		t.Fatalf("-1 partitions: code %d, %d partitions, want the default of 1", got.ErrorCode, got.NumPartitions)
+	}
 	if err := ca.ProduceSync(ctx, &kgo.Record{Topic: "shared", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce to the new topic: %v", err)
 	}
