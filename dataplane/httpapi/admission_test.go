@@ -382,9 +382,10 @@ func TestRefusalNamesTheTrueWait(t *testing.T) {
 // refuses the coordinator's read (the tenant owes fetch bytes there), the
 // group fetch answers that refusal, 429 with Retry-After, through the
 // coordinator and through another broker, instead of an empty 200 that
-// looks like "nothing yet".
+// looks like "nothing yet"; so does a nack whose dead-lettering must
+// read the message there.
 func TestGroupFetchSaysItCannotRead(t *testing.T) {
-	c := startCell(t, cellOpts{isolation: true})
+	c := startCell(t, cellOpts{isolation: true, retryAttempts: 1})
 	tn := c.tenant("thirsty")
 	wt := c.topic(tn, "events", 1, nil)
 	publishN(c, tn, "events", 0, 3)
@@ -400,26 +401,40 @@ func TestGroupFetchSaysItCannotRead(t *testing.T) {
 	coord := c.coordinator(tn, group)
 	other := 3 - coord - leader // neither
 	jr := c.join(tn, coord, group, map[string]any{"topics": []string{"events"}})
+	if s, fr, e := c.fetch(tn, other, group, jr, 0); s != http.StatusOK || len(fr.Messages) != 3 {
+		t.Fatalf("first fetch: %d %+v %+v", s, fr, e)
+	}
 	// The tenant owes the leader 9 s of fetch bytes.
 	var l quotas.Limits
 	l[quotas.FetchBytes] = quotas.Limit{Rate: 1000, Burst: 1000}
 	buckets := c.brokers[leader].buckets
 	buckets.Set(tn.Tenant.ID, l, time.Now())
 	buckets.Record(tn.Tenant.ID, quotas.FetchBytes, 10_000, time.Now())
+	check := func(what string, r refused) {
+		t.Helper()
+		if r.code != "throughput_quota_exceeded" || r.retryAfter > 10*time.Second {
+			t.Fatalf("%s (coordinator %d, leader %d): %+v", what, coord, leader, r)
+		}
+	}
 	for _, entry := range []int{coord, other} {
 		for _, waitMs := range []int{0, 2000} {
 			s, h, raw := c.callH(entry, http.MethodPost, groupPath(group, "/messages:fetch"), tn,
 				map[string]any{"member_id": jr.MemberID, "generation": jr.Generation, "max_wait_ms": waitMs})
-			r := refusedOf(t, s, h, raw)
-			if r.code != "throughput_quota_exceeded" || r.retryAfter > 10*time.Second {
-				t.Fatalf("fetch through broker %d (coordinator %d, leader %d), max_wait_ms %d: %+v", entry, coord, leader, waitMs, r)
-			}
+			check(fmt.Sprintf("fetch through broker %d, max_wait_ms %d", entry, waitMs), refusedOf(t, s, h, raw))
 		}
 	}
-	// Once the debt is repaid the messages come.
+	nack := map[string]any{"member_id": jr.MemberID, "generation": jr.Generation, "topic": "events", "partition": 0, "offset": 0, "error": "bad"}
+	s, h, raw := c.callH(other, http.MethodPost, groupPath(group, "/messages:nack"), tn, nack)
+	check("nack through another broker", refusedOf(t, s, h, raw))
+	// Once the debt is repaid the message comes again (the refused nack
+	// had rewound the partition to it) and its nack dead-letters it.
 	buckets.Set(tn.Tenant.ID, quotas.Limits{}, time.Now())
-	waitFor(t, "the messages after the debt is gone", func() bool {
+	waitFor(t, "offset 0 delivered again", func() bool {
 		s, fr, _ := c.fetch(tn, other, group, jr, 1000)
-		return s == http.StatusOK && len(fr.Messages) == 3
+		return s == http.StatusOK && len(fr.Messages) > 0 && fr.Messages[0].Offset == 0
 	})
+	var out map[string]any
+	if s := c.as(tn, other, http.MethodPost, groupPath(group, "/messages:nack"), nack, &out); s != http.StatusOK || out["action"] != "dead_letter" {
+		t.Fatalf("nack after the debt is gone: %d %v", s, out)
+	}
 }
