@@ -138,14 +138,19 @@ func (s *Server) groupFetch(c echo.Context) error {
 			}
 			now := time.Now()
 			until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
+			// failure is the failing partition to try first, or one
+			// whose error waiting cannot mend.
 			var failure *readFailure
 			for _, f := range fails {
+				if !catalogued(f.err).Entry.Retriable {
+					return f.err
+				}
 				if failure == nil || f.next.Before(failure.next) {
 					failure = f
 				}
 			}
 			switch {
-			case failure != nil && (!now.Before(deadline) || !failure.next.Before(deadline) || !catalogued(failure.err).Entry.Retriable):
+			case failure != nil && (!now.Before(deadline) || !failure.next.Before(deadline)):
 				// A partition cannot be read, and will not be before
 				// the fetch must answer: say so.
 				return failure.err
