@@ -43,8 +43,14 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		}},
 		Groups:       coord,
 		ControlPlane: client.New(cfg.APIURL),
-		Registry:     reg,
-		Logger:       log,
+		// The brokers of a cell share its cell key, so its secret is
+		// what they prove their forwards with: a forward is then not
+		// counted again against the tenant's request rate. Brokers with
+		// different cell keys cannot verify each other's forwards and
+		// count them as the tenants' own requests.
+		PeerKey:  httpapi.PeerKeyFrom(cfg.CellKeySecret),
+		Registry: reg,
+		Logger:   log,
 	}
 	if cfg.adm != nil {
 		hc.Admit, hc.Record = httpapi.AdmitWith(cfg.adm)

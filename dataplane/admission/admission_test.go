@@ -349,3 +349,117 @@ func TestConfig(t *testing.T) {
 		})
 	}
 }
+
+// tokens is what a tenant's request-rate bucket holds at the fixture's
+// time.
+func (f *fixture) tokens(tenant string) float64 {
+	f.a.mu.Lock()
+	defer f.a.mu.Unlock()
+	return f.a.tenants[tenant].requests.TokensAt(f.clk.Now())
+}
+
+// TestRefusalTakesNothing: a refused request leaves the tenant's buckets
+// as they were, so its Retry-After is the true wait, however often the
+// client asks meanwhile, and waiting it out is enough.
+func TestRefusalTakesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refused int // requests refused before the wait ends
+	}{
+		{"one refusal", 1},
+		{"a client retrying without backoff", 10_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil) // acme: 10 requests/s, burst 10
+			for i := range 10 {
+				if err := f.a.Admit("acme", OpFetch, 0); err != nil {
+					t.Fatalf("request %d within the burst: %v", i, err)
+				}
+			}
+			f.clk.advance(30 * time.Millisecond) // 0.3 tokens back
+			before := f.tokens("acme")
+			for i := range tc.refused {
+				r := refusal(t, f.a.Admit("acme", OpFetch, 0), CauseRequestRate, catalog.RequestRateExceeded)
+				if r.RetryAfter != 70*time.Millisecond {
+					t.Fatalf("refusal %d: retry after %v, want 70ms (0.7 of a token at 10/s)", i, r.RetryAfter)
+				}
+				if !strings.Contains(r.Err.Message, "retry in 70ms") {
+					t.Fatalf("refusal %d says %q", i, r.Err.Message)
+				}
+			}
+			if after := f.tokens("acme"); after != before {
+				t.Fatalf("%d refusals changed the bucket from %v to %v tokens", tc.refused, before, after)
+			}
+			f.clk.advance(70 * time.Millisecond)
+			if err := f.a.Admit("acme", OpFetch, 0); err != nil {
+				t.Fatalf("after waiting the retry-after: %v", err)
+			}
+			if got := f.a.Rejections("acme", CauseRequestRate); got != float64(tc.refused) {
+				t.Errorf("request_rate rejections %v, want %d", got, tc.refused)
+			}
+			// The Kafka listener, which records then throttles, is not
+			// made to wait for the HTTP refusals either.
+			f.clk.advance(100 * time.Millisecond)
+			if d := f.a.Request("acme"); d != 0 {
+				t.Fatalf("kafka request throttled %v after the refusals", d)
+			}
+		})
+	}
+}
+
+// TestThroughputRefusalTakesNoRequest: a request refused for throughput
+// takes nothing from the request rate, and its wait is the bucket's true
+// one even beyond MaxThrottle.
+func TestThroughputRefusalTakesNoRequest(t *testing.T) {
+	f := newFixture(t, nil)
+	f.b.Set("acme", quotas.Limits{{Rate: 1000}, {}, {}}, f.clk.Now())
+	// Burst 500: 45,500 bytes leave 45 s of debt, beyond the 30 s cap.
+	if d := f.a.Record("acme", OpProduce, 45_500, 1); d != 30*time.Second {
+		t.Fatalf("kafka throttle %v, want the 30s cap", d)
+	}
+	before := f.tokens("acme")
+	for range 100 {
+		r := refusal(t, f.a.Admit("acme", OpProduce, 10), CauseProduceRate, catalog.ThroughputExceeded)
+		if r.RetryAfter != 45*time.Second || !strings.Contains(r.Err.Message, "retry in 45s") {
+			t.Fatalf("refusal: retry after %v, %q; want the true 45s", r.RetryAfter, r.Err.Message)
+		}
+	}
+	if after := f.tokens("acme"); after != before {
+		t.Fatalf("throughput refusals took %v request tokens", before-after)
+	}
+	if d := f.b.Throttle("acme", quotas.ProduceBytes, f.clk.Now()); d != 45*time.Second {
+		t.Fatalf("refusals changed the produce debt: %v left, want 45s", d)
+	}
+	f.clk.advance(45 * time.Second)
+	if err := f.a.Admit("acme", OpProduce, 10); err != nil {
+		t.Fatalf("after the debt is repaid: %v", err)
+	}
+}
+
+// TestAdmitForwarded: a request another broker admitted and forwarded
+// is not counted again against the request rate, but its throughput is
+// still checked where the bytes move.
+func TestAdmitForwarded(t *testing.T) {
+	f := newFixture(t, nil)
+	for range 10 {
+		if err := f.a.Admit("acme", OpFetch, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := f.tokens("acme")
+	for i := range 1000 {
+		if err := f.a.AdmitForwarded("acme", OpFetch, 0); err != nil {
+			t.Fatalf("forwarded request %d: %v", i, err)
+		}
+	}
+	if after := f.tokens("acme"); after != before {
+		t.Fatalf("forwarded requests took %v request tokens", before-after)
+	}
+	refusal(t, f.a.Admit("acme", OpFetch, 0), CauseRequestRate, catalog.RequestRateExceeded)
+	f.b.Set("acme", quotas.Limits{{}, {}, {Rate: 1000}}, f.clk.Now())
+	f.a.Record("acme", OpFetch, 2500, 0)
+	r := refusal(t, f.a.AdmitForwarded("acme", OpFetch, 0), CauseFetchRate, catalog.ThroughputExceeded)
+	if r.RetryAfter != 2*time.Second {
+		t.Fatalf("forwarded fetch over its quota: retry after %v, want 2s", r.RetryAfter)
+	}
+}

@@ -91,6 +91,18 @@ func (a *Admission) Rejections(tenant string, c Cause) float64 {
 	return counterValue(a.metrics.rejections.WithLabelValues(tenant, string(c)))
 }
 
+// RequestRate is the request rate this broker allows a tenant (its even
+// share of max_requests_per_sec) and whether it has one, for tests and
+// the admin CLI.
+func (a *Admission) RequestRate(tenant string) (perSec float64, limited bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t := a.tenants[tenant]; t != nil && t.requests != nil {
+		return float64(t.requests.Limit()), true
+	}
+	return 0, false
+}
+
 func counterValue(c prometheus.Counter) float64 {
 	var out dto.Metric
 	if err := c.Write(&out); err != nil {

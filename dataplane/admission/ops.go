@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/quotas"
@@ -122,7 +125,9 @@ func (a *Admission) RecordFetch(tenant string, bytes int64) time.Duration {
 
 // Request counts one request of a tenant against its request rate and
 // returns how long the client must wait before its next one (zero within
-// the rate).
+// the rate). It is record-then-throttle, for the Kafka listener: the
+// request goes ahead in any case and the wait repays the debt it leaves,
+// capped at MaxThrottle (a longer debt is kept).
 func (a *Admission) Request(tenant string) time.Duration {
 	now := a.cfg.Now()
 	a.mu.Lock()
@@ -134,6 +139,40 @@ func (a *Admission) Request(tenant string) time.Duration {
 	a.mu.Unlock()
 	a.metrics.throttle(tenant, "requests", d)
 	return a.capped(d)
+}
+
+// takeRequest is Request for front doors that refuse instead of muting:
+// it takes one request from the tenant's request rate when the rate has
+// one to give and returns zero; otherwise it takes nothing and returns
+// how long until the rate has one. A refused request must not make the
+// next one wait longer: a client that retries when told would otherwise
+// be refused for ever, each refusal adding to the debt.
+func (a *Admission) takeRequest(tenant string) time.Duration {
+	now := a.cfg.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.tenants[tenant]
+	if t == nil || t.requests == nil || t.requests.AllowN(now, 1) {
+		return 0
+	}
+	return untilTokens(t.requests, now, 1)
+}
+
+// untilTokens is how long from now until lim holds n tokens, rounded up
+// to the nanosecond.
+func untilTokens(lim *rate.Limiter, now time.Time, n float64) time.Duration {
+	need := n - lim.TokensAt(now)
+	if need <= 0 {
+		return 0
+	}
+	if lim.Limit() <= 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	d := math.Ceil(need / float64(lim.Limit()) * float64(time.Second))
+	if d >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(d)
 }
 
 // Connect counts a new authenticated connection of a tenant to this
@@ -172,15 +211,29 @@ func (a *Admission) Egress(ctx context.Context, tenant string, bytes int64) erro
 }
 
 // Admit is for front doors that refuse instead of muting (the HTTP data
-// API answers 429 with Retry-After): it checks the request rate, the
-// tenant's throughput debt for op and, for a produce, CheckProduce with
-// size. It returns nil or a *Refusal; after an admitted request, call
-// Record with what it actually moved.
+// API answers 429 with Retry-After): it checks, for a produce,
+// CheckProduce with size, the tenant's throughput debt for op, and then
+// takes one request from its request rate. It returns nil or a *Refusal
+// whose RetryAfter is the true wait (not capped at MaxThrottle: a
+// refusal holds no connection). A refused request takes nothing from any
+// bucket, so waiting the RetryAfter is enough for the next one to be
+// admitted (unless other requests of the tenant came first). After an
+// admitted request, call Record with what it actually moved.
 func (a *Admission) Admit(tenant string, op Op, size int) error {
-	if d := a.Request(tenant); d > 0 {
-		return a.refuse(tenant, CauseRequestRate, d, catalog.RequestRateExceeded.Newf(
-			"the tenant is over its request rate; retry in %s", d.Round(time.Millisecond)))
-	}
+	return a.admit(tenant, op, size, true)
+}
+
+// AdmitForwarded is Admit for a request another broker of the cell
+// admitted already and forwarded here (to the partition's leader or the
+// group's coordinator, or a coordinator's own read of a partition led
+// here): its request was counted where it entered the cell, so only the
+// disk, storage and throughput checks apply. The caller must have proof
+// that a broker sent it; a tenant's claim is not enough.
+func (a *Admission) AdmitForwarded(tenant string, op Op, size int) error {
+	return a.admit(tenant, op, size, false)
+}
+
+func (a *Admission) admit(tenant string, op Op, size int, request bool) error {
 	now := a.cfg.Now()
 	switch op {
 	case OpProduce:
@@ -189,18 +242,29 @@ func (a *Admission) Admit(tenant string, op Op, size int) error {
 		}
 		d := max(a.cfg.Buckets.Throttle(tenant, quotas.ProduceBytes, now), a.cfg.Buckets.Throttle(tenant, quotas.ProduceMessages, now))
 		if d > 0 {
-			d = a.capped(d)
 			return a.refuse(tenant, CauseProduceRate, d, catalog.ThroughputExceeded.Newf(
-				"the tenant is over its produce quota; retry in %s", d.Round(time.Millisecond)))
+				"the tenant is over its produce quota; retry in %s", roundUp(d)))
 		}
 	case OpFetch:
 		if d := a.cfg.Buckets.Throttle(tenant, quotas.FetchBytes, now); d > 0 {
-			d = a.capped(d)
 			return a.refuse(tenant, CauseFetchRate, d, catalog.ThroughputExceeded.Newf(
-				"the tenant is over its fetch quota; retry in %s", d.Round(time.Millisecond)))
+				"the tenant is over its fetch quota; retry in %s", roundUp(d)))
 		}
 	}
+	if !request {
+		return nil
+	}
+	if d := a.takeRequest(tenant); d > 0 {
+		return a.refuse(tenant, CauseRequestRate, d, catalog.RequestRateExceeded.Newf(
+			"the tenant is over its request rate; retry in %s", roundUp(d)))
+	}
 	return nil
+}
+
+// roundUp is d rounded up to the millisecond, for messages: a wait is
+// never shown shorter than it is.
+func roundUp(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // Record records what an admitted request moved (bytes, and messages for a

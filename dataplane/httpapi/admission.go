@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/sluicehq/sluice/dataplane/admission"
 )
@@ -23,11 +22,17 @@ func AdmitWith(adm *admission.Admission) (func(context.Context, Admission) error
 	admit := func(_ context.Context, a Admission) error {
 		// Message sizes are checked against max.message.bytes where the
 		// batches are built; here the disk, storage, rate and throughput
-		// verdicts.
-		err := adm.Admit(a.Principal.TenantID, op(a), 0)
+		// verdicts. A forwarded request's rate was counted where it
+		// entered the cell.
+		var err error
+		if a.Forwarded {
+			err = adm.AdmitForwarded(a.Principal.TenantID, op(a), 0)
+		} else {
+			err = adm.Admit(a.Principal.TenantID, op(a), 0)
+		}
 		var r *admission.Refusal
-		if errors.As(err, &r) && r.RetryAfter > 0 {
-			return retryAfter{r}
+		if errors.As(err, &r) {
+			return retryAfterOf(err, r.RetryAfter)
 		}
 		return err
 	}
@@ -36,11 +41,3 @@ func AdmitWith(adm *admission.Admission) (func(context.Context, Admission) error
 	}
 	return admit, record
 }
-
-// retryAfter gives a refusal the RetryAfter method writeError reads for
-// the Retry-After header.
-type retryAfter struct{ r *admission.Refusal }
-
-func (e retryAfter) Error() string             { return e.r.Error() }
-func (e retryAfter) Unwrap() error             { return e.r }
-func (e retryAfter) RetryAfter() time.Duration { return e.r.RetryAfter }

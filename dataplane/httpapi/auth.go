@@ -17,6 +17,9 @@ import (
 type caller struct {
 	p *state.Principal
 	v *state.View
+	// forwarded: another broker of the cell forwarded the request, with
+	// proof (peer.go); it was admitted where it entered the cell.
+	forwarded bool
 }
 
 const callerKey = "sluice.caller"
@@ -42,7 +45,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return catalog.Unauthenticated.New("the API key id or secret is wrong, or the key was revoked")
 		}
 		s.cfg.State.NoteKeyUse(p.KeyID)
-		c.Set(callerKey, &caller{p: p, v: v})
+		c.Set(callerKey, &caller{p: p, v: v, forwarded: s.fromPeer(c.Request(), id)})
 		return next(c)
 	}
 }

@@ -82,11 +82,17 @@
 //
 //	POST /v1/groups/{group}/messages:fetch  {"member_id","generation","max_bytes"?,"max_wait_ms"?}
 //	  → 200 {"messages":[{"topic","partition","offset",...,"delivery_attempt"?}],
-//	         "partitions":[{"topic","partition","position","high_watermark","retry_offset"?,"retry_at_ms"?}]}
+//	         "partitions":[{"topic","partition","position","high_watermark","retry_offset"?,"retry_at_ms"?,"error"?}]}
 //
 // Positions start at the group's committed offsets (or earliest/latest as
 // the member joined with, default earliest) and advance with each fetch,
-// so delivery is at least once: commit what was processed.
+// so delivery is at least once: commit what was processed. high_watermark
+// is the partition's as last read (-1 before its first read). A
+// partition that cannot be read (its leader refuses or is unreachable)
+// is tried again within the long poll; a fetch without messages while one
+// still cannot be read answers that error (503 not_leader, 429 with
+// Retry-After, …) rather than an empty 200; a fetch with messages marks
+// such partitions with "error" {code, message, retriable}.
 //
 //	POST /v1/groups/{group}/offsets:commit {"member_id","generation","offsets":[{"topic","partition","offset"}]}
 //
@@ -131,10 +137,16 @@
 // GET /metrics serves the broker's Prometheus metrics: requests by route,
 // method and status, latency, rejections by catalogue code, forwards, and
 // messages and bytes published. Config.Admit is the one place a tenant's
-// publish or read is admitted (quotas), before it moves anything, and
-// Config.Record the one place what it moved is counted; an error Admit
-// returns with a RetryAfter() method sets Retry-After. AdmitWith builds
-// both over a broker's admission.Admission (tenantd does): over its
-// throughput or request rate a tenant gets 429 throughput_quota_exceeded
-// or request_rate_exceeded with Retry-After.
+// publish, read or group fetch is admitted (quotas), before it moves
+// anything, on the broker where it entered the cell, and Config.Record
+// the one place what it moved is counted, where it moved; an error Admit
+// returns with a RetryAfter() method sets Retry-After. A request another
+// broker forwarded, proven with Config.PeerKey (peer.go), is admitted
+// with Admission.Forwarded set: its request was counted where it
+// entered. AdmitWith builds both over a broker's admission.Admission
+// (tenantd does): over its throughput or request rate a tenant gets 429
+// throughput_quota_exceeded or request_rate_exceeded with Retry-After,
+// the true wait rounded up to seconds (the message names it to the
+// millisecond); a refusal does not lengthen the wait. Every 429 carries
+// Retry-After.
 package httpapi

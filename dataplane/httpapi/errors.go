@@ -30,9 +30,16 @@ func (s *Server) handleError(err error, c echo.Context) {
 	} else {
 		s.cfg.Logger.Debug("http data api request rejected", "method", c.Request().Method, "route", c.Path(), "code", ce.Entry.Code, "err", err)
 	}
+	// Every 429 says when to retry: the wait the refusal names, rounded
+	// up to whole seconds, or a second when it names none (a refusal
+	// answered by another broker without one).
 	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		secs := int((ra.RetryAfter() + time.Second - 1) / time.Second)
+	if errors.As(err, &ra) || ce.Entry.HTTPStatus == http.StatusTooManyRequests {
+		var d time.Duration
+		if ra != nil {
+			d = ra.RetryAfter()
+		}
+		secs := int((d + time.Second - 1) / time.Second)
 		c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	}
 	if ce.Entry == catalog.Unauthenticated {
@@ -108,6 +115,33 @@ func (s *Server) bindRaw(c echo.Context, v any) ([]byte, error) {
 		return nil, catalog.InvalidRequest.Newf("content type %q is not supported; send application/json", ct)
 	}
 	return catalog.ReadJSON(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes), v, s.cfg.MaxBodyBytes)
+}
+
+// retryLater is an error with the wait its Retry-After header names.
+type retryLater struct {
+	err   error
+	after time.Duration
+}
+
+func (e retryLater) Error() string             { return e.err.Error() }
+func (e retryLater) Unwrap() error             { return e.err }
+func (e retryLater) RetryAfter() time.Duration { return e.after }
+
+// retryAfterOf gives err a Retry-After of d; with d zero it is err.
+func retryAfterOf(err error, d time.Duration) error {
+	if d <= 0 || err == nil {
+		return err
+	}
+	return retryLater{err: err, after: d}
+}
+
+// retryAfter is the wait an error names for its Retry-After, zero if none.
+func retryAfter(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return ra.RetryAfter()
+	}
+	return 0
 }
 
 // remoteError is the catalogue error another broker answered a forwarded

@@ -18,17 +18,25 @@ import (
 // maxForwardedAnswer bounds the body of another broker's answer.
 const maxForwardedAnswer = 256 << 20
 
+// answer is another broker's answer to a forwarded request.
+type answer struct {
+	status int
+	body   []byte
+	// retryAfter is its Retry-After, zero when it sent none.
+	retryAfter time.Duration
+}
+
 // forward sends a request to broker node's HTTP API with the caller's own
 // credentials (the other broker authenticates and authorizes it again)
-// and returns the answer's status and body. wait is the long poll the
-// request asks for; ForwardTimeout is added to it. A broker that cannot
-// be reached, or a request forwarded too often already, gives a retriable
-// not_leader error.
-func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri string, body []byte, wait time.Duration) (int, []byte, error) {
+// and a proof that this broker forwarded it (peer.go), and returns the
+// answer. wait is the long poll the request asks for; ForwardTimeout is
+// added to it. A broker that cannot be reached, or a request forwarded
+// too often already, gives a retriable not_leader error.
+func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri string, body []byte, wait time.Duration) (answer, error) {
 	route := routeName(c)
-	fail := func(err error, msg string) (int, []byte, error) {
+	fail := func(err error, msg string) (answer, error) {
 		s.metrics.forwards.WithLabelValues(route, "failed").Inc()
-		return 0, nil, catalog.NotLeader.Wrap(err, msg)
+		return answer{}, catalog.NotLeader.Wrap(err, msg)
 	}
 	h := hops(c.Request())
 	if h >= maxHops {
@@ -52,6 +60,8 @@ func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri st
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(hopsHeader, strconv.Itoa(h+1))
+	keyID, _, _ := c.Request().BasicAuth()
+	s.signForward(req, keyID)
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		return fail(fmt.Errorf("forward to node %d: %w", node, err), "the leader could not be reached; retry")
@@ -62,15 +72,22 @@ func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri st
 		return fail(fmt.Errorf("read answer of node %d: %w", node, err), "the leader's answer was cut short; retry")
 	}
 	s.metrics.forwards.WithLabelValues(route, "answered").Inc()
-	return resp.StatusCode, out, nil
+	a := answer{status: resp.StatusCode, body: out}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		a.retryAfter = time.Duration(secs) * time.Second
+	}
+	return a, nil
 }
 
 // proxy forwards the request as it is and answers with the other
-// broker's answer.
+// broker's answer, its Retry-After included.
 func (s *Server) proxy(c echo.Context, v *state.View, node int, body []byte, wait time.Duration) error {
-	status, out, err := s.forward(c, v, node, c.Request().Method, c.Request().URL.RequestURI(), body, wait)
+	a, err := s.forward(c, v, node, c.Request().Method, c.Request().URL.RequestURI(), body, wait)
 	if err != nil {
 		return err
 	}
-	return c.Blob(status, echo.MIMEApplicationJSON, out)
+	if a.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(a.retryAfter/time.Second)))
+	}
+	return c.Blob(a.status, echo.MIMEApplicationJSON, a.body)
 }

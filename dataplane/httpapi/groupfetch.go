@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
 	"github.com/sluicehq/sluice/controlplane/wire"
@@ -27,13 +28,27 @@ type groupFetchRequest struct {
 	MaxWaitMs  int64  `json:"max_wait_ms,omitempty"`
 }
 
+// Backoff of a group fetch's reads of a partition that failed (its
+// leader refused or could not be reached), doubling from the first to
+// the last while the fetch long-polls; a refusal's own Retry-After
+// counts when it is longer.
+const (
+	readBackoff    = 50 * time.Millisecond
+	maxReadBackoff = time.Second
+)
+
 type partitionState struct {
-	Topic         string `json:"topic"`
-	Partition     int32  `json:"partition"`
-	Position      int64  `json:"position"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Position  int64  `json:"position"`
+	// HighWatermark is the partition's as last read (-1 before the
+	// member's first read of it).
 	HighWatermark int64  `json:"high_watermark"`
 	RetryOffset   *int64 `json:"retry_offset,omitempty"`
 	RetryAtMs     int64  `json:"retry_at_ms,omitempty"`
+	// Error is why the partition could not be read, when the fetch
+	// returns messages of other partitions anyway.
+	Error *api.Error `json:"error,omitempty"`
 }
 
 type groupFetchResponse struct {
@@ -41,11 +56,39 @@ type groupFetchResponse struct {
 	Partitions []partitionState `json:"partitions"`
 }
 
+// readFailure is a partition a group fetch could not read: the error and
+// when to try again.
+type readFailure struct {
+	err   error
+	tries int
+	next  time.Time
+}
+
+// failed notes a failed read of tp at now and returns its failure.
+func failed(fails map[groups.TopicPartition]*readFailure, tp groups.TopicPartition, err error, now time.Time) *readFailure {
+	f := fails[tp]
+	if f == nil {
+		f = &readFailure{}
+		fails[tp] = f
+	}
+	f.err = err
+	wait := min(readBackoff<<min(f.tries, 10), maxReadBackoff)
+	f.tries++
+	f.next = now.Add(max(wait, retryAfter(err)))
+	return f
+}
+
 // groupFetch serves POST /v1/groups/{group}/messages:fetch: messages of
 // the member's partitions from their positions, long-polling up to
 // max_wait_ms while there are none. Positions start at the committed
 // offsets (or earliest/latest as the member joined with) and advance
 // with every fetch; a nacked partition is held until its retry time.
+//
+// A partition that cannot be read (its leader refuses or cannot be
+// reached) is read again after a backoff while the fetch waits; a fetch
+// that returns no messages while a partition it could not read is still
+// failing answers that failure (503 not_leader, 429 with Retry-After, …)
+// rather than an empty 200, so the client knows it is not "nothing yet".
 func (s *Server) groupFetch(c echo.Context) error {
 	cl := callerOf(c)
 	group := c.Param("group")
@@ -66,12 +109,15 @@ func (s *Server) groupFetch(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
+	// Admitted where the request entered the cell; the coordinator, when
+	// it is another broker, checks only its throughput, and the
+	// partitions' leaders only theirs for the coordinator's reads.
+	ctx := c.Request().Context()
+	if err := s.admit(ctx, Admission{Principal: cl.p, Op: OpRead, Forwarded: cl.forwarded}); err != nil {
+		return err
+	}
 	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.cfg.MaxWait)
 	return s.onCoordinator(c, cl, group, raw, wait, func(coord *groups.Coordinator) error {
-		ctx := c.Request().Context()
-		if err := s.admit(ctx, Admission{Principal: cl.p, Op: OpRead}); err != nil {
-			return err
-		}
 		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
 		if err != nil {
 			return err
@@ -81,23 +127,55 @@ func (s *Server) groupFetch(c echo.Context) error {
 		deadline := time.Now().Add(wait)
 		lastBeat := time.Now()
 		wake := make(chan struct{}, 1)
+		fails := map[groups.TopicPartition]*readFailure{}
 		for {
-			out, err := s.fetchRound(c, coord, cl, group, sess, req.MaxBytes)
+			out, err := s.fetchRound(c, coord, cl, group, sess, req.MaxBytes, fails)
 			if err != nil {
 				return err
 			}
-			now := time.Now()
-			if len(out.Messages) > 0 || !now.Before(deadline) {
+			if len(out.Messages) > 0 {
 				return c.JSON(http.StatusOK, out)
 			}
+			now := time.Now()
 			until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
+			// failure is the failing partition to try first, or one
+			// whose error waiting cannot mend.
+			var failure *readFailure
+			for _, f := range fails {
+				if !catalogued(f.err).Entry.Retriable {
+					return f.err
+				}
+				if failure == nil || f.next.Before(failure.next) {
+					failure = f
+				}
+			}
+			switch {
+			case failure != nil && (!now.Before(deadline) || !failure.next.Before(deadline)):
+				// A partition cannot be read, and will not be before
+				// the fetch must answer: say so.
+				return failure.err
+			case failure != nil:
+				until = earliest(until, failure.next)
+			case !now.Before(deadline):
+				return c.JSON(http.StatusOK, out)
+			}
 			for _, st := range out.Partitions {
 				if st.RetryAtMs > 0 {
 					until = earliest(until, time.UnixMilli(st.RetryAtMs))
 				}
 			}
+			// Local partitions wake the poll when they grow, except those
+			// held for a nack's retry (their position is behind their
+			// high watermark, which would wake it at once, again and
+			// again, until the retry time) and those failing.
 			var cancels []func()
 			for _, p := range sess.parts {
+				if r, ok := sess.retry[p.TopicPartition]; ok && s.cfg.Now().Before(r.next()) || fails[p.TopicPartition] != nil {
+					continue
+				}
+				if _, ok := cl.v.TopicByID(p.TopicID); !ok {
+					continue
+				}
 				if part, ok := s.cfg.Partitions.Get(p.TopicID, p.Partition); ok {
 					if node, ok := part.Leader(); ok && node == s.cfg.NodeID {
 						cancels = append(cancels, part.Watch(sess.pos[p.TopicPartition], wake))
@@ -132,8 +210,11 @@ func (s *Server) groupFetch(c echo.Context) error {
 
 // fetchRound reads once from each of the member's partitions, from the
 // one after the last round's first, within maxBytes in all (the first
-// partition with data may exceed it by one batch). sess.mu is held.
-func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *caller, group string, sess *memberSession, maxBytes int32) (*groupFetchResponse, error) {
+// partition with data may exceed it by one batch). Partitions held for a
+// retry are skipped, and so are those in fails until their next try;
+// reads that fail go into fails, reads that succeed leave it. sess.mu is
+// held.
+func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *caller, group string, sess *memberSession, maxBytes int32, fails map[groups.TopicPartition]*readFailure) (*groupFetchResponse, error) {
 	out := &groupFetchResponse{Messages: []Message{}, Partitions: []partitionState{}}
 	if len(sess.parts) == 0 {
 		return out, nil
@@ -143,8 +224,7 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 	}
 	now := s.cfg.Now()
 	budget := int64(maxBytes)
-	var firstErr error
-	failed := 0
+	var local int64 // bytes read from replicas this broker leads
 	n := len(sess.parts)
 	start := sess.next % n
 	sess.next++
@@ -152,6 +232,9 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 		ap := sess.parts[(start+i)%n]
 		tp := ap.TopicPartition
 		st := partitionState{Topic: ap.topic, Partition: ap.Partition, Position: sess.pos[tp], HighWatermark: -1}
+		if hw, ok := sess.hw[tp]; ok {
+			st.HighWatermark = hw
+		}
 		r, retrying := sess.retry[tp]
 		if retrying {
 			st.RetryOffset = &r.Offset
@@ -162,11 +245,15 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 			}
 		}
 		t, ok := cl.v.TopicByID(tp.TopicID)
-		if !ok || budget <= 0 {
+		if f := fails[tp]; !ok || budget <= 0 || (f != nil && now.Before(f.next)) {
+			if f != nil {
+				e := errorBody(catalogued(f.err))
+				st.Error = &e
+			}
 			out.Partitions = append(out.Partitions, st)
 			continue
 		}
-		rr, err := s.readPart(c, t, cl, tp.Partition, sess.pos[tp], int32(min(budget, maxReadBytes)))
+		rr, isLocal, err := s.readPart(c, t, cl, tp.Partition, sess.pos[tp], int32(min(budget, maxReadBytes)))
 		if catalog.Has(err, catalog.OffsetOutOfRange) {
 			// Retention passed the position: start again per the
 			// member's reset policy.
@@ -176,20 +263,25 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 			}
 		}
 		if err != nil {
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
+			f := failed(fails, tp, err, now)
+			e := errorBody(catalogued(f.err))
+			st.Error = &e
 			out.Partitions = append(out.Partitions, st)
 			continue
 		}
+		delete(fails, tp)
 		st.HighWatermark = rr.HighWatermark
+		sess.hw[tp] = rr.HighWatermark
 		for _, m := range rr.Messages {
 			m.Topic = ap.topic
 			if retrying && m.Offset == r.Offset {
 				m.DeliveryAttempt = r.Attempts + 1
 			}
-			budget -= int64(len(m.Key) + len(m.Value))
+			size := int64(len(m.Key) + len(m.Value))
+			budget -= size
+			if isLocal {
+				local += size
+			}
 			out.Messages = append(out.Messages, m)
 		}
 		if rr.NextOffset > sess.pos[tp] {
@@ -198,17 +290,11 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 		st.Position = sess.pos[tp]
 		out.Partitions = append(out.Partitions, st)
 	}
-	if failed == n {
-		return nil, firstErr
-	}
-	var size int64
-	for _, m := range out.Messages {
-		size += int64(len(m.Key) + len(m.Value))
-	}
 	// Counted, never refused, here: the positions have moved past these
 	// messages, so refusing them now would skip them. The fetch was
-	// admitted before it read.
-	s.record(Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: size})
+	// admitted before it read. Bytes read on another broker were counted
+	// by that broker, which read them.
+	s.record(Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: local})
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/state"
 	"github.com/sluicehq/sluice/dataplane/transport"
+	"github.com/sluicehq/sluice/quotas"
 )
 
 const wait = 30 * time.Second
@@ -50,6 +52,8 @@ type cell struct {
 	logger  *slog.Logger
 	ids     *kafka.ProducerIDBlocks
 	brokers []*broker
+	// peerKey is the brokers' shared forwarding key (httpapi.Config.PeerKey).
+	peerKey []byte
 }
 
 // broker is one broker of the cell. Its running parts are replaced by a
@@ -64,6 +68,10 @@ type broker struct {
 	syncer *state.Syncer
 	http   *httpapi.Server
 	coord  *groups.Coordinator
+	// adm is the broker's own tenant isolation when the cell runs with
+	// cellOpts.isolation, as tenantd gives every broker one.
+	adm     *admission.Admission
+	buckets *quotas.Buckets // adm's, with cellOpts.isolation
 
 	// mu guards manager, which the front doors and the coordinator read.
 	mu      sync.Mutex
@@ -116,12 +124,26 @@ func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool)
 type cellOpts struct {
 	maxBodyBytes  int64
 	retryAttempts int
+	// retryBackoff and retryMaxBackoff are the nack backoffs; default 50
+	// and 200 ms, to keep tests short.
+	retryBackoff, retryMaxBackoff time.Duration
 	// admission, when set, is every broker's tenant isolation.
 	admission *admission.Admission
+	// isolation gives every broker its own admission.Admission following
+	// its cell state, as tenantd does: the tenants' request rates are an
+	// even share of their max_requests_per_sec per broker. Throughput is
+	// not limited (no quota sharer sets the buckets' rates).
+	isolation bool
 }
 
 func startCell(t testing.TB, o cellOpts) *cell {
 	t.Helper()
+	if o.retryBackoff == 0 {
+		o.retryBackoff = 50 * time.Millisecond
+	}
+	if o.retryMaxBackoff == 0 {
+		o.retryMaxBackoff = max(200*time.Millisecond, o.retryBackoff)
+	}
 	if testing.Short() {
 		t.Skip("starts a control plane on Postgres and a three-broker cell")
 	}
@@ -134,7 +156,10 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		addrs.HTTPAddrs = append(addrs.HTTPAddrs, h.Addr().String())
 		addrs.KafkaAddrs = append(addrs.KafkaAddrs, k.Addr().String())
 	}
-	c := &cell{t: t, cp: cptest.Start(t, addrs), o: o}
+	c := &cell{t: t, cp: cptest.Start(t, addrs), o: o, peerKey: make([]byte, 32)}
+	if _, err := rand.Read(c.peerKey); err != nil {
+		t.Fatal(err)
+	}
 	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
@@ -220,19 +245,37 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	}
 	var admit func(context.Context, httpapi.Admission) error
 	var record func(httpapi.Admission)
-	if c.o.admission != nil {
-		admit, record = httpapi.AdmitWith(c.o.admission)
+	adm := c.o.admission
+	if c.o.isolation {
+		buckets, err := quotas.New(quotas.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.buckets = buckets
+		if adm, err = admission.New(admission.Config{BrokerID: fmt.Sprintf("%s-b%d", cptest.Cell, b.node), Buckets: buckets, Logger: c.logger}); err != nil {
+			t.Fatal(err)
+		}
+		adm.SetState(syncer.View().CellState)
+	}
+	b.adm = adm
+	if adm != nil {
+		admit, record = httpapi.AdmitWith(adm)
 	}
 	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
-		RetryBackoff: 50 * time.Millisecond, RetryMaxBackoff: 200 * time.Millisecond, Admit: admit, Record: record})
+		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.coord, b.http = coord, hs
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	if c.o.isolation {
+		wg.Add(2)
+		go func() { defer wg.Done(); adm.FollowState(ctx, syncer) }()
+		go func() { defer wg.Done(); _ = adm.Run(ctx) }()
+	}
 	wg.Add(3)
 	go func() { defer wg.Done(); _ = syncer.Run(ctx) }()
 	go func() { defer wg.Done(); _ = ks.Serve(ctx) }()

@@ -118,7 +118,7 @@ func (s *Server) join(c echo.Context) error {
 			return err
 		}
 		sess := &memberSession{generation: res.Generation, opts: opts, parts: decodeAssignment(mine, cl.v, cl.p.TenantID),
-			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
+			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}, hw: map[groups.TopicPartition]int64{}}
 		k := memberKey{cl.p.TenantID, group, res.MemberID}
 		if epoch, ok := coord.Epoch(cl.p.TenantID, group); ok {
 			sess.epoch = epoch
@@ -231,7 +231,7 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 			opts.AutoOffsetReset = "earliest"
 		}
 		sess := &memberSession{generation: generation, epoch: epoch, opts: opts, parts: decodeAssignment(m.Assignment, cl.v, cl.p.TenantID),
-			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}}
+			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}, hw: map[groups.TopicPartition]int64{}}
 		s.sessions.put(k, sess)
 		return sess, nil
 	}

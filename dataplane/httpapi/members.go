@@ -54,6 +54,8 @@ type memberSession struct {
 	pos map[groups.TopicPartition]int64
 	// retry is each partition's nack state, absent when there is none.
 	retry map[groups.TopicPartition]retryState
+	// hw is each partition's high watermark as last read.
+	hw map[groups.TopicPartition]int64
 }
 
 // retryState is a partition's pending retry: the nacked offset, how many

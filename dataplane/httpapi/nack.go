@@ -173,7 +173,7 @@ func (s *Server) nack(c echo.Context) error {
 // with its key, value, headers and message id, plus where it came from,
 // how often it failed and the last error.
 func (s *Server) deadLetter(c echo.Context, cl *caller, dlq, t *wire.Topic, p int32, off int64, r retryState) (*offsetItem, error) {
-	rr, err := s.readPart(c, t, cl, p, off, 1)
+	rr, _, err := s.readPart(c, t, cl, p, off, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (s *Server) findDeadLetter(c echo.Context, cl *caller, dlq *wire.Topic, fro
 	}
 	pStr, offStr := strconv.Itoa(int(p)), strconv.FormatInt(off, 10)
 	for at := max(from, o.LogStartOffset); at < o.HighWatermark; {
-		rr, err := s.readPart(c, dlq, cl, 0, at, defaultReadBytes)
+		rr, _, err := s.readPart(c, dlq, cl, 0, at, defaultReadBytes)
 		if err != nil {
 			return nil, err
 		}

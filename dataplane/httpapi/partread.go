@@ -20,42 +20,43 @@ import (
 // the leader's broker through the partition endpoints, as the caller.
 
 // readPart reads committed messages of a partition from offset without
-// waiting, wherever its leader is.
-func (s *Server) readPart(c echo.Context, v *wire.Topic, cl *caller, p int32, offset int64, maxBytes int32) (*readResponse, error) {
+// waiting, wherever its leader is; local reports whether this broker
+// read them (rather than the leader's, which then counted their bytes).
+func (s *Server) readPart(c echo.Context, v *wire.Topic, cl *caller, p int32, offset int64, maxBytes int32) (rr *readResponse, local bool, err error) {
 	part, leader, known := s.leaderOf(c.Request().Context(), v, p)
 	switch {
 	case !known:
-		return nil, catalog.NotLeader.New("the partition has no leader right now; retry")
+		return nil, false, catalog.NotLeader.New("the partition has no leader right now; retry")
 	case leader == s.cfg.NodeID:
 		msgs, next, hw, err := readOnce(part, p, offset, maxBytes)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
-		return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, nil
+		return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, true, nil
 	}
 	uri := fmt.Sprintf("/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", url.PathEscape(v.Name), p, offset, maxBytes)
 	var out readResponse
 	if err := s.forwardJSON(c, cl, leader, uri, &out); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return &out, nil
+	return &out, false, nil
 }
 
 // forwardJSON GETs uri from broker node and decodes a 200 answer into out;
-// any other answer is its catalogue error.
+// any other answer is its catalogue error, with its Retry-After.
 func (s *Server) forwardJSON(c echo.Context, cl *caller, node int, uri string, out any) error {
-	status, body, err := s.forward(c, cl.v, node, http.MethodGet, uri, nil, 0)
+	a, err := s.forward(c, cl.v, node, http.MethodGet, uri, nil, 0)
 	if err != nil {
 		return err
 	}
-	if status != http.StatusOK {
+	if a.status != http.StatusOK {
 		var e api.Error
-		if json.Unmarshal(body, &e) != nil || e.Code == "" {
-			return fmt.Errorf("broker %d answered %s with %d: %.200q", node, uri, status, body)
+		if json.Unmarshal(a.body, &e) != nil || e.Code == "" {
+			return fmt.Errorf("broker %d answered %s with %d: %.200q", node, uri, a.status, a.body)
 		}
-		return remoteError(status, e)
+		return retryAfterOf(remoteError(a.status, e), a.retryAfter)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := json.Unmarshal(a.body, out); err != nil {
 		return fmt.Errorf("decode answer of broker %d to %s: %w", node, uri, err)
 	}
 	return nil

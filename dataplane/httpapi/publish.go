@@ -65,6 +65,9 @@ type publishResult struct {
 	Offset    int64      `json:"offset"`
 	MessageID string     `json:"message_id"`
 	Error     *api.Error `json:"error,omitempty"`
+	// retryAfter is the wait the error names (a leader's refusal), for
+	// the Retry-After of a publish that failed entirely.
+	retryAfter time.Duration
 }
 
 // partBatch is the messages of one publish for one partition, in request
@@ -104,12 +107,14 @@ func (s *Server) publish(c echo.Context) error {
 	}
 	var failed, ok200 int
 	var first *api.Error
+	var wait time.Duration
 	for i := range res {
 		if res[i].Error != nil {
 			failed++
 			if first == nil {
 				first = res[i].Error
 			}
+			wait = max(wait, res[i].retryAfter)
 		} else {
 			ok200++
 		}
@@ -119,7 +124,7 @@ func (s *Server) publish(c echo.Context) error {
 		return c.JSON(http.StatusOK, publishResponse{Messages: res})
 	case ok200 == 0:
 		// Nothing was written: answer with the (first) failure itself.
-		return remoteError(0, *first)
+		return retryAfterOf(remoteError(0, *first), wait)
 	default:
 		// Some partitions committed, others did not: say which.
 		return c.JSON(http.StatusMultiStatus, publishResponse{Messages: res})
@@ -138,7 +143,7 @@ func (s *Server) publishMessages(c echo.Context, cl *caller, t *wire.Topic, req 
 	for _, b := range batches {
 		size += int64(len(b.batch))
 	}
-	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpPublish, Topic: t.Name, Messages: len(req.Messages), Bytes: size}); err != nil {
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpPublish, Topic: t.Name, Messages: len(req.Messages), Bytes: size, Forwarded: cl.forwarded}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), maxPublishWait)
@@ -256,7 +261,7 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 			body = &e
 		}
 		for k, i := range b.idx {
-			res[i] = publishResult{Partition: b.part, Offset: -1, MessageID: req.Messages[i].MessageID, Error: body}
+			res[i] = publishResult{Partition: b.part, Offset: -1, MessageID: req.Messages[i].MessageID, Error: body, retryAfter: retryAfter(err)}
 			if err == nil {
 				res[i].Offset = off + int64(k)
 			}
@@ -295,22 +300,22 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 		setAll(0, err)
 		return
 	}
-	status, out, err := s.forward(c, v, leader, http.MethodPost, "/v1/topics/"+url.PathEscape(t.Name)+"/messages:publish", body, 0)
+	a, err := s.forward(c, v, leader, http.MethodPost, "/v1/topics/"+url.PathEscape(t.Name)+"/messages:publish", body, 0)
 	if err != nil {
 		setAll(0, err)
 		return
 	}
-	if status != http.StatusOK && status != http.StatusMultiStatus {
+	if a.status != http.StatusOK && a.status != http.StatusMultiStatus {
 		var e api.Error
-		if json.Unmarshal(out, &e) != nil || e.Code == "" {
-			setAll(0, fmt.Errorf("forwarded publish answered %d: %.200q", status, out))
+		if json.Unmarshal(a.body, &e) != nil || e.Code == "" {
+			setAll(0, fmt.Errorf("forwarded publish answered %d: %.200q", a.status, a.body))
 			return
 		}
-		setAll(0, remoteError(status, e))
+		setAll(0, retryAfterOf(remoteError(a.status, e), a.retryAfter))
 		return
 	}
 	var pr publishResponse
-	if err := json.Unmarshal(out, &pr); err != nil || len(pr.Messages) != len(b.idx) {
+	if err := json.Unmarshal(a.body, &pr); err != nil || len(pr.Messages) != len(b.idx) {
 		setAll(0, fmt.Errorf("forwarded publish answered %d results for %d messages (%v)", len(pr.Messages), len(b.idx), err))
 		return
 	}

@@ -113,15 +113,19 @@ func (s *Server) read(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Admitted here, where the request entered the cell (the leader's
+	// broker then counts no request again, only the bytes it reads), or
+	// on the leader with only its throughput checked when another broker
+	// forwarded it.
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name, Forwarded: cl.forwarded}); err != nil {
+		return err
+	}
 	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
 	switch {
 	case !known:
 		return catalog.NotLeader.New("the partition has no leader right now; retry")
 	case leader != s.cfg.NodeID:
 		return s.proxy(c, cl.v, leader, nil, rp.wait)
-	}
-	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name}); err != nil {
-		return err
 	}
 	out, err := s.readLocal(c.Request().Context(), part, int32(pn), rp)
 	if err != nil {

@@ -81,7 +81,7 @@ func (s *Server) redrive(c echo.Context) error {
 				pos = co.Offset
 			}
 			for out.Redriven < req.MaxMessages {
-				rr, err := s.readPart(c, dlq, cl, tp.Partition, max(pos, 0), defaultReadBytes)
+				rr, _, err := s.readPart(c, dlq, cl, tp.Partition, max(pos, 0), defaultReadBytes)
 				if catalog.Has(err, catalog.OffsetOutOfRange) {
 					o, oerr := s.offsetsOf(c, dlq, cl, tp.Partition, nil)
 					if oerr != nil {

@@ -76,6 +76,13 @@ type Config struct {
 	// ForwardTimeout bounds a request forwarded to the partition's leader,
 	// beyond the long poll it asked for. Default 10 s.
 	ForwardTimeout time.Duration
+	// PeerKey is the secret the cell's brokers share to prove to each
+	// other that a request was forwarded by one of them (peer.go), at
+	// least 16 bytes; tenantd derives it from the cell key's secret
+	// (PeerKeyFrom). A proven forward is not counted again against the
+	// tenant's request rate. Unset, forwards carry no proof and every
+	// request is counted on every broker it reaches.
+	PeerKey []byte
 	// Client forwards requests to other brokers; default a client with
 	// ForwardTimeout-bounded requests and no redirects.
 	Client *http.Client
@@ -90,6 +97,10 @@ type Admission struct {
 	Topic     string
 	Messages  int
 	Bytes     int64
+	// Forwarded is set when another broker of the cell forwarded the
+	// request (proven with Config.PeerKey): it was admitted, and its
+	// request counted, where it entered the cell.
+	Forwarded bool
 }
 
 // Operations named in Admission.
@@ -116,6 +127,8 @@ func (c *Config) validate() error {
 		return errors.New("httpapi config: Partitions is required")
 	case c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.ForwardTimeout < 0:
 		return errors.New("httpapi config: limits and timeouts must not be negative")
+	case len(c.PeerKey) > 0 && len(c.PeerKey) < minPeerKey:
+		return fmt.Errorf("httpapi config: PeerKey must be at least %d bytes, got %d", minPeerKey, len(c.PeerKey))
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 16 << 20
