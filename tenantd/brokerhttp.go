@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/wire"
@@ -31,8 +30,13 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		return nil, fmt.Errorf("broker %s has no http_addr in the cell state: set it (tenantd admin) or pass -http-listen", cfg.BrokerID)
 	}
 	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The API's metrics go with the broker's (its -metrics-listen, or in
+	// dev the control plane's operators-only /metrics), never on the
+	// tenants' data port.
+	var reg prometheus.Registerer = prometheus.NewRegistry()
+	if cfg.Metrics != nil {
+		reg = cfg.Metrics
+	}
 	hc := httpapi.Config{
 		Addr:       addr,
 		NodeID:     self.NodeID,
@@ -48,9 +52,9 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		// counted again against the tenant's request rate. Brokers with
 		// different cell keys cannot verify each other's forwards and
 		// count them as the tenants' own requests.
-		PeerKey:  httpapi.PeerKeyFrom(cfg.CellKeySecret),
-		Registry: reg,
-		Logger:   log,
+		PeerKey:    httpapi.PeerKeyFrom(cfg.CellKeySecret),
+		Registerer: reg,
+		Logger:     log,
 	}
 	if cfg.adm != nil {
 		hc.Admit, hc.Record = httpapi.AdmitWith(cfg.adm)

@@ -134,9 +134,10 @@
 //
 // # Operations
 //
-// GET /metrics serves the broker's Prometheus metrics: requests by route,
+// Config.Registerer gets the API's Prometheus metrics: requests by route,
 // method and status, latency, rejections by catalogue code, forwards, and
-// messages and bytes published. Config.Admit is the one place a tenant's
+// messages and bytes published. The data port does not serve them (it is
+// the tenants' port); tenantd serves them with the broker's. Config.Admit is the one place a tenant's
 // publish, read or group fetch is admitted (quotas), before it moves
 // anything, on the broker where it entered the cell, and Config.Record
 // the one place what it moved is counted, where it moved; an error Admit

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
@@ -67,6 +70,7 @@ type broker struct {
 
 	syncer *state.Syncer
 	http   *httpapi.Server
+	reg    *prometheus.Registry // http's metrics
 	coord  *groups.Coordinator
 	// adm is the broker's own tenant isolation when the cell runs with
 	// cellOpts.isolation, as tenantd gives every broker one.
@@ -261,7 +265,8 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	if adm != nil {
 		admit, record = httpapi.AdmitWith(adm)
 	}
-	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
+	b.reg = prometheus.NewRegistry()
+	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, Registerer: b.reg, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
 		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey})
@@ -601,4 +606,13 @@ func (c *cell) coordinator(tn *cptest.Tenant, group string) int {
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	celltest.WaitFor(t, wait, what, cond)
+}
+
+// metrics is broker b's HTTP data API metrics in Prometheus's text format,
+// as the broker's metrics listener would serve them.
+func (c *cell) metrics(b int) string {
+	c.t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(c.brokers[b].reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }

@@ -115,7 +115,7 @@ func refName(ref, kind string) string {
 
 // notDocumented are the routes outside the document: operations'
 // endpoints, not the API's.
-var notDocumented = []string{"GET /healthz", "GET /metrics"}
+var notDocumented = []string{"GET /healthz"}
 
 // The document and the router name exactly the same operations, and each
 // path's parameters are declared.

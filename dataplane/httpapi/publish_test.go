@@ -228,7 +228,10 @@ func TestForwardingToLeader(t *testing.T) {
 		t.Fatalf("read through follower: %d %+v", s, rr)
 	}
 	// The follower counted the forwards in its metrics; the leader none.
-	_, metrics := c.call(follower, http.MethodGet, "/metrics", "", "", nil)
+	if s, body := c.call(follower, http.MethodGet, "/metrics", "", "", nil); s != http.StatusNotFound || strings.Contains(string(body), "sluice_") {
+		t.Errorf("the tenants' data port serves metrics: %d %.200s", s, body)
+	}
+	metrics := c.metrics(follower)
 	for _, want := range []string{
 		`sluice_http_forwards_total{outcome="answered",route="/v1/topics/:topic/messages:publish"} 1`,
 		`sluice_http_forwards_total{outcome="answered",route="/v1/topics/:topic/partitions/:partition/messages"} 1`,
@@ -238,7 +241,7 @@ func TestForwardingToLeader(t *testing.T) {
 			t.Errorf("follower metrics lack %s:\n%s", want, metrics)
 		}
 	}
-	_, metrics = c.call(leader, http.MethodGet, "/metrics", "", "", nil)
+	metrics = c.metrics(leader)
 	if !strings.Contains(string(metrics), `sluice_http_published_total{unit="messages"} 1`) {
 		t.Errorf("leader metrics lack the published message:\n%s", metrics)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/dataplane/groups"
@@ -64,9 +63,11 @@ type Config struct {
 	// Record, when set, is told what an admitted request moved: after a
 	// publish commits, and after a read with what it returns.
 	Record func(a Admission)
-	// Registry receives the API's metrics and is served at /metrics;
-	// default a new registry.
-	Registry *prometheus.Registry
+	// Registerer receives the API's metrics. The API does not serve them:
+	// its port is the tenants', and the series are the operator's (tenantd
+	// registers them with the broker's, on its metrics listener). Default:
+	// a private registry, i.e. not exported.
+	Registerer prometheus.Registerer
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body (413 body_too_large). Default 16 MiB.
@@ -154,8 +155,8 @@ func (c *Config) validate() error {
 	if c.RetryAttempts < 1 || c.RetryBackoff < 0 || c.RetryMaxBackoff < c.RetryBackoff {
 		return errors.New("httpapi config: RetryAttempts must be at least 1 and RetryMaxBackoff at least RetryBackoff")
 	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -201,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Registry)
+	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("register http api metrics: %w", err)
 	}
@@ -283,7 +284,6 @@ func (s *Server) routes() *echo.Echo {
 	e.Pre(unescapeColons)
 	e.Use(s.metrics.middleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	// Registered on e, not on the authenticated group: an exact route wins
 	// over the group's catch-all, so the document needs no credentials.
 	e.GET("/v1/openapi.json", s.openAPI)
