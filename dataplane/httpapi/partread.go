@@ -109,7 +109,7 @@ func (s *Server) partitionOffsets(c echo.Context) error {
 	name := c.Param("topic")
 	t, ok := cl.v.Topic(cl.p.TenantID, name)
 	if !ok {
-		return catalog.TopicNotFound.New("no such topic")
+		return catalog.TopicNotFound.Newf("no such topic: %q", name)
 	}
 	if !cl.topicAllowed(name, authz.OpRead) && !cl.topicAllowed(name, authz.OpDescribe) {
 		return catalog.TopicAccessDenied.New("")

@@ -92,7 +92,7 @@ func (s *Server) publish(c echo.Context) error {
 	}
 	t, ok := cl.v.Topic(cl.p.TenantID, name)
 	if !ok {
-		return catalog.TopicNotFound.New("no such topic")
+		return catalog.TopicNotFound.Newf("no such topic: %q", name)
 	}
 	if !cl.topicAllowed(name, authz.OpWrite) {
 		return catalog.TopicAccessDenied.New("")

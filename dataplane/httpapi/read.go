@@ -100,7 +100,7 @@ func (s *Server) read(c echo.Context) error {
 	name := c.Param("topic")
 	t, ok := cl.v.Topic(cl.p.TenantID, name)
 	if !ok {
-		return catalog.TopicNotFound.New("no such topic")
+		return catalog.TopicNotFound.Newf("no such topic: %q", name)
 	}
 	if !cl.topicAllowed(name, authz.OpRead) {
 		return catalog.TopicAccessDenied.New("")
