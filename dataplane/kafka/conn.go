@@ -44,6 +44,8 @@ type conn struct {
 
 	throttle time.Duration // the current request's throttle (quota.go)
 	release  func()        // gives back the tenant's connection slot, once taken
+
+	preAuthHost string // counted among this address's unauthenticated connections; guarded by s.mu
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

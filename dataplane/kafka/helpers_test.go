@@ -41,6 +41,7 @@ type broker struct {
 type brokerOpts struct {
 	maxRequestBytes int32
 	authTimeout     time.Duration
+	maxPreAuth      int // Config.MaxUnauthenticatedPerIP
 	logger          *slog.Logger
 	controlPlane    bool // serve CreateTopics/DeleteTopics through the control plane
 }
@@ -79,7 +80,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		t.Fatal(err)
 	}
 	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
-		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout}
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth}
 	if o.controlPlane {
 		cfg.ControlPlane = client.New(cp.URL)
 	}

@@ -86,6 +86,7 @@ func (c *conn) authenticate(token []byte) error {
 	c.dev = false
 	c.secret = secret
 	c.principal.Store(p)
+	c.s.authenticated(c)
 	c.s.cfg.Logger.Debug("kafka client authenticated", "remote", c.remote, "key_id", p.KeyID, "tenant_id", p.TenantID)
 	return nil
 }

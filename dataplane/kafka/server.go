@@ -73,6 +73,11 @@ type Config struct {
 	// AuthTimeout bounds how long a connection may take to authenticate.
 	// Default 10 s.
 	AuthTimeout time.Duration
+	// MaxUnauthenticatedPerIP bounds the connections one client address may
+	// hold open before they authenticate; a connection over it is closed at
+	// once. Authenticated connections do not count (their tenant's
+	// max_connections bounds them). Default 32; negative: no bound.
+	MaxUnauthenticatedPerIP int
 	// IdleTimeout closes an authenticated connection that sends nothing for
 	// this long (Kafka's connections.max.idle.ms). Default 10 min.
 	IdleTimeout time.Duration
@@ -137,6 +142,9 @@ func (c *Config) validate() error {
 	if c.AuthTimeout == 0 {
 		c.AuthTimeout = 10 * time.Second
 	}
+	if c.MaxUnauthenticatedPerIP == 0 {
+		c.MaxUnauthenticatedPerIP = 32
+	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 10 * time.Minute
 	}
@@ -172,6 +180,7 @@ type Server struct {
 	closed  bool
 	serving bool
 	conns   map[*conn]struct{}
+	preAuth map[string]int // unauthenticated connections by client address
 }
 
 // New checks cfg and starts listening; Serve accepts connections.
@@ -191,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kafka config: DevTenant needs a loopback listener, not %s", ln.Addr())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}, preAuth: map[string]int{}}
 	if cfg.Homes != nil {
 		s.homes = newHomeCache(cfg.Homes, cfg.HomeLimits, cfg.Now)
 	}
@@ -258,6 +267,18 @@ func (s *Server) startConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	if c.principal.Load() == nil && s.cfg.MaxUnauthenticatedPerIP > 0 {
+		host := hostOf(c.remote)
+		if s.preAuth[host] >= s.cfg.MaxUnauthenticatedPerIP {
+			s.mu.Unlock()
+			s.cfg.Logger.Info("kafka connection refused: too many unauthenticated connections from its address",
+				"remote", c.remote, "limit", s.cfg.MaxUnauthenticatedPerIP)
+			nc.Close()
+			return
+		}
+		s.preAuth[host]++
+		c.preAuthHost = host
+	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -267,6 +288,7 @@ func (s *Server) startConn(nc net.Conn) {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			s.authenticated(c)
 		}()
 		c.serve()
 	}()
@@ -335,4 +357,18 @@ func (s *Server) watchKeys() {
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// authenticated gives back c's place among its address's unauthenticated
+// connections, once: when it authenticates, or when it ends.
+func (s *Server) authenticated(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.preAuthHost == "" {
+		return
+	}
+	if s.preAuth[c.preAuthHost]--; s.preAuth[c.preAuthHost] <= 0 {
+		delete(s.preAuth, c.preAuthHost)
+	}
+	c.preAuthHost = ""
 }
