@@ -17,6 +17,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
 // stepTimeout bounds every browser step after the browser has started.
@@ -243,7 +245,26 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	}
 	alice.screenshot("topic-error")
 
+	// What the brokers report of a partition shows on the topic's page.
+	ctx := context.Background()
+	var topicID string
+	if err := e.db.QueryRow(ctx, `SELECT id FROM topics WHERE name = 'orders'`).Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := e.op.AdminCreateCellKey(ctx, cptest.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.New(e.url, client.WithAPIKey(ck.ID, ck.Secret)).CellReport(ctx, cptest.Cell, wire.Report{Version: wire.Version,
+		BrokerID: cptest.Cell + "-b2", Partitions: []wire.PartitionStatus{{TopicID: topicID, Partition: 0, LeaderNode: 2, LeaderEpoch: 1,
+			LogStartOffset: 3, LogEndOffset: 42, HighWatermark: 42, SizeBytes: 3 << 20}}}); err != nil {
+		t.Fatal(err)
+	}
 	alice.open("/topics/orders", "#update-topic")
+	if row := run(alice, "partition 0", chromedp.Text("#topic-partitions tbody tr")); !strings.Contains(row, "node 2") ||
+		!strings.Contains(row, "3 – 42") || !strings.Contains(row, "3.0 MiB") {
+		t.Errorf("partition 0's row shows %q, want its reported leader, offsets and size", row)
+	}
 	alice.screenshot("topic")
 
 	// Create an API key: the secret is shown once.

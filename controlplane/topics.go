@@ -97,13 +97,24 @@ func (s *Server) loadTopic(ctx context.Context, q querier, tenantID, name string
 		return api.Topic{}, dbError("load quotas", err)
 	}
 	t.EffectiveConfig = topicspec.Effective(t.Config, quotas)
-	rows, err := s.db.Query(ctx, `SELECT partition, replicas FROM partitions WHERE topic_id = $1 ORDER BY partition`, t.id)
+	// The leader is the node reported with the newest epoch (a broker that
+	// stopped reporting leaves an older one behind); offsets and size are
+	// the leader's own report of its replica when it sent one.
+	rows, err := s.db.Query(ctx, `SELECT p.partition, p.replicas, s.leader_node, s.leader_epoch,
+			s.log_start_offset, s.high_watermark, s.size_bytes, s.reported_at
+		FROM partitions p
+		LEFT JOIN LATERAL (SELECT ps.leader_node, ps.leader_epoch, ps.log_start_offset, ps.high_watermark,
+				ps.size_bytes, ps.reported_at
+			FROM partition_status ps JOIN brokers b ON b.id = ps.broker_id
+			WHERE ps.topic_id = p.topic_id AND ps.partition = p.partition AND ps.leader_node > 0
+			ORDER BY ps.leader_epoch DESC, (b.node_id = ps.leader_node) DESC, ps.reported_at DESC LIMIT 1) s ON true
+		WHERE p.topic_id = $1 ORDER BY p.partition`, t.id)
 	if err != nil {
 		return api.Topic{}, dbError("load partitions", err)
 	}
 	t.Assignments, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Partition, error) {
 		var p api.Partition
-		return p, r.Scan(&p.Partition, &p.Replicas)
+		return p, r.Scan(&p.Partition, &p.Replicas, &p.Leader, &p.LeaderEpoch, &p.LogStartOffset, &p.HighWatermark, &p.SizeBytes, &p.ReportedAt)
 	})
 	if err != nil {
 		return api.Topic{}, dbError("load partitions", err)

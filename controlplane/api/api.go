@@ -126,10 +126,18 @@ type Topic struct {
 }
 
 // Partition is one partition's placement: broker node ids, the first being
-// the preferred leader.
+// the preferred leader; and what its brokers last reported of it (absent
+// until a broker has): the leader (the node reported with the newest
+// epoch) and that leader's log start offset, high watermark and size.
 type Partition struct {
-	Partition int   `json:"partition"`
-	Replicas  []int `json:"replicas"`
+	Partition      int        `json:"partition"`
+	Replicas       []int      `json:"replicas"`
+	Leader         *int       `json:"leader,omitempty"`
+	LeaderEpoch    *int64     `json:"leader_epoch,omitempty"`
+	LogStartOffset *int64     `json:"log_start_offset,omitempty"`
+	HighWatermark  *int64     `json:"high_watermark,omitempty"`
+	SizeBytes      *int64     `json:"size_bytes,omitempty"`
+	ReportedAt     *time.Time `json:"reported_at,omitempty"`
 }
 
 // CreateTopicRequest creates a topic; ValidateOnly checks without creating.
