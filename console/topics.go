@@ -9,13 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 )
 
-// Topic config keys the console edits; the API owns their rules.
+// Topic config keys the console edits; topicspec owns their rules.
 const (
-	keyRetentionMs     = "retention.ms"
-	keyRetentionBytes  = "retention.bytes"
-	keyMaxMessageBytes = "max.message.bytes"
+	keyRetentionMs     = topicspec.RetentionMs
+	keyRetentionBytes  = topicspec.RetentionBytes
+	keyMaxMessageBytes = topicspec.MaxMessageBytes
 )
 
 const msPerHour = 3600 * 1000
@@ -102,10 +103,8 @@ func (c *Console) renderTopic(w http.ResponseWriter, r *http.Request, s *session
 		d.Keys = append(d.Keys, k)
 	}
 	sort.Strings(d.Keys)
-	if v, ok := t.Config[keyRetentionMs]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n%msPerHour == 0 {
-			d.RetentionHours = strconv.FormatInt(n/msPerHour, 10)
-		}
+	if n, ok := topicspec.Config(t.Config).RetentionMs(); ok && n%msPerHour == 0 {
+		d.RetentionHours = strconv.FormatInt(n/msPerHour, 10)
 	}
 	if form != nil && form["retention_hours"] != "" {
 		d.RetentionHours = form["retention_hours"]

@@ -10,6 +10,7 @@
 package topicspec
 
 import (
+	"errors"
 	"maps"
 	"regexp"
 	"slices"
@@ -93,54 +94,137 @@ func Effective(explicit map[string]string, q api.Quotas) map[string]string {
 func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
 	for _, k := range slices.Sorted(maps.Keys(cfg)) {
 		v := cfg[k]
-		bad := func(rule string) error {
-			return catalog.InvalidConfig.Newf("%s=%q: %s", k, v, rule)
+		bad := func(err error) error {
+			return catalog.InvalidConfig.Newf("%s=%q: %s", k, v, err.Error())
 		}
 		switch k {
 		case CleanupPolicy:
-			if v == "compact" || strings.Contains(v, "compact") {
-				return bad(`compaction is not supported yet; use "delete"`)
-			}
-			if v != "delete" {
-				return bad(`must be "delete"`)
+			if err := parseCleanupPolicy(v); err != nil {
+				return bad(err)
 			}
 		case RetentionMs:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1000 {
-				return bad("must be a whole number of milliseconds, at least 1000")
+			n, err := parseRetentionMs(v)
+			if err != nil {
+				return bad(err)
 			}
 			if q != nil && n > q.MaxRetentionMs {
 				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's limit of %d ms", k, v, q.MaxRetentionMs)
 			}
 		case RetentionBytes:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || (n != -1 && n < 1) {
-				return bad("must be -1 (no limit) or a positive number of bytes")
+			n, err := parseRetentionBytes(v)
+			if err != nil {
+				return bad(err)
 			}
 			if q != nil && n > q.MaxStorageBytes {
 				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's storage limit of %d bytes", k, v, q.MaxStorageBytes)
 			}
 		case MaxMessageBytes:
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return bad("must be a positive number of bytes")
+			n, err := parseMaxMessageBytes(v)
+			if err != nil {
+				return bad(err)
 			}
 			if q != nil && n > q.MaxMessageBytes {
 				return catalog.QuotaExceeded.Newf("%s=%s is above the tenant's limit of %d bytes", k, v, q.MaxMessageBytes)
 			}
 		case SegmentBytes:
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1<<20 || n > 1<<30 {
-				return bad("must be from 1 MiB (1048576) to 1 GiB (1073741824)")
+			if _, err := parseSegmentBytes(v); err != nil {
+				return bad(err)
 			}
 		case SegmentMs:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 60_000 {
-				return bad("must be a whole number of milliseconds, at least 60000")
+			if _, err := parseSegmentMs(v); err != nil {
+				return bad(err)
 			}
 		default:
 			return catalog.InvalidConfig.Newf("unknown topic config %q; supported: %s", k, strings.Join(Keys, ", "))
 		}
 	}
 	return nil
+}
+
+// The one parser of each key. Each returns the rule a bad value breaks.
+
+func parseCleanupPolicy(v string) error {
+	if strings.Contains(v, "compact") {
+		return errors.New(`compaction is not supported yet; use "delete"`)
+	}
+	if v != "delete" {
+		return errors.New(`must be "delete"`)
+	}
+	return nil
+}
+
+func parseRetentionMs(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1000 {
+		return 0, errors.New("must be a whole number of milliseconds, at least 1000")
+	}
+	return n, nil
+}
+
+func parseRetentionBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || (n != -1 && n < 1) {
+		return 0, errors.New("must be -1 (no limit) or a positive number of bytes")
+	}
+	return n, nil
+}
+
+func parseMaxMessageBytes(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, errors.New("must be a positive number of bytes")
+	}
+	return n, nil
+}
+
+func parseSegmentBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1<<20 || n > 1<<30 {
+		return 0, errors.New("must be from 1 MiB (1048576) to 1 GiB (1073741824)")
+	}
+	return n, nil
+}
+
+func parseSegmentMs(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 60_000 {
+		return 0, errors.New("must be a whole number of milliseconds, at least 60000")
+	}
+	return n, nil
+}
+
+// Config reads a topic's settings (the effective ones brokers get in the
+// cell state, or a topic's explicit ones) through the one parser of each
+// key. Each accessor says false when the key is absent or its value is not
+// valid, so the reader falls back to its own default.
+type Config map[string]string
+
+// MaxMessageBytes is max.message.bytes: the largest record batch accepted.
+func (c Config) MaxMessageBytes() (int, bool) {
+	n, err := parseMaxMessageBytes(c[MaxMessageBytes])
+	return n, err == nil
+}
+
+// RetentionMs is retention.ms.
+func (c Config) RetentionMs() (int64, bool) {
+	n, err := parseRetentionMs(c[RetentionMs])
+	return n, err == nil
+}
+
+// RetentionBytes is retention.bytes; -1 means no limit.
+func (c Config) RetentionBytes() (int64, bool) {
+	n, err := parseRetentionBytes(c[RetentionBytes])
+	return n, err == nil
+}
+
+// SegmentBytes is segment.bytes.
+func (c Config) SegmentBytes() (int64, bool) {
+	n, err := parseSegmentBytes(c[SegmentBytes])
+	return n, err == nil
+}
+
+// SegmentMs is segment.ms.
+func (c Config) SegmentMs() (int64, bool) {
+	n, err := parseSegmentMs(c[SegmentMs])
+	return n, err == nil
 }

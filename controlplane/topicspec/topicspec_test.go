@@ -112,3 +112,46 @@ func TestEffective(t *testing.T) {
 		t.Errorf("Effective = %v", got)
 	}
 }
+
+// TestConfigAccessors: the typed readers accept exactly what ValidateConfig
+// accepts, and say false for a missing or broken value.
+func TestConfigAccessors(t *testing.T) {
+	c := topicspec.Config{
+		topicspec.MaxMessageBytes: "2048", topicspec.RetentionMs: "3600000", topicspec.RetentionBytes: "-1",
+		topicspec.SegmentBytes: "1048576", topicspec.SegmentMs: "60000",
+	}
+	if err := topicspec.ValidateConfig(c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := c.MaxMessageBytes(); !ok || n != 2048 {
+		t.Errorf("max.message.bytes: %d %v", n, ok)
+	}
+	if n, ok := c.RetentionMs(); !ok || n != 3600000 {
+		t.Errorf("retention.ms: %d %v", n, ok)
+	}
+	if n, ok := c.RetentionBytes(); !ok || n != -1 {
+		t.Errorf("retention.bytes: %d %v", n, ok)
+	}
+	if n, ok := c.SegmentBytes(); !ok || n != 1<<20 {
+		t.Errorf("segment.bytes: %d %v", n, ok)
+	}
+	if n, ok := c.SegmentMs(); !ok || n != 60000 {
+		t.Errorf("segment.ms: %d %v", n, ok)
+	}
+	bad := topicspec.Config{topicspec.MaxMessageBytes: "0", topicspec.RetentionMs: "soon", topicspec.SegmentBytes: "1024"}
+	if topicspec.ValidateConfig(bad, nil) == nil {
+		t.Fatal("ValidateConfig accepted broken values")
+	}
+	if _, ok := bad.MaxMessageBytes(); ok {
+		t.Error("max.message.bytes 0 read as valid")
+	}
+	if _, ok := bad.RetentionMs(); ok {
+		t.Error("retention.ms soon read as valid")
+	}
+	if _, ok := bad.SegmentBytes(); ok {
+		t.Error("segment.bytes 1024 read as valid")
+	}
+	if _, ok := (topicspec.Config{}).RetentionBytes(); ok {
+		t.Error("a missing retention.bytes read as valid")
+	}
+}

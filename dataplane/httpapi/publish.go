@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/api"
 	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/records"
@@ -405,7 +405,7 @@ func preferred(t *wire.Topic, p int32) int {
 // maxMessageBytes is the topic's max.message.bytes (Kafka's default when
 // the state does not say): the largest record batch it accepts.
 func maxMessageBytes(t *wire.Topic) int {
-	if n, err := strconv.Atoi(t.Config["max.message.bytes"]); err == nil && n > 0 {
+	if n, ok := topicspec.Config(t.Config).MaxMessageBytes(); ok {
 		return n
 	}
 	return 1 << 20

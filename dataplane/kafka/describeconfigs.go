@@ -8,16 +8,17 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/authz"
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 )
 
 // configTypes are the Kafka types of the topic configs Sluice knows.
 var configTypes = map[string]kmsg.ConfigType{
-	"cleanup.policy":    kmsg.ConfigTypeList,
-	"max.message.bytes": kmsg.ConfigTypeInt,
-	"retention.bytes":   kmsg.ConfigTypeLong,
-	"retention.ms":      kmsg.ConfigTypeLong,
-	"segment.bytes":     kmsg.ConfigTypeInt,
-	"segment.ms":        kmsg.ConfigTypeLong,
+	topicspec.CleanupPolicy:   kmsg.ConfigTypeList,
+	topicspec.MaxMessageBytes: kmsg.ConfigTypeInt,
+	topicspec.RetentionBytes:  kmsg.ConfigTypeLong,
+	topicspec.RetentionMs:     kmsg.ConfigTypeLong,
+	topicspec.SegmentBytes:    kmsg.ConfigTypeInt,
+	topicspec.SegmentMs:       kmsg.ConfigTypeLong,
 }
 
 // describeConfigs answers for the caller's topics with their effective

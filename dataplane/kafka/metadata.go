@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
@@ -99,7 +100,7 @@ func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
 // maxMessageBytes is the topic's max.message.bytes (Kafka's default when
 // the state does not say).
 func maxMessageBytes(t *wire.Topic) int {
-	if n, err := strconv.Atoi(t.Config["max.message.bytes"]); err == nil && n > 0 {
+	if n, ok := topicspec.Config(t.Config).MaxMessageBytes(); ok {
 		return n
 	}
 	return 1 << 20

@@ -5,10 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
@@ -138,8 +138,9 @@ func less(a, b Committed) bool {
 // retentionOf reads a topic's effective retention.ms and retention.bytes;
 // a missing or unparsable value counts as no limit.
 func retentionOf(t *wire.Topic) Retention {
-	ms, _ := strconv.ParseInt(t.Config["retention.ms"], 10, 64)
-	bytes, _ := strconv.ParseInt(t.Config["retention.bytes"], 10, 64)
+	c := topicspec.Config(t.Config)
+	ms, _ := c.RetentionMs()
+	bytes, _ := c.RetentionBytes()
 	return Retention{Ms: ms, Bytes: bytes}
 }
 

@@ -16,9 +16,9 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strconv"
 	"sync"
 
+	"github.com/sluicehq/sluice/controlplane/topicspec"
 	"github.com/sluicehq/sluice/controlplane/wire"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/log"
@@ -132,10 +132,11 @@ func hasPartition(t *wire.Topic, p int32) bool {
 // logConfig maps the topic's effective configuration onto the log's.
 func logConfig(dir string, t *wire.Topic, logger *slog.Logger) log.Config {
 	cfg := log.Config{Dir: dir, Logger: logger.With("topic_id", t.ID)}
-	if n, err := strconv.ParseInt(t.Config["segment.bytes"], 10, 64); err == nil && n > 0 {
-		cfg.SegmentBytes = min(n, 1<<30)
+	tc := topicspec.Config(t.Config)
+	if n, ok := tc.SegmentBytes(); ok {
+		cfg.SegmentBytes = n
 	}
-	if n, err := strconv.Atoi(t.Config["max.message.bytes"]); err == nil && n > 0 {
+	if n, ok := tc.MaxMessageBytes(); ok {
 		cfg.MaxBatchBytes = max(n, log.DefaultMaxBatchBytes)
 	}
 	return cfg
