@@ -2,7 +2,7 @@
 // html/template with htmx) for signing up and in, topics, API keys, ACLs,
 // members, consumer groups, usage, and the operator's views of tenants and
 // cells. It owns the browser session cookie and CSRF protection; everything
-// else it asks of the control plane through controlplane/client over HTTP,
+// else it asks of the control plane through contract/client over HTTP,
 // exactly as any other API caller would. Its assets are embedded, so the
 // console needs nothing from outside the binary.
 //
@@ -27,8 +27,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/sluicehq/sluice/controlplane/client"
-	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/credential"
 )
 
 //go:embed templates/*.html

@@ -17,10 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/credential"
 	"github.com/sluicehq/sluice/controlplane"
-	"github.com/sluicehq/sluice/controlplane/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/credential"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestTenantForms drives every tenant form through the handler, checking

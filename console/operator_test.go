@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // An operator signs in with the operator key tenantd dev prints and lands on

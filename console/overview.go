@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 type overviewData struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/contract/credential"
 )
 
 // Every browser signs in through the console, which calls the API from its

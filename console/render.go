@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // pageTemplate is the layout joined with one page's template.

@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/authz"
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/authz"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/credential"
 )
 
 const aclColumns = `id, principal, resource_type, resource_name, pattern_type, operation, permission, created_at`

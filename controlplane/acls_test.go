@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestTopicACLsBindKeys: the tenant's ACLs apply to API-key callers of the

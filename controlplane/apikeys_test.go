@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestRevokeByRank: nobody revokes a key whose role is above their own, as

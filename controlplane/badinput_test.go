@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane"
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
 )
 
 // Every kind of bad input gets its own catalogue error, never a 500.

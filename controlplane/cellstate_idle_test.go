@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestIdleLongPollIsQuiet: an idle cell-state long-poll ends in the

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/credential"
-	"github.com/sluicehq/sluice/controlplane/wire"
 )
 
 func TestCellStateLongPollAndReport(t *testing.T) {

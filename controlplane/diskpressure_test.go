@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // TestDiskPressurePlacement: while a broker of a cell reports its disk above

@@ -3,7 +3,7 @@ package controlplane
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // LookupKeyHome is the key-home lookup without its HTTP handler and rate

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/credential"
 	"github.com/sluicehq/sluice/controlplane"
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
-	"github.com/sluicehq/sluice/controlplane/credential"
 )
 
 // An operator signs in with an operator API key: the session acts as the

@@ -6,7 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 func (s *Server) routes() *echo.Echo {

@@ -3,8 +3,9 @@
 // topics and the pools, cells and brokers they are placed on.
 //
 // Only tenantd imports this package. Other parts of Sluice talk to it over
-// HTTP, through controlplane/client; they may share its public leaf packages
-// (api, catalog, credential, authz) but nothing else.
+// HTTP, through contract/client, and share with it only what lives under
+// contract/ (the API's shapes, the error catalogue, the authorization
+// model, credentials, topic rules and the wire state).
 package controlplane
 
 import (
@@ -19,8 +20,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluicehq/sluice/controlplane/authz"
-	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/contract/authz"
+	"github.com/sluicehq/sluice/contract/credential"
 )
 
 // Config configures a control plane server.

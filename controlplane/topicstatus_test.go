@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // TestTopicShowsPartitionStatus: a topic's partitions carry what its

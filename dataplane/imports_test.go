@@ -12,26 +12,28 @@ const module = "github.com/sluicehq/sluice"
 
 // TestImportDirection enforces the design's import rules over the whole
 // module, so that a wrong import fails CI instead of waiting for review:
-//   - dataplane never imports controlplane beyond its public leaf packages;
+//   - dataplane never imports anything under controlplane: what the planes
+//     share lives under contract;
 //   - the quotas and billing cores import neither plane;
-//   - console and terraform reach the control plane only through its client
-//     and the shared leaf packages.
+//   - console and terraform import nothing of either plane: they reach the
+//     control plane through contract/client.
+//
+// The rules have no exceptions.
 func TestImportDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	shared := []string{"/controlplane/api", "/controlplane/catalog", "/controlplane/credential", "/controlplane/authz", "/controlplane/topicspec", "/controlplane/wire"}
 	rules := []struct {
-		from    string
-		banned  []string
-		allowed []string
+		from   string
+		banned []string
 	}{
-		{"/dataplane", []string{"/controlplane"}, append(shared, "/controlplane/client")},
-		{"/quotas", []string{"/controlplane", "/dataplane", "/billing"}, nil},
-		{"/billing", []string{"/controlplane", "/dataplane"}, shared},
-		{"/console", []string{"/controlplane", "/dataplane"}, append(shared, "/controlplane/client")},
-		{"/terraform", []string{"/controlplane", "/dataplane"}, append(shared, "/controlplane/client")},
+		{"/dataplane", []string{"/controlplane"}},
+		{"/contract", []string{"/controlplane", "/dataplane", "/console", "/terraform", "/tenantd", "/quotas", "/billing"}},
+		{"/quotas", []string{"/controlplane", "/dataplane", "/billing", "/contract"}},
+		{"/billing", []string{"/controlplane", "/dataplane"}},
+		{"/console", []string{"/controlplane", "/dataplane"}},
+		{"/terraform", []string{"/controlplane", "/dataplane"}},
 	}
 	checked := 0
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -48,7 +50,7 @@ func TestImportDirection(t *testing.T) {
 				if !ok {
 					continue
 				}
-				if violates(rel, r.banned, r.allowed) {
+				if violates(rel, r.banned) {
 					t.Errorf("%s imports %s, which the design forbids", pkg, rel)
 				}
 			}
@@ -59,12 +61,7 @@ func TestImportDirection(t *testing.T) {
 	}
 }
 
-func violates(imp string, banned, allowed []string) bool {
-	for _, a := range allowed {
-		if imp == a {
-			return false
-		}
-	}
+func violates(imp string, banned []string) bool {
 	for _, b := range banned {
 		if imp == b || strings.HasPrefix(imp, b+"/") {
 			return true
@@ -80,12 +77,12 @@ func TestViolates(t *testing.T) {
 		want bool
 	}{
 		{"/controlplane", true},
-		{"/controlplane/client", false},
 		{"/controlplane/pgtest", true},
 		{"/controlplaneX", false},
+		{"/contract/client", false},
 		{"/dataplane/log", false},
 	} {
-		if got := violates(tc.imp, []string{"/controlplane"}, []string{"/controlplane/client"}); got != tc.want {
+		if got := violates(tc.imp, []string{"/controlplane"}); got != tc.want {
 			t.Errorf("violates(%s) = %v", tc.imp, got)
 		}
 	}

@@ -12,7 +12,8 @@
 //
 // Nothing here starts a goroutine, does I/O or reads the clock: every call
 // that depends on time takes it as a parameter, so scenarios can be scripted
-// and replayed exactly. Only the data plane imports this package; it imports
+// and replayed exactly. Only the data plane (dataplane/admission,
+// dataplane/quotashare) and tenantd's wiring import this package; it imports
 // no other Sluice package (dataplane/quotashare maps the wire quotas onto
 // Limits).
 package quotas

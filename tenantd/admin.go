@@ -11,8 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 const adminUsage = `usage: tenantd admin [-api URL] [-key ID:SECRET] [-o table|json] <command>

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 	"github.com/sluicehq/sluice/migrations"
 )

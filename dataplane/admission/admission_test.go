@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/quotas"
 )
 

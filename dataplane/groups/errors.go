@@ -3,7 +3,7 @@ package groups
 import (
 	"errors"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // Errors of the coordinator. Each is a *catalog.Error, so errors.Is

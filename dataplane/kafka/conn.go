@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/authz"
+	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 

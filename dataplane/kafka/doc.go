@@ -2,14 +2,16 @@
 // authenticates them with SASL/PLAIN against per-tenant API keys, scopes
 // every topic name to the caller's tenant, checks ACLs, and serves
 // ApiVersions, Metadata, Produce, Fetch (zero-copy on plaintext
-// connections), ListOffsets, OffsetForLeaderEpoch, DescribeConfigs and
-// InitProducerId (idempotent producers) over the partitions this broker
-// holds; CreateTopics and DeleteTopics go to the control plane's public
-// API with the caller's own key.
+// connections), ListOffsets, OffsetForLeaderEpoch, DescribeConfigs,
+// InitProducerId (idempotent producers) and the consumer-group APIs (through
+// the broker's group coordinator) over the partitions this broker holds;
+// CreateTopics, DeleteTopics and CreatePartitions go to the control plane's
+// public API with the caller's own key.
 //
 // The partitions themselves are behind the Partitions interface, which
 // *partition.Replica implements (package celltests runs it in a
 // three-broker cell); package localpart holds a single-replica
-// implementation for tests and development. tenantd is to wire a Server up
-// (not done yet); nothing else in dataplane imports this package.
+// implementation for tests and development. tenantd wires one Server per
+// broker (tenantd/broker.go); in dataplane only kafka/localpart imports
+// this package.
 package kafka

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 

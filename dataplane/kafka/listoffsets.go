@@ -3,7 +3,7 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // Special timestamps of ListOffsets.

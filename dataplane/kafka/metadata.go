@@ -6,9 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/topicspec"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/topicspec"
+	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 

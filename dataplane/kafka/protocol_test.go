@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // TestRevokedKeyIsDisconnected: revoking a key closes its open connections

@@ -4,7 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // The retriable codes a redirect session answers with. Each makes a client

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/credential"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/credential"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/topicspec"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/topicspec"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // Config configures a Tracker.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 

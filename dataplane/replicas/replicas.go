@@ -27,7 +27,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/credential"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // FuzzLoadCache feeds arbitrary bytes to a broker as its cached cell state

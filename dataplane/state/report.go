@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/client"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // ReporterConfig configures a Reporter.

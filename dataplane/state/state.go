@@ -20,9 +20,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/client"
-	"github.com/sluicehq/sluice/controlplane/credential"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // Config configures a Syncer.

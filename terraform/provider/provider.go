@@ -2,8 +2,8 @@
 // the sluice_topic, sluice_api_key, sluice_acl and sluice_quota resources and
 // the sluice_topic and sluice_cluster data sources. It owns the mapping
 // between Terraform state and the control plane's /v1 API, which it reaches
-// only through controlplane/client; it shares the API's JSON shapes
-// (controlplane/api) and error codes (controlplane/catalog) and nothing else.
+// only through contract/client; it shares the API's JSON shapes
+// (contract/api) and error codes (contract/catalog) and nothing else.
 //
 // Only terraform/cmd/terraform-provider-sluice and this package's tests
 // import it.
@@ -23,8 +23,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // Environment variables that stand in for the provider block's attributes,

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // Error is a failed call: the HTTP status and the catalogue's code and

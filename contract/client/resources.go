@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // Signup creates a tenant and returns its owner's session.

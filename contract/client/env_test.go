@@ -3,7 +3,7 @@ package client_test
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/client"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestReadEnv: the current names win, the older ones still work, and the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/topicspec"
+	"github.com/sluicehq/sluice/contract/topicspec"
 )
 
 // TestOneParserPerKey: a topic-config key is spelled out as a string

@@ -3,8 +3,8 @@
 // bounds and defaults). The control plane enforces them when topics are
 // created or changed; the Terraform provider checks the same rules at plan
 // time, before any call, so that a mistake fails the plan instead of the
-// apply. It is pure: no I/O, and it imports only controlplane/api (for the
-// tenant's quotas) and controlplane/catalog (for the errors).
+// apply. It is pure: no I/O, and it imports only contract/api (for the
+// tenant's quotas) and contract/catalog (for the errors).
 //
 // Any package may import it.
 package topicspec
@@ -17,8 +17,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/catalog"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // Topic configuration keys Sluice honours, with Kafka's names so that

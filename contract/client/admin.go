@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/sluicehq/sluice/controlplane/api"
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // AdminTenants lists tenants; sort is "name" or "load".

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/catalog"
-	"github.com/sluicehq/sluice/controlplane/topicspec"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/topicspec"
 )
 
 var free = api.Quotas{MaxPartitions: 30, MaxRetentionMs: 7 * 24 * 3600 * 1000, MaxStorageBytes: 5 << 30, MaxMessageBytes: 1 << 20}

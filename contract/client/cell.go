@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/sluicehq/sluice/controlplane/api"
-	"github.com/sluicehq/sluice/controlplane/wire"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // longPollSlack is how much longer than a long-poll's wait its request may
