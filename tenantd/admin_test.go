@@ -20,18 +20,8 @@ import (
 // under the names tenantd dev prints and the Terraform provider reads, and
 // under the older ones, against a real control plane.
 func TestAdminEnv(t *testing.T) {
-	db := pgtest.Pool(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
 	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "admin env test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs, id, secret := adminControlPlane(t)
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -64,18 +54,8 @@ func TestAdminEnv(t *testing.T) {
 // answer not_found); single objects print as a FIELD VALUE table like the
 // lists do, and as JSON with -o json; disk use is in binary units.
 func TestAdminHelpAndTables(t *testing.T) {
-	db := pgtest.Pool(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
 	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "admin help test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs, id, secret := adminControlPlane(t)
 	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
 	run := func(args ...string) (string, error) {
 		var out bytes.Buffer
@@ -125,4 +105,22 @@ func TestAdminHelpAndTables(t *testing.T) {
 	if got := diskUse(1<<30, 4<<30); got != "1.0 GiB (25%)" {
 		t.Errorf("diskUse = %q", got)
 	}
+}
+
+// adminControlPlane serves a control plane on its own database for
+// tenantd admin to call, with an operator key (id and secret).
+func adminControlPlane(t *testing.T) (*httptest.Server, string, string) {
+	t.Helper()
+	db := pgtest.Pool(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	id, secret, err := controlplane.CreateOperatorKey(context.Background(), db, "tenantd admin test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs, id, secret
 }

@@ -49,19 +49,9 @@ func TestDevReadmeFlow(t *testing.T) {
 	// call sends a request and decodes the answer; want 0 accepts any status.
 	call := func(method, path, auth, body string, want int) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest(method, apiURL+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if want != 0 && resp.StatusCode != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, b, want)
+		status, b := send(t, method, apiURL+path, auth, body)
+		if want != 0 && status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
 		}
 		var out map[string]any
 		_ = json.Unmarshal(b, &out)
@@ -306,17 +296,8 @@ func TestDevReadmeFlow(t *testing.T) {
 	tenantID := signup["tenant"].(map[string]any)["id"].(string)
 	getMetrics := func(auth string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", apiURL+"/metrics", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		status, body := send(t, "GET", apiURL+"/metrics", auth, "")
+		return status, string(body)
 	}
 	for name, auth := range map[string]string{"anonymous": "", "tenant session": "Bearer " + token} {
 		status, body := getMetrics(auth)
@@ -398,4 +379,27 @@ func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string) {
 	if !strings.Contains(page, `id="admin-tenants"`) || !strings.Contains(page, tenant) {
 		t.Fatalf("the operator key does not open the console's tenants page:\n%s", page)
 	}
+}
+
+// send makes one request, with a JSON body when body is set and an
+// Authorization header when auth is, and returns the status and body.
+func send(t *testing.T, method, url, auth, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
