@@ -2,29 +2,18 @@ package transport
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/peercert"
+	"github.com/sluicehq/sluice/dataplane/peercert/peertest"
 )
 
-// testCA is the cell CA of every test Node of the package.
-var testCA = sync.OnceValues(func() (*peercert.CA, error) { return peercert.NewCA("test-cell", 0) })
-
-// testCredentials issues credentials for broker id from testCA.
+// testCredentials issues credentials for broker id from the test binary's CA.
 func testCredentials(t testing.TB, id raft.ServerID) peercert.Credentials {
 	t.Helper()
-	ca, err := testCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := ca.Credentials(string(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cr
+	return peertest.Credentials(t, id)
 }
 
 // anyTestBroker is the membership of groups served by fakes: brokers b1 to
