@@ -14,7 +14,8 @@ import (
 
 // reportGroupLag has broker 1 of the cell report the lag of a tenant's
 // group on the tenant's topic, as a coordinator would: partition 0 near
-// retention, partition 1 caught up, partition 2 not measured.
+// retention, partition 1 caught up, partition 2 not measured, partition 3
+// not committed yet (its whole retained log unread).
 func (e *env) reportGroupLag(tenantID, topic, group string) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -34,6 +35,8 @@ func (e *env) reportGroupLag(tenantID, topic, group string) {
 		{TenantID: tenantID, Group: group, TopicID: topicID, Partition: 1, CommittedOffset: 4000, CommittedAt: at, Measured: true,
 			HighWatermark: 4000},
 		{TenantID: tenantID, Group: group, TopicID: topicID, Partition: 2, CommittedOffset: 17, CommittedAt: at},
+		{TenantID: tenantID, Group: group, TopicID: topicID, Partition: 3, CommittedOffset: -1, Measured: true,
+			HighWatermark: 5150, LogStartOffset: 5000, LagRecords: 150},
 	}}
 	if err := cell.CellReport(ctx, cptest.Cell, rep); err != nil {
 		e.t.Fatal(err)
@@ -49,7 +52,7 @@ func TestGroupsPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.api().CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 3}); err != nil {
+	if _, err := b.api().CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
 	_, body := b.get("/groups")
@@ -58,13 +61,13 @@ func TestGroupsPages(t *testing.T) {
 	e.reportGroupLag(me.TenantID, "orders", "order-workers")
 	resp, body := b.get("/groups")
 	wantStatus(t, resp, body, http.StatusOK)
-	wantContains(t, body, `href="/groups/order-workers"`, "<td>96800</td>", "94.5 MiB", "41h40m", "87%",
+	wantContains(t, body, `href="/groups/order-workers"`, "<td>96950</td>", "94.5 MiB", "41h40m", "87%",
 		"messages may be deleted before this group reads them")
 
 	resp, body = b.get("/groups/order-workers")
 	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, `id="group-partitions"`, "<td>1200</td>", "<td>98000</td>", "<td>4000</td>", "not measured yet",
-		`<tr class="warn">`, "87%")
+		`<tr class="warn">`, "87%", `<td>3</td><td><span class="muted">none yet</span></td>`, "<td>5150</td><td>150</td>")
 
 	// Another tenant's group is a missing group.
 	other := e.browser()

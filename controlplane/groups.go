@@ -17,7 +17,9 @@ import (
 )
 
 // Consumer groups as their coordinators report them: committed offsets and
-// lag per partition, in group_lag. A tenant moving between cells may briefly
+// lag per partition, in group_lag. A coordinator reports every partition of
+// the topics a group consumes; one without a commit comes with committed
+// offset -1 (Kafka's "no offset"), stored as is and served as null. A tenant moving between cells may briefly
 // be reported by both; the newest report of each partition wins.
 
 // latestGroupLag is the caller's group_lag rows, the newest per (group,
@@ -68,8 +70,13 @@ func (s *Server) getGroup(c echo.Context) error {
 	}
 	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.GroupPartition, error) {
 		var gp api.GroupPartition
-		return gp, r.Scan(&gp.Topic, &gp.Partition, &gp.CommittedOffset, &gp.CommittedAt, &gp.Measured, &gp.HighWatermark,
+		var committed int64
+		err := r.Scan(&gp.Topic, &gp.Partition, &committed, &gp.CommittedAt, &gp.Measured, &gp.HighWatermark,
 			&gp.LogStartOffset, &gp.LagRecords, &gp.LagBytes, &gp.LagSeconds, &gp.RetentionFraction, &gp.Expired, &gp.ReportedAt)
+		if committed >= 0 {
+			gp.CommittedOffset = &committed
+		}
+		return gp, err
 	})
 	if err != nil {
 		return dbError("load group", err)

@@ -103,7 +103,7 @@ func TestGroupLagReportToAPI(t *testing.T) {
 		t.Fatalf("A's workers: %+v %v", g, err)
 	}
 	p0, p1 := g.Partitions[0], g.Partitions[1]
-	if p0.Topic != "orders" || p0.Partition != 0 || p0.CommittedOffset != 90 || p0.CommittedAt == nil || !p0.CommittedAt.Equal(committedAt) ||
+	if p0.Topic != "orders" || p0.Partition != 0 || p0.CommittedOffset == nil || *p0.CommittedOffset != 90 || p0.CommittedAt == nil || !p0.CommittedAt.Equal(committedAt) ||
 		!p0.Measured || p0.HighWatermark != 100 || p0.LagRecords != 10 || p0.LagBytes != 1000 || p0.LagSeconds != 30 ||
 		p0.RetentionFraction != 0.25 || p0.Expired || p0.ReportedAt.IsZero() {
 		t.Fatalf("partition 0: %+v", p0)
@@ -125,7 +125,7 @@ func TestGroupLagReportToAPI(t *testing.T) {
 	w0.CommittedOffset, w0.LagRecords = 95, 5
 	reportGroups(t, cell, "cell-1-b2", w0, w1)
 	reportGroups(t, cell, "cell-1-b1", bill)
-	if g, err := a.key.Group(ctx, "workers"); err != nil || g.LagRecords != 35 || g.Partitions[0].CommittedOffset != 95 {
+	if g, err := a.key.Group(ctx, "workers"); err != nil || g.LagRecords != 35 || g.Partitions[0].CommittedOffset == nil || *g.Partitions[0].CommittedOffset != 95 {
 		t.Fatalf("workers after the move: %+v %v", g, err)
 	}
 	if gs, err := b.key.Groups(ctx); err != nil || len(gs) != 0 {
@@ -148,5 +148,50 @@ func TestGroupLagReportToAPI(t *testing.T) {
 	st, ae, _ := e.raw("GET", "/v1/groups/nope", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.keyID+":"+a.secret)), "", "")
 	if st != http.StatusNotFound || ae.Code != "group_not_found" {
 		t.Fatalf("missing group: %d %+v", st, ae)
+	}
+}
+
+// A group lists the partitions it has not committed on (reported with
+// committed offset -1): committed_offset null, lag the whole retained log,
+// counted in the group's totals.
+func TestGroupPartitionWithoutCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.signup("lag-uncommitted")
+	if _, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	orders := topicID(t, e, a.Tenant.ID, "orders")
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	reportGroups(t, e.cellClient(), "cell-1-b1",
+		wire.GroupLag{TenantID: a.Tenant.ID, Group: "audit", TopicID: orders, Partition: 0, CommittedOffset: 5, CommittedAt: at,
+			Measured: true, HighWatermark: 5},
+		wire.GroupLag{TenantID: a.Tenant.ID, Group: "audit", TopicID: orders, Partition: 1, CommittedOffset: 2, CommittedAt: at,
+			Measured: true, HighWatermark: 4, LagRecords: 2},
+		wire.GroupLag{TenantID: a.Tenant.ID, Group: "audit", TopicID: orders, Partition: 2, CommittedOffset: -1,
+			Measured: true, HighWatermark: 9, LogStartOffset: 3, LagRecords: 6, LagBytes: 600, LagSeconds: 12})
+
+	var raw map[string]any
+	if err := a.key.Do(ctx, http.MethodGet, "/v1/groups/audit", nil, &raw); err != nil {
+		t.Fatal(err)
+	}
+	parts, _ := raw["partitions"].([]any)
+	if raw["partition_count"] != float64(3) || raw["lag_records"] != float64(8) || len(parts) != 3 {
+		t.Fatalf("group: %v", raw)
+	}
+	for i, want := range []any{float64(5), float64(2), nil} {
+		p := parts[i].(map[string]any)
+		v, present := p["committed_offset"]
+		if !present || v != want {
+			t.Errorf("partition %d: committed_offset %v (present %v), want %v", i, v, present, want)
+		}
+	}
+	p2 := parts[2].(map[string]any)
+	if _, ok := p2["committed_at"]; ok || p2["lag_records"] != float64(6) || p2["log_start_offset"] != float64(3) {
+		t.Fatalf("partition without a commit: %v", p2)
+	}
+	gs, err := a.key.Groups(ctx)
+	if err != nil || len(gs) != 1 || gs[0].PartitionCount != 3 || gs[0].LagRecords != 8 {
+		t.Fatalf("groups: %+v %v", gs, err)
 	}
 }

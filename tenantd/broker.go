@@ -108,6 +108,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	cfg.adm = iso.adm
 	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
 		Groups:    gl.report,
+		Soon:      gl.soon,
 		DiskState: func() string { return iso.adm.DiskState().String() },
 		KeysUsed:  syncer.TakeKeysUsed,
 		Partitions: func() []wire.PartitionStatus {
@@ -191,12 +192,12 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 	slot.Store(m)
 	log.Info("raft transport listening", "raft_listen", listen, "raft_advertise", advertise, "node_id", self.NodeID)
 
-	coord, err := startGroups(self, m, log)
+	coord, err := startGroups(self, m, gl.changed, log)
 	if err != nil {
 		return err
 	}
 	defer coord.Close()
-	gl.useCoordinator(coord.AllCommitted)
+	gl.useCoordinator(coord.AllGroups)
 	defer gl.useCoordinator(nil)
 	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, log)
 	if err != nil {
@@ -335,8 +336,8 @@ func (p replicaPartitions) Get(topicID string, part int32) (kafka.Partition, boo
 // startGroups starts the broker's consumer-group coordinator over its
 // replicas of the cell's offsets partitions (which the replica manager
 // opens once the cell state lists enough brokers).
-func startGroups(self wire.Broker, m *replicas.Manager, log *slog.Logger) (*groups.Coordinator, error) {
-	return groups.New(groups.Config{NodeID: self.NodeID, Logger: log,
+func startGroups(self wire.Broker, m *replicas.Manager, changed func(), log *slog.Logger) (*groups.Coordinator, error) {
+	return groups.New(groups.Config{NodeID: self.NodeID, Logger: log, Changed: changed,
 		Offsets: func(p int32) (groups.Log, bool) {
 			r, ok := m.Get(groups.OffsetsTopicID, p)
 			if !ok {

@@ -202,20 +202,23 @@ func TestDevReadmeFlow(t *testing.T) {
 	}
 	// kcat committed as it read: the group's coordinator broker reports its
 	// lag (none left) and the tenant reads it from /v1/groups within a few
-	// reports.
+	// reports, every partition of orders listed (one kcat read nothing
+	// from would have no committed offset and nothing to read).
 	deadline = time.After(30 * time.Second)
 	for {
 		g := call("GET", "/v1/groups/readme-tour", "Bearer "+token, "", 0)
 		var committed, lag float64
 		parts, _ := g["partitions"].([]any)
-		measured := len(parts) > 0
+		caughtUp := len(parts) == 3 && g["partition_count"] == float64(3)
 		for _, p := range parts {
 			p := p.(map[string]any)
-			committed += p["committed_offset"].(float64)
+			c, isCommitted := p["committed_offset"].(float64)
+			committed += c
 			lag += p["lag_records"].(float64)
-			measured = measured && p["measured"] == true && p["committed_offset"] == p["high_watermark"]
+			caughtUp = caughtUp && p["measured"] == true &&
+				(isCommitted && c == p["high_watermark"] || p["committed_offset"] == nil && p["lag_records"] == float64(0))
 		}
-		if measured && committed == 30 && lag == 0 {
+		if caughtUp && committed == 30 && lag == 0 {
 			break
 		}
 		select {
@@ -277,6 +280,32 @@ func TestDevReadmeFlow(t *testing.T) {
 		fmt.Sprintf(`{%s,"offsets":[{"topic":"orders","partition":%v,"offset":%v}]}`, member, res["partition"], res["offset"].(float64)+1))
 	if status != 200 {
 		t.Fatalf("http commit: %d %v", status, committed)
+	}
+	// The group lists every partition of orders, its member's subscription:
+	// the committed one, and the two without a commit, which lag by their
+	// whole retained log.
+	deadline = time.After(30 * time.Second)
+	for {
+		g := call("GET", "/v1/groups/billing", "Bearer "+token, "", 0)
+		parts, _ := g["partitions"].([]any)
+		ok := len(parts) == 3
+		for _, p := range parts {
+			p := p.(map[string]any)
+			if p["partition"] == res["partition"] {
+				ok = ok && p["committed_offset"] == res["offset"].(float64)+1
+			} else {
+				ok = ok && p["committed_offset"] == nil && p["measured"] == true &&
+					p["lag_records"] == p["high_watermark"].(float64)-p["log_start_offset"].(float64)
+			}
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the HTTP group's partitions were not all reported within 30 s: %v", g)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 
 	// The console is served at / by the same process.

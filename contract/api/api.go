@@ -331,12 +331,18 @@ type Group struct {
 	Partitions []GroupPartition `json:"partitions,omitempty"`
 }
 
-// GroupPartition is a group's committed offset on one partition and how far
-// it is behind.
+// GroupPartition is one partition a group consumes, its committed offset
+// and how far it is behind. A group lists every partition of the topics it
+// committed on or its members subscribe to; one it has not committed on
+// yet has CommittedOffset nil and lags by its whole retained log (high
+// watermark − log start offset), what a consumer starting from the
+// earliest offset would still read.
 type GroupPartition struct {
-	Topic           string     `json:"topic"`
-	Partition       int        `json:"partition"`
-	CommittedOffset int64      `json:"committed_offset"`
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	// CommittedOffset is nil (JSON null) while the group has no committed
+	// position on the partition.
+	CommittedOffset *int64     `json:"committed_offset"`
 	CommittedAt     *time.Time `json:"committed_at,omitempty"`
 	// Measured is false when the reporting broker could not measure the
 	// lag (it holds no replica of the partition); the fields below are

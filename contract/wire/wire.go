@@ -127,9 +127,12 @@ type PartitionStatus struct {
 	SizeBytes      int64  `json:"size_bytes"`
 }
 
-// GroupLag is one committed offset of a consumer group and how far it is
-// behind its partition, measured by the group's coordinator against its own
-// replica of the partition.
+// GroupLag is one partition a consumer group consumes, its committed
+// offset and how far it is behind, measured by the group's coordinator
+// against its own replica of the partition. Brokers report every partition
+// of the topics a group committed on or its members subscribe to; on one
+// without a commit, CommittedOffset is -1 (Kafka's "no offset", which a
+// commit of -1 also means) and CommittedAt is zero.
 type GroupLag struct {
 	TenantID        string    `json:"tenant_id"`
 	Group           string    `json:"group"`

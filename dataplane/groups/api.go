@@ -134,3 +134,13 @@ type CommittedOffset struct {
 	TopicPartition
 	Committed
 }
+
+// GroupSnapshot is one group a coordinator holds, for lag reporting: its
+// description (members with their metadata for the group's protocol and,
+// once Stable, their assignments; none while Empty) and its committed
+// offsets.
+type GroupSnapshot struct {
+	TenantID string
+	GroupDescription
+	Offsets map[TopicPartition]Committed
+}

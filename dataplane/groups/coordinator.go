@@ -45,6 +45,13 @@ type Config struct {
 	// CheckInterval is how often leadership of the offsets partitions,
 	// sessions and rebalance timeouts are checked. Default 100 ms.
 	CheckInterval time.Duration
+	// Changed, when set, is called when what a group consumes may have
+	// changed: a group committed a partition for the first time, a new
+	// generation's assignment was written, offsets or groups were deleted,
+	// or an offsets partition was loaded. The lag reporter uses it to
+	// report sooner than its interval. It is called with a shard's lock
+	// held and must not block (a non-blocking send on a channel of one).
+	Changed func()
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -92,6 +99,9 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Changed == nil {
+		c.Changed = func() {}
 	}
 	return nil
 }
@@ -348,6 +358,7 @@ func (c *Coordinator) Sync(ctx context.Context, tenantID, group, memberID, insta
 		if sh.session == sess {
 			if werr == nil {
 				g.assigned(c.cfg.Now(), *rec)
+				c.cfg.Changed()
 			} else {
 				g.syncFailed(*rec, werr)
 			}
@@ -484,8 +495,14 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 	if sh.session != sess {
 		return ErrNotCoordinator // durable, and the new leader's replay has it
 	}
+	first := false
 	for i, o := range offsets {
+		_, had := g.offsets[o.TopicPartition]
+		first = first || !had
 		g.setOffset(o.TopicPartition, vals[i])
+	}
+	if first {
+		c.cfg.Changed()
 	}
 	return nil
 }
@@ -612,6 +629,7 @@ func (c *Coordinator) tombstone(ctx context.Context, tenantID, name string, pick
 		g.state = StateDead
 		delete(sh.groups, k)
 	}
+	c.cfg.Changed()
 	return nil
 }
 
@@ -647,6 +665,39 @@ func (c *Coordinator) DescribeGroup(tenantID, group string) (GroupDescription, e
 		return dead, ErrGroupNotFound
 	}
 	return g.describe(), nil
+}
+
+// AllGroups is a snapshot of every group this broker coordinates, of
+// every tenant, for lag reporting: each group's committed offsets and its
+// members as DescribeGroup shows them (their metadata for the group's
+// protocol and, once Stable, their assignments). Reading the consumer
+// protocol in them is the caller's business.
+func (c *Coordinator) AllGroups() []GroupSnapshot {
+	var out []GroupSnapshot
+	for _, sh := range c.shards {
+		sh.mu.Lock()
+		if _, err := c.ready(sh); err == nil {
+			for k, g := range sh.groups {
+				if g.empty() {
+					continue
+				}
+				s := GroupSnapshot{TenantID: k.tenant, GroupDescription: g.describe(),
+					Offsets: make(map[TopicPartition]Committed, len(g.offsets))}
+				for tp, o := range g.offsets {
+					s.Offsets[tp] = o
+				}
+				out = append(out, s)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TenantID != out[j].TenantID {
+			return out[i].TenantID < out[j].TenantID
+		}
+		return out[i].Group < out[j].Group
+	})
+	return out
 }
 
 // AllCommitted is a snapshot of every committed offset this broker

@@ -3,6 +3,7 @@ package groups_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +184,69 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 	d, err := third.DescribeGroup(tenant, "g")
 	if err != nil || d.State != groups.StateEmpty || len(d.Members) != 0 || d.Generation != after.Generation+1 {
 		t.Fatalf("emptied group after a second failover: %+v %v", d, err)
+	}
+}
+
+// TestCoordinatorSignalsChanges: the coordinator calls Config.Changed when
+// what a group consumes may have changed (its assignment, its first
+// commit of a partition, deletions), so the lag report need not wait for
+// its interval; a commit that only moves known offsets does not call it.
+// AllGroups shows a group's members before it commits anything.
+func TestCoordinatorSignalsChanges(t *testing.T) {
+	var changed [3]atomic.Int64
+	node := 0
+	_, coords := startCoordinatorsWith(t, func(c *groups.Config) {
+		n := &changed[node]
+		node++
+		c.Changed = func() { n.Add(1) }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const tenant = "tenant-1"
+	b := waitCoordinator(t, coords, tenant, "g", -1)
+	co, n := coords[b], &changed[b]
+	if n.Load() == 0 {
+		t.Fatal("loading the offsets partition did not signal")
+	}
+	step := func(name string, wantSignal bool, do func() error) {
+		t.Helper()
+		before := n.Load()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := n.Load() > before; got != wantSignal {
+			t.Fatalf("%s: signalled %v, want %v", name, got, wantSignal)
+		}
+	}
+	var jr groups.JoinResult
+	step("join", false, func() (err error) {
+		jr, err = co.Join(ctx, groups.JoinRequest{TenantID: tenant, Group: "g", ClientID: "c", ProtocolType: "consumer",
+			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range", Metadata: []byte("sub")}}})
+		return err
+	})
+	step("sync", true, func() error {
+		_, err := co.Sync(ctx, tenant, "g", jr.MemberID, "", jr.Generation, map[string][]byte{jr.MemberID: []byte("asg")})
+		return err
+	})
+	all := co.AllGroups()
+	if len(all) != 1 || all[0].TenantID != tenant || all[0].Group != "g" || all[0].ProtocolType != "consumer" ||
+		len(all[0].Members) != 1 || string(all[0].Members[0].Metadata) != "sub" || string(all[0].Members[0].Assignment) != "asg" ||
+		len(all[0].Offsets) != 0 {
+		t.Fatalf("all groups before any commit: %+v", all)
+	}
+	tp := func(p int32) groups.TopicPartition { return groups.TopicPartition{TopicID: "topic-x", Partition: p} }
+	commit := func(offset int64, parts ...int32) func() error {
+		var cs []groups.OffsetCommit
+		for _, p := range parts {
+			cs = append(cs, groups.OffsetCommit{TopicPartition: tp(p), Offset: offset})
+		}
+		return func() error { return co.CommitOffsets(ctx, tenant, "g", jr.MemberID, "", jr.Generation, cs) }
+	}
+	step("first commit", true, commit(1, 0, 1))
+	step("commit moving known offsets", false, commit(2, 0, 1))
+	step("commit of a new partition", true, commit(3, 1, 2))
+	step("delete offsets", true, func() error { return co.DeleteOffsets(ctx, tenant, "g", []groups.TopicPartition{tp(2)}) })
+	if all := co.AllGroups(); len(all) != 1 || len(all[0].Offsets) != 2 || all[0].Offsets[tp(1)].Offset != 3 {
+		t.Fatalf("all groups after commits: %+v", all)
 	}
 }

@@ -118,6 +118,7 @@ func (c *Coordinator) load(sh *shard, l Log, sess uint64, epoch int32) {
 		}
 	}
 	sh.groups, sh.status = groups, shardLoaded
+	c.cfg.Changed()
 	c.cfg.Logger.Info("offsets partition loaded; coordinating its groups", "offsets_partition", sh.id, "epoch", epoch,
 		"groups", len(groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
 }

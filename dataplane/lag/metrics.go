@@ -11,7 +11,7 @@ import (
 // series of a deleted group or topic disappear with it. Labels: tenant (id),
 // group, topic (name), partition. A broker exports only the groups it
 // coordinates, so each series comes from one broker. The series count is
-// the number of committed partitions the broker coordinates; above
+// the number of partitions the broker's groups consume (committed or not); above
 // MaxSeries every metric switches to one series per (tenant, group, topic)
 // with partition="all" (records and bytes summed, seconds and retention
 // fraction their maximum), and sluice_group_lag_aggregated is 1.

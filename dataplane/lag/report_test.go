@@ -13,13 +13,15 @@ import (
 )
 
 // A coordinator's lag goes from the tracker through the broker's report to
-// the control plane, which serves it to the tenant (and no one else).
+// the control plane, which serves it to the tenant (and no one else): every
+// partition of the consumed topic, the one without a commit with no
+// committed offset and lagging by its retained records.
 func TestReportToControlPlane(t *testing.T) {
 	cp := cptest.Start(t, cptest.Brokers{})
 	ctx := context.Background()
 	tn := cp.Signup("lagging", "")
 	other := cp.Signup("other", "")
-	if _, err := tn.Key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Config: map[string]string{"retention.ms": "3600000"}}); err != nil {
+	if _, err := tn.Key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 3, Config: map[string]string{"retention.ms": "3600000"}}); err != nil {
 		t.Fatal(err)
 	}
 	cell := cp.CellClient()
@@ -38,13 +40,28 @@ func TestReportToControlPlane(t *testing.T) {
 
 	now := time.Now()
 	p, sizes := openPartition(t, now.UnixMilli()-120_000, now.UnixMilli()-60_000, now.UnixMilli())
+	p1, _ := openPartition(t, now.UnixMilli())
+	// Partition 2: 3 batches of 2 records, the first deleted by retention.
+	p2, sizes2 := openPartition(t, now.UnixMilli()-30_000, now.UnixMilli()-20_000, now.UnixMilli()-10_000)
+	if err := p2.DeleteHead(2); err != nil {
+		t.Fatal(err)
+	}
+	parts := []Partition{p, p1, p2}
 	tr, err := New(Config{
 		Committed: func() []Committed {
-			return []Committed{{TenantID: tn.Tenant.ID, Group: "workers", TopicID: topic.ID, Partition: 0, Offset: 2, CommittedAt: now}}
+			return []Committed{
+				{TenantID: tn.Tenant.ID, Group: "workers", TopicID: topic.ID, Partition: 0, Offset: 2, CommittedAt: now},
+				{TenantID: tn.Tenant.ID, Group: "workers", TopicID: topic.ID, Partition: 1, Offset: 2, CommittedAt: now},
+			}
 		},
-		Partition: func(id string, part int32) (Partition, bool) { return p, id == topic.ID && part == 0 },
-		Topic:     func(id string) (*wire.Topic, bool) { return syncer.View().TopicByID(id) },
-		Now:       func() time.Time { return now },
+		Partition: func(id string, part int32) (Partition, bool) {
+			if id != topic.ID || part < 0 || int(part) >= len(parts) {
+				return nil, false
+			}
+			return parts[part], true
+		},
+		Topic: func(id string) (*wire.Topic, bool) { return syncer.View().TopicByID(id) },
+		Now:   func() time.Time { return now },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +75,16 @@ func TestReportToControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, err := tn.Key.Group(ctx, "workers")
-	if err != nil || len(g.Partitions) != 1 {
+	if err != nil || len(g.Partitions) != 3 || g.PartitionCount != 3 || g.LagRecords != 8 {
 		t.Fatalf("group: %+v %v", g, err)
 	}
+	if gp := g.Partitions[2]; gp.Partition != 2 || gp.CommittedOffset != nil || gp.CommittedAt != nil || !gp.Measured ||
+		gp.HighWatermark != 6 || gp.LogStartOffset != 2 || gp.LagRecords != 4 || gp.LagBytes != sizes2[1]+sizes2[2] ||
+		gp.LagSeconds != 20 || gp.Expired {
+		t.Fatalf("partition without a commit: %+v", gp)
+	}
 	gp := g.Partitions[0]
-	if gp.Topic != "orders" || gp.CommittedOffset != 2 || !gp.Measured || gp.HighWatermark != 6 || gp.LagRecords != 4 ||
+	if gp.Topic != "orders" || gp.CommittedOffset == nil || *gp.CommittedOffset != 2 || !gp.Measured || gp.HighWatermark != 6 || gp.LagRecords != 4 ||
 		gp.LagBytes != sizes[1]+sizes[2] || gp.LagSeconds != 60 || gp.RetentionFraction != 60.0/3600 || gp.Expired {
 		t.Fatalf("partition lag: %+v", gp)
 	}

@@ -17,6 +17,11 @@ type Config struct {
 	// Committed returns every committed offset this broker coordinates;
 	// required. Its result is read, never kept or changed.
 	Committed func() []Committed
+	// Consumed returns the topics groups consume beyond those they have
+	// committed offsets on (their members' subscriptions and assignments);
+	// optional. Every partition of a consumed topic, or of a topic a group
+	// committed on, is measured: those without a commit from the log start.
+	Consumed func() []Consumed
 	// Partition returns this broker's replica of a partition; required.
 	Partition func(topicID string, partition int32) (Partition, bool)
 	// Topic returns a topic of the cell (its name and effective config);
@@ -57,9 +62,22 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Lag is one committed offset with its measurement.
+// Consumed is a topic a group consumes (a member subscribes to it or is
+// assigned some of its partitions).
+type Consumed struct {
+	TenantID, Group, TopicID string
+}
+
+// Lag is one partition a group consumes, with its measurement.
 type Lag struct {
+	// Committed is the group's committed offset of the partition; with
+	// NoCommit, only its tenant, group, topic id and partition are set and
+	// Offset is -1.
 	Committed
+	// NoCommit: the group has committed no offset on the partition yet;
+	// the lag is the whole retained log, what a consumer starting from
+	// the earliest offset would read.
+	NoCommit bool
 	// Topic is the topic's name; empty if the cell state does not know the
 	// topic (deleted since the commit).
 	Topic string
@@ -88,8 +106,10 @@ func New(cfg Config) (*Tracker, error) {
 	return &Tracker{cfg: cfg}, nil
 }
 
-// Lag measures every committed offset (reusing a measurement younger than
-// Config.Every), sorted by tenant, group, topic id and partition. Offsets of
+// Lag measures every partition the groups consume (reusing a measurement
+// younger than Config.Every), sorted by tenant, group, topic id and
+// partition: each committed offset, and every other partition of the
+// topics the groups committed on or consume (NoCommit). Partitions of
 // topics the cell state no longer has are left out.
 func (t *Tracker) Lag() []Lag {
 	t.mu.Lock()
@@ -100,26 +120,64 @@ func (t *Tracker) Lag() []Lag {
 	}
 	cs := t.cfg.Committed()
 	out := make([]Lag, 0, len(cs))
+	type gtopic struct{ tenant, group, topic string }
+	type gpart struct {
+		gtopic
+		part int32
+	}
+	topics := map[gtopic]bool{}
+	committed := make(map[gpart]bool, len(cs))
 	for _, c := range cs {
-		topic, ok := t.cfg.Topic(c.TopicID)
+		topics[gtopic{c.TenantID, c.Group, c.TopicID}] = true
+		committed[gpart{gtopic{c.TenantID, c.Group, c.TopicID}, c.Partition}] = true
+		if l, ok := t.measure(c, now); ok {
+			out = append(out, l)
+		}
+	}
+	if t.cfg.Consumed != nil {
+		for _, c := range t.cfg.Consumed() {
+			topics[gtopic{c.TenantID, c.Group, c.TopicID}] = true
+		}
+	}
+	for gt := range topics {
+		topic, ok := t.cfg.Topic(gt.topic)
 		if !ok {
 			continue
 		}
-		l := Lag{Committed: c, Topic: topic.Name}
-		if p, ok := t.cfg.Partition(c.TopicID, c.Partition); ok {
-			m, err := Measure(p, c.Offset, retentionOf(topic), now)
-			if err != nil {
-				t.cfg.Logger.Warn("measure group lag", "tenant_id", c.TenantID, "group", c.Group,
-					"topic_id", c.TopicID, "partition", c.Partition, "err", err)
-			} else {
-				l.Measured, l.Measurement = true, m
+		for _, p := range topic.Partitions {
+			if committed[gpart{gt, int32(p.Partition)}] {
+				continue
+			}
+			c := Committed{TenantID: gt.tenant, Group: gt.group, TopicID: gt.topic, Partition: int32(p.Partition), Offset: -1}
+			if l, ok := t.measure(c, now); ok {
+				l.NoCommit = true
+				out = append(out, l)
 			}
 		}
-		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return less(out[i].Committed, out[j].Committed) })
 	t.at, t.last = now, out
 	return out
+}
+
+// measure measures one partition of a group from c.Offset; ok is false
+// when the cell state no longer has the topic.
+func (t *Tracker) measure(c Committed, now time.Time) (Lag, bool) {
+	topic, ok := t.cfg.Topic(c.TopicID)
+	if !ok {
+		return Lag{}, false
+	}
+	l := Lag{Committed: c, Topic: topic.Name}
+	if p, ok := t.cfg.Partition(c.TopicID, c.Partition); ok {
+		m, err := Measure(p, c.Offset, retentionOf(topic), now)
+		if err != nil {
+			t.cfg.Logger.Warn("measure group lag", "tenant_id", c.TenantID, "group", c.Group,
+				"topic_id", c.TopicID, "partition", c.Partition, "err", err)
+		} else {
+			l.Measured, l.Measurement = true, m
+		}
+	}
+	return l, true
 }
 
 func less(a, b Committed) bool {
@@ -144,7 +202,8 @@ func retentionOf(t *wire.Topic) Retention {
 	return Retention{Ms: ms, Bytes: bytes}
 }
 
-// Report returns the lag in the shape the broker's report carries.
+// Report returns the lag in the shape the broker's report carries: a
+// partition without a commit has CommittedOffset -1 and no CommittedAt.
 func (t *Tracker) Report() []wire.GroupLag {
 	ls := t.Lag()
 	out := make([]wire.GroupLag, len(ls))

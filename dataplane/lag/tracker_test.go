@@ -173,3 +173,100 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("empty config: %v", err)
 	}
 }
+
+// A group lists every partition of the topics it consumes: those it
+// committed, and the others (NoCommit, offset -1) measured from the log
+// start, the records a consumer starting from the earliest offset would
+// read. A topic it only subscribes to counts as consumed too.
+func TestTrackerListsPartitionsWithoutCommits(t *testing.T) {
+	now := time.UnixMilli(2_000_000_000)
+	ms := now.UnixMilli()
+	p0, _ := openPartition(t, ms, ms)
+	p1, _ := openPartition(t, ms)
+	// Partition 2: 4 batches of 2 records, the first 2 deleted by
+	// retention: 4 records retained of 8.
+	p2, sizes := openPartition(t, ms-60_000, ms-60_000, ms-60_000, ms-30_000)
+	if err := p2.DeleteHead(4); err != nil {
+		t.Fatal(err)
+	}
+	a0, _ := openPartition(t, ms-10_000)
+	parts := map[string]Partition{"tp_orders/0": p0, "tp_orders/1": p1, "tp_orders/2": p2, "tp_audit/0": a0}
+	three := []wire.Partition{{Partition: 0}, {Partition: 1}, {Partition: 2}}
+	topics := map[string]*wire.Topic{
+		"tp_orders": {ID: "tp_orders", Name: "orders", Config: map[string]string{}, Partitions: three},
+		"tp_audit":  {ID: "tp_audit", Name: "audit", Config: map[string]string{}, Partitions: three[:1]},
+	}
+	committedAt := now.Add(-time.Second)
+	cases := []struct {
+		name     string
+		consumed []Consumed
+		want     []wire.GroupLag
+	}{
+		{name: "committed on two of three partitions", want: []wire.GroupLag{
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 4, CommittedAt: committedAt,
+				Measured: true, HighWatermark: 4},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 1, CommittedAt: committedAt,
+				Measured: true, HighWatermark: 2, LagRecords: 1, LagBytes: sizesOf(t, p1, 1, 2)},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 2, CommittedOffset: -1, Measured: true,
+				HighWatermark: 8, LogStartOffset: 4, LagRecords: 4, LagBytes: sizes[2] + sizes[3], LagSeconds: 60},
+		}},
+		{name: "a subscribed topic without commits", consumed: []Consumed{
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_audit"},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders"}, // already committed on: no duplicates
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_gone"},   // deleted: left out
+		}, want: []wire.GroupLag{
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_audit", Partition: 0, CommittedOffset: -1, Measured: true,
+				HighWatermark: 2, LagRecords: 2, LagBytes: sizesOf(t, a0, 0, 2), LagSeconds: 10},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 4, CommittedAt: committedAt,
+				Measured: true, HighWatermark: 4},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 1, CommittedAt: committedAt,
+				Measured: true, HighWatermark: 2, LagRecords: 1, LagBytes: sizesOf(t, p1, 1, 2)},
+			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 2, CommittedOffset: -1, Measured: true,
+				HighWatermark: 8, LogStartOffset: 4, LagRecords: 4, LagBytes: sizes[2] + sizes[3], LagSeconds: 60},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := New(Config{
+				Committed: func() []Committed {
+					return []Committed{
+						{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, Offset: 1, CommittedAt: committedAt},
+						{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, Offset: 4, CommittedAt: committedAt},
+					}
+				},
+				Consumed: func() []Consumed { return tc.consumed },
+				Partition: func(topicID string, part int32) (Partition, bool) {
+					p, ok := parts[topicID+"/"+string(rune('0'+part))]
+					return p, ok
+				},
+				Topic: func(id string) (*wire.Topic, bool) { tp, ok := topics[id]; return tp, ok },
+				Now:   func() time.Time { return now },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tr.Report()
+			if len(got) != len(tc.want) {
+				t.Fatalf("report has %d rows, want %d: %+v", len(got), len(tc.want), got)
+			}
+			for i := range tc.want {
+				if got[i] != tc.want[i] {
+					t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], tc.want[i])
+				}
+			}
+			if ls := tr.Lag(); !ls[len(ls)-1].NoCommit || ls[len(ls)-2].NoCommit {
+				t.Fatalf("NoCommit marks: %+v", ls)
+			}
+		})
+	}
+}
+
+// sizesOf is the bytes of p's batches holding [from, to).
+func sizesOf(t *testing.T, p Partition, from, to int64) int64 {
+	t.Helper()
+	n, err := p.BytesBetween(from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

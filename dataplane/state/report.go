@@ -36,11 +36,22 @@ type ReporterConfig struct {
 	// use. Keys of a report that fails are noted again on their next use.
 	KeysUsed func() []string
 	// Every is the reporting interval (default 5 s).
-	Every  time.Duration
+	Every time.Duration
+	// Soon, when set, asks for a report before the interval ends: each
+	// receive sends one report, MinGap after the previous one at the
+	// earliest, covering every request that arrived meanwhile. The group
+	// coordinator asks when a group appears, so its lag shows within about
+	// a second rather than an interval.
+	Soon <-chan struct{}
+	// MinGap is the least time between a report and one Soon asks for
+	// (default 500 ms), so requests cost at most two reports a second.
+	MinGap time.Duration
 	Logger *slog.Logger
 }
 
-// Reporter sends a broker's observations to the control plane periodically.
+// Reporter sends a broker's observations to the control plane
+// periodically, and sooner when asked (ReporterConfig.Soon). One goroutine
+// (Run) sends every report, so the control plane receives them in order.
 type Reporter struct{ cfg ReporterConfig }
 
 // NewReporter checks cfg and fills its defaults.
@@ -51,24 +62,46 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 	if cfg.Every == 0 {
 		cfg.Every = 5 * time.Second
 	}
+	if cfg.MinGap == 0 {
+		cfg.MinGap = 500 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Reporter{cfg: cfg}, nil
 }
 
-// Run reports now and then every interval until ctx ends.
+// Run reports now, then every interval and whenever Soon asks, until ctx
+// ends; never two reports less than MinGap apart.
 func (r *Reporter) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
+	gap := time.NewTimer(r.cfg.MinGap)
+	defer gap.Stop()
 	for {
+		// This report answers every request and tick already made.
+		select {
+		case <-r.cfg.Soon:
+		default:
+		}
+		select {
+		case <-t.C:
+		default:
+		}
 		if err := r.ReportOnce(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("report to control plane", "err", err)
 		}
+		gap.Reset(r.cfg.MinGap)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-r.cfg.Soon:
+		}
+		select { // at once if MinGap has passed since the report
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-gap.C:
 		}
 	}
 }
