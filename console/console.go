@@ -1,5 +1,5 @@
 // Package console is Sluice's web console: server-rendered pages (Go
-// html/template with htmx) for signing up and in, topics, API keys, ACLs,
+// html/template with htmx) for signing up and in, one's tenants (switching, creating more), topics, API keys, ACLs,
 // members, consumer groups, usage, and the operator's views of tenants and
 // cells. It owns the browser session cookie and CSRF protection; everything
 // else it asks of the control plane through contract/client over HTTP,
@@ -173,6 +173,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /groups", c.authed(c.groupsPage))
 	m.HandleFunc("GET /groups/{group}", c.authed(c.groupPage))
 	m.HandleFunc("GET /usage", c.authed(c.usagePage))
+
+	m.HandleFunc("GET /tenants", c.authed(c.tenantsPage))
+	m.HandleFunc("POST /tenants", c.authed(c.createTenant))
+	m.HandleFunc("POST /tenants/switch", c.authed(c.switchTenant))
 
 	m.HandleFunc("GET /members", c.authed(c.membersPage))
 	m.HandleFunc("POST /members", c.authed(c.addMember))

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // overflowJS reports what sticks out of the viewport sideways: "" when the
@@ -85,6 +88,16 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reportGroupLag(tenantID, topic, group)
+	// A second tenant of the same user, with a long name, so the tenants
+	// page has a table and a switch form to fit.
+	sess, err := client.New(e.url).Login(ctx, api.SessionRequest{Email: "phone-width-co@example.com", Password: "password-phone-width-co-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(e.url, client.WithSession(sess.Token)).CreateTenant(ctx,
+		api.CreateTenantRequest{Name: "phone-width-co-settlements-eu-west-1"}); err != nil {
+		t.Fatal(err)
+	}
 
 	op := newTab(t, browser, e.url)
 	op.open("/login?as=operator", "#operator-key")
@@ -113,6 +126,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		{tenant, "/groups/" + group, "#group-partitions", "group"},
 		{tenant, "/usage", "#quotas", "usage"},
 		{tenant, "/members", "#members", "members"},
+		{tenant, "/tenants", "#new-tenant", "tenants"},
 		{op, "/admin/tenants", "#admin-tenants", "admin-tenants"},
 		{op, "/admin/tenants/" + tenantID, "#quotas-form", "admin-tenant"},
 		{op, "/admin/cells", ".cell", "admin-cells"},

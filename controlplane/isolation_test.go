@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/controlplane"
 )
 
 // TestTenantIsolation walks every registered route as tenant B against
@@ -132,8 +134,63 @@ func TestTenantIsolation(t *testing.T) {
 				t.Fatalf("B's logout ended A's session: %v", err)
 			}
 		},
-		"GET /v1/me":      func() { ownTenant("/v1/me") },
-		"GET /v1/tenant":  func() { ownTenant("/v1/tenant") },
+		"GET /v1/me":     func() { ownTenant("/v1/me") },
+		"GET /v1/tenant": func() { ownTenant("/v1/tenant") },
+		"GET /v1/tenants": func() {
+			// B's user sees B's tenants only; a key speaks for no user.
+			ts, err := b.owner.Tenants(ctx)
+			if err != nil || len(ts) != 1 || ts[0].ID != b.Tenant.ID {
+				t.Fatalf("B's tenants: %+v %v", ts, err)
+			}
+			for _, tn := range ts {
+				if tn.ID == a.Tenant.ID || tn.Name == a.Tenant.Name {
+					t.Fatalf("B's tenants list A's: %+v", ts)
+				}
+			}
+			if st, ae, _ := e.raw("GET", "/v1/tenants", bAuth, "", ""); st != http.StatusForbidden || ae.Code != "permission_denied" {
+				t.Fatalf("B's key lists tenants: %d %+v", st, ae)
+			}
+		},
+		"POST /v1/tenants": func() {
+			// A key or an operator cannot create one; a user can, and the
+			// new tenant is as isolated from A as B is. (A third tenant's
+			// user creates it, so B's sign-in keeps one tenant to pick.)
+			id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, "isolation operator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opSession, err := e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, auth := range []string{bAuth, "Bearer " + opSession.Token} {
+				if st, ae, _ := e.raw("POST", "/v1/tenants", auth, "application/json", `{"name":"tenant-x"}`); st != http.StatusForbidden || ae.Code != "permission_denied" {
+					t.Fatalf("create a tenant as %.10s…: %d %+v", auth, st, ae)
+				}
+			}
+			st, ae, _ := e.raw("POST", "/v1/tenants", "Bearer "+b.Session.Token, "application/json", `{"name":"tenant-a"}`)
+			if st != http.StatusConflict || ae.Code != "already_exists" || strings.Contains(ae.Message, a.Tenant.ID) {
+				t.Fatalf("B's user takes A's name: %d %+v", st, ae)
+			}
+			c := e.signup("tenant-c")
+			res, err := c.owner.CreateTenant(ctx, api.CreateTenantRequest{Name: "tenant-c-two"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2 := e.anon.With(client.WithSession(res.Session.Token))
+			if _, err := c2.Topic(ctx, "orders"); !client.IsCode(err, "topic_not_found") {
+				t.Fatalf("C's new tenant reads A's topic: %v", err)
+			}
+			if _, err := c2.ACL(ctx, acl.ID); !client.IsCode(err, "not_found") {
+				t.Fatalf("C's new tenant reads A's ACL: %v", err)
+			}
+			if ms, err := c2.Members(ctx); err != nil || len(ms) != 1 || ms[0].UserID != c.User.ID {
+				t.Fatalf("members of C's new tenant: %+v %v", ms, err)
+			}
+			if _, err := c2.Group(ctx, "orders"); !client.IsCode(err, "group_not_found") {
+				t.Fatalf("C's new tenant reads A's group: %v", err)
+			}
+		},
 		"GET /v1/cluster": func() { ownTenant("/v1/cluster") },
 		"GET /v1/quotas":  func() { ownTenant("/v1/quotas") },
 

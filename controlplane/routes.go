@@ -37,6 +37,8 @@ func (s *Server) routes() *echo.Echo {
 	a.DELETE("/sessions/current", s.deleteSession)
 	a.GET("/me", s.me)
 	a.GET("/tenant", s.getTenant)
+	a.GET("/tenants", s.listUserTenants)
+	a.POST("/tenants", s.createTenant)
 	a.GET("/cluster", s.getCluster)
 
 	a.GET("/api-keys", s.listKeys)

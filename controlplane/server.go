@@ -43,6 +43,15 @@ type Config struct {
 	// one every 2 s, burst 30).
 	SignupRate  time.Duration
 	SignupBurst int
+	// TenantCreateRate and TenantCreateBurst bound the tenants a signed-in
+	// user creates with POST /v1/tenants, per user (default one every 30 s,
+	// burst 5).
+	TenantCreateRate  time.Duration
+	TenantCreateBurst int
+	// MaxOwnedTenants bounds the tenants a user owns, counted when the user
+	// creates another with POST /v1/tenants (default 10). Signup always
+	// makes a new user, so it never reaches the cap.
+	MaxOwnedTenants int
 	// MaxActiveKeys bounds a tenant's unrevoked API keys (default 10; at
 	// least 2, so keys can be rotated without downtime).
 	MaxActiveKeys int
@@ -93,6 +102,18 @@ func (c *Config) validate() error {
 	if c.SignupBurst == 0 {
 		c.SignupBurst = 30
 	}
+	if c.TenantCreateRate == 0 {
+		c.TenantCreateRate = 30 * time.Second
+	}
+	if c.TenantCreateBurst == 0 {
+		c.TenantCreateBurst = 5
+	}
+	if c.MaxOwnedTenants == 0 {
+		c.MaxOwnedTenants = 10
+	}
+	if c.MaxOwnedTenants < 1 {
+		return fmt.Errorf("controlplane config: MaxOwnedTenants %d is below 1", c.MaxOwnedTenants)
+	}
 	if c.MaxActiveKeys == 0 {
 		c.MaxActiveKeys = 10
 	}
@@ -120,6 +141,8 @@ type Server struct {
 	echo    *echo.Echo
 	logins  *limiter
 	signups *limiter
+	// tenantCreates limits POST /v1/tenants per user.
+	tenantCreates *limiter
 	// keyHomes limits the key lookups of each cell's brokers.
 	keyHomes *limiter
 	metrics  *metrics
@@ -146,6 +169,8 @@ func New(cfg Config) (*Server, error) {
 		authz:   az,
 		logins:  newLimiter(cfg.LoginRate, cfg.LoginBurst, cfg.Now),
 		signups: newLimiter(cfg.SignupRate, cfg.SignupBurst, cfg.Now),
+
+		tenantCreates: newLimiter(cfg.TenantCreateRate, cfg.TenantCreateBurst, cfg.Now),
 
 		keyHomes: newLimiter(keyHomeEvery, keyHomeBurst, cfg.Now),
 	}

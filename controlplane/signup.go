@@ -36,59 +36,29 @@ func (s *Server) signup(c echo.Context) error {
 	if err := credential.CheckPasswordRules(req.Password); err != nil {
 		return catalog.InvalidRequest.New(err.Error())
 	}
-	if req.Plan == "" {
-		req.Plan = "free"
-	}
-	quotas, ok := plans[req.Plan]
-	if !ok || req.Plan == "dedicated" {
-		return catalog.InvalidRequest.New(`plan must be "free" or "standard"; dedicated pools are arranged with the platform team`)
+	plan, quotas, err := signupPlan(req.Plan)
+	if err != nil {
+		return err
 	}
 
 	ctx := c.Request().Context()
-	now := s.cfg.Now()
-	tenant := api.Tenant{ID: credential.NewID("tn_"), Name: req.TenantName, Plan: req.Plan, Status: "active"}
 	user := api.User{ID: credential.NewID("us_"), Email: email}
 	hash := credential.HashPassword(req.Password)
-	token := credential.NewToken()
-	expires := now.Add(s.cfg.SessionTTL)
-
+	var tenant api.Tenant
+	var sess api.Session
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		pool, cell, err := pickSharedCell(ctx, tx)
-		if err != nil {
-			return err
-		}
-		tenant.PoolID, tenant.HomeCellID = pool, cell
-		if err := tx.QueryRow(ctx, `INSERT INTO tenants (id, name, plan, pool_id, home_cell_id)
-			VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
-			tenant.ID, tenant.Name, tenant.Plan, pool, cell).Scan(&tenant.CreatedAt); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("a tenant with that name already exists")
-			}
-			return err
-		}
 		if _, err := tx.Exec(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
 			user.ID, user.Email, hash); err != nil {
 			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("a user with that email already exists; sign in and create the tenant from there")
+				return catalog.AlreadyExists.New("an account with this email exists: sign in, then create the tenant " +
+					"with POST /v1/tenants or the console's New tenant page")
 			}
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, 'owner')`,
-			user.ID, tenant.ID); err != nil {
-			return err
-		}
-		if err := storeQuotas(ctx, tx, tenant.ID, quotas); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO sessions (token_hash, user_id, tenant_id, expires_at) VALUES ($1, $2, $3, $4)`,
-			credential.HashSecret(token), user.ID, tenant.ID, expires); err != nil {
-			return err
-		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		p := &principal{kind: "user", userID: user.ID, tenantID: tenant.ID}
-		return audit(ctx, tx, p, "tenant.signup", tenant.ID, map[string]any{"plan": tenant.Plan, "cell": cell})
+		var err error
+		p := &principal{kind: "user", userID: user.ID}
+		tenant, sess, err = s.placeTenant(ctx, tx, p, req.TenantName, plan, quotas, "tenant.signup")
+		return err
 	})
 	if err := txError("sign up", err); err != nil {
 		return err
@@ -97,8 +67,66 @@ func (s *Server) signup(c echo.Context) error {
 	return c.JSON(http.StatusCreated, api.SignupResponse{
 		Tenant:  tenant,
 		User:    user,
-		Session: api.Session{Token: token, ExpiresAt: expires, TenantID: tenant.ID, Role: authz.RoleOwner},
+		Session: sess,
 	})
+}
+
+// signupPlan checks a plan a tenant may be created on without the platform
+// team (free, the default, or standard) and returns its quotas.
+func signupPlan(plan string) (string, api.Quotas, error) {
+	if plan == "" {
+		plan = "free"
+	}
+	quotas, ok := plans[plan]
+	if !ok || plan == "dedicated" {
+		return "", api.Quotas{}, catalog.InvalidRequest.New(`plan must be "free" or "standard"; dedicated pools are arranged with the platform team`)
+	}
+	return plan, quotas, nil
+}
+
+// placeTenant creates, in tx, a tenant named name on the least-loaded cell of
+// a shared pool with the plan's quotas, makes the user behind p its owner,
+// and opens a session of that user on it. Signup and POST /v1/tenants share
+// it, so both follow the same naming, plan and placement rules. The caller
+// has checked name and plan; p.userID must exist in tx.
+func (s *Server) placeTenant(ctx context.Context, tx pgx.Tx, p *principal, name, plan string, quotas api.Quotas,
+	action string) (api.Tenant, api.Session, error) {
+	tenant := api.Tenant{ID: credential.NewID("tn_"), Name: name, Plan: plan, Status: "active"}
+	pool, cell, err := pickSharedCell(ctx, tx)
+	if err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	tenant.PoolID, tenant.HomeCellID = pool, cell
+	if err := tx.QueryRow(ctx, `INSERT INTO tenants (id, name, plan, pool_id, home_cell_id)
+		VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
+		tenant.ID, tenant.Name, tenant.Plan, pool, cell).Scan(&tenant.CreatedAt); err != nil {
+		if isUniqueViolation(err) {
+			return api.Tenant{}, api.Session{}, catalog.AlreadyExists.New("a tenant with that name already exists")
+		}
+		return api.Tenant{}, api.Session{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, 'owner')`,
+		p.userID, tenant.ID); err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	if err := storeQuotas(ctx, tx, tenant.ID, quotas); err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	token := credential.NewToken()
+	expires := s.cfg.Now().Add(s.cfg.SessionTTL)
+	if _, err := tx.Exec(ctx, `INSERT INTO sessions (token_hash, user_id, tenant_id, expires_at) VALUES ($1, $2, $3, $4)`,
+		credential.HashSecret(token), p.userID, tenant.ID, expires); err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	if err := bumpCell(ctx, tx, cell); err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	// The audit entry belongs to the new tenant, whoever's session asked.
+	actor := &principal{kind: "user", userID: p.userID, tenantID: tenant.ID}
+	if err := audit(ctx, tx, actor, action, tenant.ID, map[string]any{"plan": tenant.Plan, "cell": cell}); err != nil {
+		return api.Tenant{}, api.Session{}, err
+	}
+	return tenant, api.Session{Token: token, ExpiresAt: expires, TenantID: tenant.ID, Role: authz.RoleOwner}, nil
 }
 
 // pickSharedCell chooses the active cell of a shared pool with the fewest

@@ -33,6 +33,30 @@ type SignupResponse struct {
 	Session Session `json:"session"`
 }
 
+// CreateTenantRequest creates another tenant for the signed-in user, who
+// becomes its owner (POST /v1/tenants).
+type CreateTenantRequest struct {
+	Name string `json:"name"`
+	Plan string `json:"plan,omitempty"` // free (default) or standard
+}
+
+// CreateTenantResponse answers POST /v1/tenants with the new tenant and a
+// session of the caller on it; the caller's other sessions stay as they were.
+type CreateTenantResponse struct {
+	Tenant  Tenant  `json:"tenant"`
+	Session Session `json:"session"`
+}
+
+// UserTenant is a tenant the signed-in user belongs to, with the user's
+// role in it (GET /v1/tenants).
+type UserTenant struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Plan   string `json:"plan"`
+	Status string `json:"status"`
+	Role   string `json:"role"`
+}
+
 // SessionRequest signs a user in. Tenant (id or name) is needed only when the
 // user belongs to more than one tenant. A platform operator may instead send
 // only APIKey, an operator API key as "id:secret", for a session that acts

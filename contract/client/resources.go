@@ -36,6 +36,19 @@ func (c *Client) Tenant(ctx context.Context) (api.Tenant, error) {
 	return out, c.Do(ctx, http.MethodGet, "/v1/tenant", nil, &out)
 }
 
+// Tenants lists every tenant the signed-in user belongs to, with the user's
+// role in each; a session only, not an API key.
+func (c *Client) Tenants(ctx context.Context) ([]api.UserTenant, error) {
+	return all[api.UserTenant](ctx, c, "/v1/tenants")
+}
+
+// CreateTenant creates another tenant owned by the signed-in user and
+// returns it with a session on it; a session only, not an API key.
+func (c *Client) CreateTenant(ctx context.Context, req api.CreateTenantRequest) (api.CreateTenantResponse, error) {
+	var out api.CreateTenantResponse
+	return out, c.Do(ctx, http.MethodPost, "/v1/tenants", req, &out)
+}
+
 // Cluster returns the caller's bootstrap endpoints.
 func (c *Client) Cluster(ctx context.Context) (api.Cluster, error) {
 	var out api.Cluster
