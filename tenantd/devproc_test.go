@@ -27,6 +27,7 @@ type devProcess struct {
 	dbURL               string
 	opEnv               []string
 	bootstrap, httpData string
+	httpAddrs           []string // every broker's HTTP data address, httpData first
 }
 
 // startDev builds tenantd and runs `tenantd dev` until the test ends.
@@ -68,8 +69,9 @@ func startDev(t *testing.T) *devProcess {
 	urlRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`)
 	keyRE := regexp.MustCompile(`export (SLUICE_ENDPOINT=\S+ SLUICE_API_KEY_ID=(\S+) SLUICE_API_KEY_SECRET=(\S+))`)
 	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
-	httpRE := regexp.MustCompile(`HTTP data: ([^,\s]+)`)
+	httpRE := regexp.MustCompile(`HTTP data: (\S+)`)
 	var bootstrap, httpData string
+	var httpAddrs []string
 	deadline := time.After(30 * time.Second)
 	for apiURL == "" || opKey == "" {
 		select {
@@ -84,7 +86,8 @@ func startDev(t *testing.T) *devProcess {
 				bootstrap = m[1]
 			}
 			if m := httpRE.FindStringSubmatch(l); m != nil {
-				httpData = m[1]
+				httpAddrs = strings.Split(m[1], ",")
+				httpData = httpAddrs[0]
 			}
 			if m := keyRE.FindStringSubmatch(l); m != nil {
 				opKey, opEnv = m[2]+":"+m[3], strings.Fields(m[1])
@@ -95,5 +98,5 @@ func startDev(t *testing.T) *devProcess {
 	}
 	t.Logf("tenantd dev ready in %v at %s", time.Since(start).Round(time.Millisecond), apiURL)
 	return &devProcess{bin: bin, dbURL: dbURL, cmd: cmd, exited: exited, stderr: stderr, apiURL: apiURL, opKey: opKey,
-		opEnv: opEnv, bootstrap: bootstrap, httpData: httpData}
+		opEnv: opEnv, bootstrap: bootstrap, httpData: httpData, httpAddrs: httpAddrs}
 }

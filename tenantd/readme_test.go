@@ -50,9 +50,14 @@ func TestReadmeTourTwice(t *testing.T) {
 	d := startDev(t)
 	script := tourBlocks(t)
 	// The README speaks of make run's fixed addresses; this cell has free ports.
+	if len(d.httpAddrs) != 3 {
+		t.Fatalf("the banner names %d HTTP data addresses, want the 3 brokers'", len(d.httpAddrs))
+	}
 	script = strings.NewReplacer(
 		"http://127.0.0.1:8080", d.apiURL,
-		"http://127.0.0.1:8091", "http://"+d.httpData,
+		"127.0.0.1:8091", d.httpAddrs[0],
+		"127.0.0.1:8092", d.httpAddrs[1],
+		"127.0.0.1:8093", d.httpAddrs[2],
 		"127.0.0.1:9092", d.bootstrap,
 	).Replace(script)
 	if strings.Contains(script, "127.0.0.1:8080") || strings.Contains(script, "127.0.0.1:809") {
