@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/records"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 )
 
 // handleError answers every failed request with the catalogue's {code,
@@ -70,35 +68,9 @@ func toCatalog(err error) *catalog.Error {
 	return catalogued(err)
 }
 
-// leaderNoder is how the replication layer's not-leader errors are told
-// apart without importing it: LeaderNode is the leader's node id.
-type leaderNoder interface{ LeaderNode() (node int, ok bool) }
-
-// catalogued turns an error of the partition layer into the catalogue's
-// caller-safe form. Unknown errors become Internal; their cause goes to
-// the log only.
-func catalogued(err error) *catalog.Error {
-	var ce *catalog.Error
-	var ln leaderNoder
-	switch {
-	case errors.As(err, &ce):
-		return ce
-	case errors.As(err, &ln):
-		return catalog.NotLeader.Wrap(err, "")
-	case errors.Is(err, log.ErrOffsetOutOfRange):
-		return catalog.OffsetOutOfRange.Wrap(err, "")
-	case errors.Is(err, log.ErrBatchTooLarge):
-		return catalog.MessageTooLarge.Wrap(err, "")
-	case errors.Is(err, log.ErrCorruptBatch), errors.Is(err, log.ErrInvalidMagic), errors.Is(err, records.ErrCorrupt):
-		return catalog.CorruptMessage.Wrap(err, "")
-	case errors.Is(err, context.DeadlineExceeded):
-		return catalog.RequestTimedOut.Wrap(err, "")
-	case errors.Is(err, context.Canceled):
-		return catalog.Unavailable.Wrap(err, "the broker is shutting down or the client went away")
-	default:
-		return catalog.Internal.Wrap(err, "")
-	}
-}
+// catalogued is the front doors' one mapping of the partition layer's
+// errors onto the catalogue.
+func catalogued(err error) *catalog.Error { return frontdoor.Catalogued(err) }
 
 // bind decodes a JSON body strictly: one object, no unknown fields,
 // within the body size limit, as the control plane's API does.

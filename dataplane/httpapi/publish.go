@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/records"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -330,7 +331,7 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View,
 // replica refused before Raft), or caused by Raft's ErrNotLeader or a
 // leadership transfer. A leadership lost after the append is not one.
 func neverAppended(err error) bool {
-	var ln leaderNoder
+	var ln frontdoor.LeaderNoder
 	if !errors.As(err, &ln) {
 		return false
 	}

@@ -2,9 +2,8 @@ package kafka
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 
@@ -61,25 +60,8 @@ type Partition interface {
 }
 
 // ErrNotLeader is matched by every *NotLeaderError.
-var ErrNotLeader = errors.New("this replica does not lead the partition")
+var ErrNotLeader = frontdoor.ErrNotLeader
 
 // NotLeaderError says that a replica does not lead its partition, and who
-// does, when that is known.
-type NotLeaderError struct {
-	Leader int // broker node id; -1 when unknown
-	Epoch  int32
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.Leader < 0 {
-		return fmt.Sprintf("not the leader (epoch %d, leader unknown)", e.Epoch)
-	}
-	return fmt.Sprintf("not the leader (epoch %d, leader is node %d)", e.Epoch, e.Leader)
-}
-
-// LeaderNode is the leader's node id, ok false when unknown. Errors of
-// other packages with this method are treated as not-leader errors too.
-func (e *NotLeaderError) LeaderNode() (int, bool) { return e.Leader, e.Leader >= 0 }
-
-// Is makes errors.Is(err, ErrNotLeader) true.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+// does, when that is known (the front doors' one not-leader error).
+type NotLeaderError = frontdoor.NotLeaderError

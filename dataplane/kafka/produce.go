@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
@@ -112,7 +113,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		base, err := j.part.Produce(ctx, j.batch)
 		if err != nil {
 			j.out.ErrorCode, j.out.ErrorMessage = errCode(err)
-			var ln leaderNoder
+			var ln frontdoor.LeaderNoder
 			if errors.As(err, &ln) {
 				if node, ok := ln.LeaderNode(); ok && node != c.s.cfg.NodeID {
 					j.out.CurrentLeader.LeaderID, j.out.CurrentLeader.LeaderEpoch = int32(node), j.part.LeaderEpoch()

@@ -1,0 +1,78 @@
+// Package frontdoor is what the broker's two front doors, the Kafka
+// listener (dataplane/kafka) and the HTTP data API (dataplane/httpapi),
+// share about the partitions behind them: the not-leader error and how the
+// partition layer's errors map onto the error catalogue, so that a client
+// gets the same code for the same failure through either door. It imports
+// only contract/catalog and the data plane's log and records packages; the
+// front doors import it.
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/records"
+)
+
+// ErrNotLeader is matched by every *NotLeaderError.
+var ErrNotLeader = errors.New("this replica does not lead the partition")
+
+// NotLeaderError says that a replica does not lead its partition, and who
+// does, when that is known.
+type NotLeaderError struct {
+	Leader int // broker node id; -1 when unknown
+	Epoch  int32
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader < 0 {
+		return fmt.Sprintf("not the leader (epoch %d, leader unknown)", e.Epoch)
+	}
+	return fmt.Sprintf("not the leader (epoch %d, leader is node %d)", e.Epoch, e.Leader)
+}
+
+// LeaderNode is the leader's node id, ok false when unknown.
+func (e *NotLeaderError) LeaderNode() (int, bool) { return e.Leader, e.Leader >= 0 }
+
+// Is makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// LeaderNoder is how a replication layer's not-leader errors are told
+// apart without importing it (dataplane/partition's implement it):
+// LeaderNode is the leader's broker node id, ok false when unknown.
+type LeaderNoder interface{ LeaderNode() (node int, ok bool) }
+
+// Catalogued turns an error of the partition layer into the catalogue's
+// caller-safe form. Unknown errors become Internal; their cause goes to the
+// log only.
+func Catalogued(err error) *catalog.Error {
+	var ce *catalog.Error
+	var ln LeaderNoder
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, ErrNotLeader), errors.As(err, &ln):
+		return catalog.NotLeader.Wrap(err, "")
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		return catalog.OffsetOutOfRange.Wrap(err, "")
+	case errors.Is(err, log.ErrBatchTooLarge):
+		return catalog.MessageTooLarge.Wrap(err, "")
+	case errors.Is(err, log.ErrCorruptBatch):
+		return catalog.CorruptMessage.Wrap(err, "the record batch failed its length, CRC or record-count check")
+	case errors.Is(err, log.ErrInvalidMagic):
+		return catalog.CorruptMessage.Wrap(err, "the record batch is not magic v2")
+	case errors.Is(err, log.ErrControlBatch):
+		return catalog.CorruptMessage.Wrap(err, "clients may not produce control batches")
+	case errors.Is(err, records.ErrCorrupt):
+		return catalog.CorruptMessage.Wrap(err, "a record in the batch is malformed")
+	case errors.Is(err, context.DeadlineExceeded):
+		return catalog.RequestTimedOut.Wrap(err, "")
+	case errors.Is(err, context.Canceled):
+		return catalog.Unavailable.Wrap(err, "the broker is shutting down or the client went away")
+	default:
+		return catalog.Internal.Wrap(err, "")
+	}
+}
