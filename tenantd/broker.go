@@ -199,12 +199,18 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 	defer coord.Close()
 	gl.useCoordinator(coord.AllGroups)
 	defer gl.useCoordinator(nil)
-	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, log)
+	// One producer-id allocator per broker: both front doors hand out ids
+	// from its blocks.
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
+		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
+	}}
+	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, ids, log)
 	if err != nil {
 		return err
 	}
 	defer ks.Close()
-	hs, err := startHTTP(ctx, cfg, self, syncer, m, coord, log)
+	hs, err := startHTTP(ctx, cfg, self, syncer, m, coord, ids, log)
 	if err != nil {
 		return err
 	}
@@ -283,7 +289,7 @@ func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log
 // startKafka serves the Kafka protocol on the broker's Kafka address over
 // its replicas, with producer ids from the control plane and topic admin
 // forwarded to the control plane's API under the caller's own key.
-func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, log *slog.Logger) (*kafka.Server, error) {
+func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*kafka.Server, error) {
 	addr := cfg.KafkaListen
 	if addr == "" {
 		addr = self.KafkaAddr
@@ -298,10 +304,8 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		State:        syncer,
 		Partitions:   replicaPartitions{m},
 		ControlPlane: client.New(cfg.APIURL),
-		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
-			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
-		}},
-		Groups: coord,
+		ProducerIDs:  ids,
+		Groups:       coord,
 		// Keys of other cells' tenants: the control plane checks them and
 		// says where they live, so any broker sends a client home.
 		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {

@@ -21,7 +21,7 @@ import (
 // broker's HTTP address over its replicas and group coordinator, with
 // producer ids from the control plane and dead-letter topics created
 // through its API with the caller's own key.
-func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, log *slog.Logger) (*httpapi.Server, error) {
+func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*httpapi.Server, error) {
 	addr := cfg.HTTPListen
 	if addr == "" {
 		addr = self.HTTPAddr
@@ -29,7 +29,6 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 	if addr == "" {
 		return nil, fmt.Errorf("broker %s has no http_addr in the cell state: set it (tenantd admin) or pass -http-listen", cfg.BrokerID)
 	}
-	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
 	// The API's metrics go with the broker's (its -metrics-listen, or in
 	// dev the control plane's operators-only /metrics), never on the
 	// tenants' data port.
@@ -38,13 +37,11 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		reg = cfg.Metrics
 	}
 	hc := httpapi.Config{
-		Addr:       addr,
-		NodeID:     self.NodeID,
-		State:      syncer,
-		Partitions: httpPartitions{m},
-		ProducerIDs: &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
-			return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
-		}},
+		Addr:         addr,
+		NodeID:       self.NodeID,
+		State:        syncer,
+		Partitions:   httpPartitions{m},
+		ProducerIDs:  ids,
 		Groups:       coord,
 		ControlPlane: client.New(cfg.APIURL),
 		// The brokers of a cell share its cell key, so its secret is
