@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -358,6 +359,9 @@ func (c *conn) deleteACLs(r *kmsg.DeleteACLsRequest) kmsg.Response {
 	ctx, cancel := adminContext(c.s.ctx, 0)
 	defer cancel()
 	cpc, apiErr := c.callerAPI()
+	if apiErr == nil {
+		apiErr = c.mayWriteACLs()
+	}
 	var acls []api.ACL
 	var listErr error
 	if apiErr == nil {
@@ -411,9 +415,9 @@ func (c *conn) deleteACLs(r *kmsg.DeleteACLsRequest) kmsg.Response {
 		}
 	}
 	if denied != nil {
-		// As in Kafka, a caller that may not delete ACLs gets the refusal
-		// for every filter and no matches (none can have been deleted: the
-		// first deletion was refused).
+		// The control plane refused the first deletion (the key's role
+		// changed since the broker's state was built): as above, the
+		// refusal for every filter and no matches.
 		resp.Results = resp.Results[:0]
 		for range r.Filters {
 			or := kmsg.NewDeleteACLsResponseResult()
@@ -423,6 +427,26 @@ func (c *conn) deleteACLs(r *kmsg.DeleteACLsRequest) kmsg.Response {
 	}
 	c.waitForACLs(ctx, nil, deleted)
 	return resp
+}
+
+// apiRoles is the control plane's role model, which contract/authz shares
+// with the brokers.
+var apiRoles = sync.OnceValues(authz.NewAPI)
+
+// mayWriteACLs checks the caller's role as /v1/acls will, before DeleteAcls
+// lists anything: a caller that may not delete ACLs is refused for every
+// filter, as in Kafka, even one that matches nothing. The control plane
+// still decides each deletion.
+func (c *conn) mayWriteACLs() error {
+	roles, err := apiRoles()
+	if err != nil {
+		return catalog.Internal.Wrap(err, "")
+	}
+	p := c.principal.Load()
+	if !roles.Allowed(p.Role, authz.ObjACLs, authz.ActWrite) {
+		return catalog.PermissionDenied.Newf("role %s may not write acls", p.Role)
+	}
+	return nil
 }
 
 // isPermissionDenied reports whether a control-plane call was refused for

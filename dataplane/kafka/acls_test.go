@@ -309,6 +309,14 @@ func TestACLAPIs(t *testing.T) {
 				t.Fatalf("developer delete: %v %+v", r.Err, r.Deleted)
 			}
 		}
+		// Even a filter that matches nothing is refused, as in Kafka.
+		none, err := adm(dev).DeleteACLs(ctx, kadm.NewACLs().Topics("nothing").Allow().AllowHosts().Operations(kadm.OpAny))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(none[0].Err, kerr.ClusterAuthorizationFailed) {
+			t.Fatalf("developer delete matching nothing: %v", none[0].Err)
+		}
 		desc, err := adm(cl).DescribeACLs(ctx, everything())
 		if err != nil {
 			t.Fatal(err)
