@@ -41,12 +41,12 @@ func (c *conn) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 }
 
 // serves reports whether the server's configuration lets it serve an API
-// of the table: the admin APIs need a control plane, InitProducerId a
+// of the table: the admin and ACL APIs need a control plane, InitProducerId a
 // producer id source (without it franz-go and librdkafka turn idempotence
 // off by themselves).
 func (s *Server) serves(key int16) bool {
 	switch {
-	case adminAPIs[key]:
+	case adminAPIs[key], aclAPIs[key]:
 		return s.cfg.ControlPlane != nil
 	case key == 22:
 		return s.cfg.ProducerIDs != nil

@@ -200,6 +200,12 @@ func (c *conn) handle(req *request) error {
 		resp = c.createPartitions(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
+	case *kmsg.DescribeACLsRequest:
+		resp = c.describeACLs(r)
+	case *kmsg.CreateACLsRequest:
+		resp = c.createACLs(r)
+	case *kmsg.DeleteACLsRequest:
+		resp = c.deleteACLs(r)
 	case *kmsg.InitProducerIDRequest:
 		resp = c.initProducerID(r)
 	default:

@@ -5,8 +5,9 @@
 // connections), ListOffsets, OffsetForLeaderEpoch, DescribeConfigs,
 // InitProducerId (idempotent producers) and the consumer-group APIs (through
 // the broker's group coordinator) over the partitions this broker holds;
-// CreateTopics, DeleteTopics and CreatePartitions go to the control plane's
-// public API with the caller's own key.
+// CreateTopics, DeleteTopics and CreatePartitions, and DescribeAcls,
+// CreateAcls and DeleteAcls (the tenant's ACLs, mapped from Kafka's model in
+// acls.go), go to the control plane's public API with the caller's own key.
 //
 // The partitions themselves are behind the Partitions interface, which
 // *partition.Replica implements (package celltests runs it in a

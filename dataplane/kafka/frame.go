@@ -39,6 +39,9 @@ var apis = map[int16]apiRange{
 	32: {0, 4},  // DescribeConfigs
 	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions (with Config.ControlPlane)
+	29: {0, 3},  // DescribeAcls (with Config.ControlPlane; see acls.go)
+	30: {0, 3},  // CreateAcls (with Config.ControlPlane)
+	31: {0, 3},  // DeleteAcls (with Config.ControlPlane)
 	// Consumer groups (with Config.Groups; see groups.go).
 	8:  {0, 8}, // OffsetCommit
 	9:  {0, 8}, // OffsetFetch (v8: many groups)

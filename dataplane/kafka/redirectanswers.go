@@ -114,6 +114,22 @@ func redirectAnswer(req kmsg.Request) kmsg.Response {
 			or.ResourceType, or.ResourceName, or.ErrorCode = rr.ResourceType, rr.ResourceName, redirectAdmin
 			out.Resources = append(out.Resources, or)
 		}
+	case *kmsg.DescribeACLsRequest:
+		resp.(*kmsg.DescribeACLsResponse).ErrorCode = redirectAdmin
+	case *kmsg.CreateACLsRequest:
+		out := resp.(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			or := kmsg.NewCreateACLsResponseResult()
+			or.ErrorCode = redirectAdmin
+			out.Results = append(out.Results, or)
+		}
+	case *kmsg.DeleteACLsRequest:
+		out := resp.(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			or := kmsg.NewDeleteACLsResponseResult()
+			or.ErrorCode = redirectAdmin
+			out.Results = append(out.Results, or)
+		}
 	case *kmsg.FindCoordinatorRequest:
 		out := resp.(*kmsg.FindCoordinatorResponse)
 		out.ErrorCode, out.NodeID, out.Port = redirectFind, -1, -1

@@ -53,7 +53,11 @@ func redirectRequests() []kmsg.Request {
 	del.Groups = []string{group}
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = group
-	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od}
+	ca := kmsg.NewPtrCreateACLsRequest()
+	ca.Creations = []kmsg.CreateACLsRequestCreation{kmsg.NewCreateACLsRequestCreation()}
+	da := kmsg.NewPtrDeleteACLsRequest()
+	da.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
+	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od}
 }
 
 // Every request a redirect session answers, at every version, carries
