@@ -240,7 +240,7 @@ func (s *Server) plan(req *publishRequest, t *wire.Topic, prod records.Producer)
 		if len(b.batch) > limit {
 			return nil, catalog.MessageTooLarge.Newf("the messages for partition %d take %d bytes as a record batch; the topic's max.message.bytes is %d: publish fewer or smaller messages", b.part, len(b.batch), limit)
 		}
-		if _, err := log.ValidateClientBatch(b.batch); err != nil {
+		if _, err := log.CheckClientBatchFraming(b.batch); err != nil { // the partition's Produce validates it whole
 			return nil, catalog.Internal.Wrap(err, "")
 		}
 	}

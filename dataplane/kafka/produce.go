@@ -73,7 +73,9 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				fail(catalog.MessageTooLarge, "the record batch is larger than the topic's max.message.bytes")
 				continue
 			}
-			h, err := log.ValidateClientBatch(rp.Records)
+			// Framing only: the partition's Produce validates the batch
+			// whole, once, on the leader's path.
+			h, err := log.CheckClientBatchFraming(rp.Records)
 			if err != nil {
 				op.ErrorCode, op.ErrorMessage = errCode(err)
 				continue

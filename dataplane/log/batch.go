@@ -136,6 +136,16 @@ const maxOffset = 1 << 62
 // the length field matches len(b), the CRC32C over b[21:] matches, and the
 // record count agrees with the last offset delta. It returns the header.
 func ValidateBatch(b []byte) (Header, error) {
+	h, err := checkFraming(b)
+	if err != nil {
+		return h, err
+	}
+	return h, checkCRC(b, h)
+}
+
+// checkFraming is ValidateBatch without the CRC: the header, the length
+// field against len(b), and the record count.
+func checkFraming(b []byte) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -143,19 +153,33 @@ func ValidateBatch(b []byte) (Header, error) {
 	if h.Size() != int64(len(b)) {
 		return h, fmt.Errorf("%w: batch length field says %d bytes, buffer has %d", ErrCorruptBatch, h.Size(), len(b))
 	}
-	if err := checkFields(h); err != nil {
-		return h, err
-	}
+	return h, checkFields(h)
+}
+
+// checkCRC hashes the batch's bytes after the CRC field: the one pass over
+// the records that validation costs.
+func checkCRC(b []byte, h Header) error {
 	if got := crc32.Checksum(b[offAttributes:], castagnoli); got != h.CRC {
-		return h, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptBatch, h.CRC, got)
+		return fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptBatch, h.CRC, got)
 	}
-	return h, nil
+	return nil
 }
 
 // ValidateClientBatch is ValidateBatch plus the rules for batches that arrive
 // in a Produce request: base offset 0, no control batches, a known codec.
 func ValidateClientBatch(b []byte) (Header, error) {
-	h, err := ValidateBatch(b)
+	h, err := CheckClientBatchFraming(b)
+	if err != nil {
+		return h, err
+	}
+	return h, checkCRC(b, h)
+}
+
+// CheckClientBatchFraming is ValidateClientBatch without the CRC: what a
+// front door checks before handing a batch to its partition, whose Produce
+// validates it whole, once, on the leader's path.
+func CheckClientBatchFraming(b []byte) (Header, error) {
+	h, err := checkFraming(b)
 	if err != nil {
 		return h, err
 	}

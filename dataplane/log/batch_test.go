@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -64,5 +65,27 @@ func TestValidateBatch(t *testing.T) {
 				t.Fatalf("header %+v", h)
 			}
 		})
+	}
+}
+
+// A batch appended as Checked has its framing checked but is not hashed
+// again; unchecked, the same bytes are refused for their CRC.
+func TestAppendCheckedSkipsTheCRC(t *testing.T) {
+	l, err := Open(context.Background(), Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	bad := makeBatch(2, 16, 1, 1)
+	bad[len(bad)-1] ^= 0xff
+	if _, _, err := l.AppendBatches([]Batch{{Data: bad}}); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("unchecked batch with a bad CRC: %v, want ErrCorruptBatch", err)
+	}
+	if _, _, err := l.AppendBatches([]Batch{{Data: bad, Checked: true}}); err != nil {
+		t.Fatalf("checked batch hashed again: %v", err)
+	}
+	short := makeBatch(2, 16, 1, 2)
+	if _, _, err := l.AppendBatches([]Batch{{Data: short[:len(short)-1], Checked: true}}); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("a checked batch's framing was not checked: %v", err)
 	}
 }

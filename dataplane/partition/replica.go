@@ -458,6 +458,9 @@ func (r *Replica) notLeader(cause error) error {
 // appends nothing; a sequence gap fails with ErrOutOfOrderSequence, an
 // older epoch with ErrInvalidProducerEpoch.
 func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
+	// The one whole validation of the batch on the leader's path: the
+	// front doors check only its framing, and the store does not hash it
+	// again (MarkChecked).
 	h, err := log.ValidateClientBatch(batch)
 	if err != nil {
 		return 0, fmt.Errorf("produce: %w", err)
@@ -465,6 +468,7 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	if !r.ready() {
 		return 0, r.notLeader(nil)
 	}
+	defer r.store.MarkChecked(batch)()
 	if h.ProducerID >= 0 {
 		return r.produceIdempotent(ctx, h, batch)
 	}

@@ -235,3 +235,27 @@ func TestRemovedLeaderShutsDown(t *testing.T) {
 	celltest.WaitFor(t, waitLong, "a new leader among the other two", func() bool { l := c.Leader(0); return l >= 0 && l != lb })
 	produceN(t, c, 0, 2)
 }
+
+// The leader validates a produced batch whole, once, before Raft takes it
+// (the front doors check only its framing, and the stores of the leader
+// do not hash it again): a bad CRC is refused there, nothing is appended
+// on any replica, and a good batch after it lands at the next offset.
+func TestProduceValidatesOnceBeforeRaft(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	lb := c.WaitLeader(0, waitLong)
+	r := c.Replica(lb, 0)
+	bad := celltest.Batch([]byte("k"), []byte("v"))
+	bad[len(bad)-1] ^= 0xff
+	if _, err := r.Produce(context.Background(), bad); !errors.Is(err, log.ErrCorruptBatch) {
+		t.Fatalf("produce with a bad CRC: %v, want ErrCorruptBatch", err)
+	}
+	off, err := r.Produce(context.Background(), celltest.Batch([]byte("ok")))
+	if err != nil || off != 0 {
+		t.Fatalf("produce after the refusal: offset %d, %v; want 0", off, err)
+	}
+	for b := range 3 {
+		celltest.WaitFor(t, waitLong, "every replica to hold the one good record", func() bool {
+			return c.Replica(b, 0).Store().Log().NextOffset() == 1
+		})
+	}
+}

@@ -94,6 +94,12 @@ type Store struct {
 	idx       *os.File
 	committer *Committer
 
+	// checked holds the first byte's address of each batch this process
+	// validated whole before handing it to Raft (MarkChecked), so that
+	// storing it does not hash it again. A follower's batches arrive from
+	// the network and are never in it: it validates them in full.
+	checked sync.Map // *byte → struct{}
+
 	// wmu serializes StoreLogs, DeleteRange and Close. Lock order: wmu,
 	// then mu, then the partition log's own locks.
 	wmu sync.Mutex
@@ -185,6 +191,20 @@ func (s *Store) usable() error {
 		return ErrStoreClosed
 	}
 	return s.failed
+}
+
+// MarkChecked notes that batch was validated whole (log.ValidateBatch or
+// ValidateClientBatch) and will reach StoreLogs as this same slice, so
+// that storing it checks only its framing. The caller calls forget once
+// the batch is stored or will not be (its Apply returned): a batch stored
+// after that is hashed in full, which is merely slower.
+func (s *Store) MarkChecked(batch []byte) (forget func()) {
+	if len(batch) == 0 {
+		return func() {}
+	}
+	key := &batch[0]
+	s.checked.Store(key, struct{}{})
+	return func() { s.checked.Delete(key) }
 }
 
 // GetLog reconstructs entry index: a LogCommand's Data is its batch as
@@ -283,12 +303,15 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			// Only the header here: AppendBatches validates every batch
 			// (lengths, fields, CRC) before it writes any, so checking the
 			// CRC here too would hash each batch twice on the write path.
+			// A batch this process validated before Raft took it (the
+			// leader's own) is not hashed again at all.
 			h, err := log.ParseHeader(l.Data)
 			if err != nil {
 				return fmt.Errorf("store raft entry %d: %w: %w", l.Index, ErrNotBatch, err)
 			}
 			e.count = int64(h.LastOffsetDelta) + 1
-			batches = append(batches, log.Batch{Data: l.Data, LeaderEpoch: int32(l.Term)})
+			_, checked := s.checked.Load(&l.Data[0])
+			batches = append(batches, log.Batch{Data: l.Data, LeaderEpoch: int32(l.Term), Checked: checked})
 			plain = plain && len(l.Extensions) == 0
 		} else {
 			e.data = l.Data

@@ -368,3 +368,35 @@ func TestStoreRefusesCorruptBatch(t *testing.T) {
 		t.Fatalf("store after refusals: %v", err)
 	}
 }
+
+// A batch marked as validated (the leader's own, which Replica.Produce
+// checked whole before Raft took it) is stored without hashing it again;
+// the same bytes unmarked (a follower's, from the network) are hashed and
+// refused. The flipped byte stands for "the CRC was not computed": a
+// marked batch is never really corrupt. Once forgotten, the mark is gone.
+func TestStoreDoesNotHashCheckedBatchesAgain(t *testing.T) {
+	s := openStore(t, t.TempDir(), newCommitter(t))
+	if err := s.StoreLogs(script(1, 1)[:3]); err != nil {
+		t.Fatal(err)
+	}
+	unhashed := func() []byte {
+		b := celltest.Batch([]byte("x"))
+		b[len(b)-1] ^= 0xff // the CRC no longer matches
+		return b
+	}
+	follower := unhashed()
+	if err := s.StoreLogs([]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: follower}}); !errors.Is(err, raftlog.ErrNotBatch) {
+		t.Fatalf("an unmarked batch with a bad CRC: %v, want ErrNotBatch", err)
+	}
+	leader := unhashed()
+	forget := s.MarkChecked(leader)
+	if err := s.StoreLogs([]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: leader}}); err != nil {
+		t.Fatalf("a marked batch was hashed again: %v", err)
+	}
+	forget()
+	again := unhashed()
+	s.MarkChecked(again)() // marked and forgotten before it is stored
+	if err := s.StoreLogs([]*raft.Log{{Index: 5, Term: 1, Type: raft.LogCommand, Data: again}}); !errors.Is(err, raftlog.ErrNotBatch) {
+		t.Fatalf("a forgotten mark still skipped the CRC: %v", err)
+	}
+}
