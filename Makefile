@@ -31,12 +31,12 @@ test-short:
 
 # Sluice against NATS JetStream: a 3-broker cell of real tenantd processes
 # and a 3-node JetStream cluster on loopback, both fsyncing before they
-# acknowledge, the same workload on each (dataplane/compare). Writes the
+# acknowledge, the same workload on each (cmd/compare). Writes the
 # results into docs/benchmarks.md ("Sluice vs NATS JetStream"). Needs the
 # Postgres on 127.0.0.1:5432; takes about 5 minutes. BENCHFLAGS adds driver
-# flags, e.g. BENCHFLAGS='-runs 5' (go run ./dataplane/compare -h lists them).
+# flags, e.g. BENCHFLAGS='-runs 5' (go run ./cmd/compare -h lists them).
 bench: build bench-tools
-	$(GO) run ./dataplane/compare -tenantd $(BIN) -nats-server .cache/bin/nats-server \
+	$(GO) run ./cmd/compare -tenantd $(BIN) -nats-server .cache/bin/nats-server \
 	  -commit "$$(git describe --always --dirty 2>/dev/null || echo unknown)" -doc docs/benchmarks.md $(BENCHFLAGS)
 
 # What only `make bench` needs (nats-server, built from source into
@@ -50,10 +50,10 @@ bench-micro:
 
 # A cell of real tenantd processes under faults (kills, pauses, restarts,
 # Raft partitions) with a Jepsen-style checker; exits non-zero on any
-# violation. CHAOSFLAGS e.g. "-duration 30m -seed 42" (go run ./dataplane/chaos -h).
+# violation. CHAOSFLAGS e.g. "-duration 30m -seed 42" (go run ./cmd/chaos -h).
 CHAOSFLAGS ?= -duration 10m
 chaos: build
-	$(GO) run ./dataplane/chaos -tenantd $(BIN) $(CHAOSFLAGS)
+	$(GO) run ./cmd/chaos -tenantd $(BIN) $(CHAOSFLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the NATS server that `make bench` compares Sluice with
-# (dataplane/compare): v2.15.2, built from source into .cache/bin (Debian's
+# (cmd/compare): v2.15.2, built from source into .cache/bin (Debian's
 # package is the old 2.9, without the JetStream settings the comparison uses).
 # It does nothing when that exact version is already there. Only `make bench`
 # runs this script; `make test` does not need NATS.

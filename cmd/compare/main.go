@@ -367,7 +367,7 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 	if o.doc != "" {
 		doc = " -doc " + o.doc
 	}
-	fmt.Fprintf(&b, "- **Command:** `go run ./dataplane/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d%s`.\n",
+	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d%s`.\n",
 		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.warmup, o.latencyMessages, doc)
 	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
 		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))

@@ -16,7 +16,7 @@ import (
 // raft.entries), each after a small append: the round ends with the slower
 // of the two. It reports the round's p50, p99 and p99.9.
 //
-//	go test -run '^$' -bench FdatasyncTail -benchtime 3000x ./dataplane/compare/
+//	go test -run '^$' -bench FdatasyncTail -benchtime 3000x ./cmd/compare/
 func BenchmarkFdatasyncTail(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
