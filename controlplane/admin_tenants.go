@@ -18,13 +18,17 @@ const adminTenantSelect = `SELECT t.id, t.name, t.plan, t.status, t.pool_id, t.h
 	(SELECT count(*) FROM topics x WHERE x.tenant_id = t.id) AS topic_count,
 	(SELECT coalesce(sum(x.partitions), 0) FROM topics x WHERE x.tenant_id = t.id) AS partition_count,
 	(SELECT count(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())) AS active_keys,
+	(SELECT coalesce(sum(s.size), 0)::bigint FROM topics x JOIN partitions p ON p.topic_id = x.id
+		CROSS JOIN LATERAL (SELECT max(ps.size_bytes) AS size FROM partition_status ps
+			WHERE ps.topic_id = p.topic_id AND ps.partition = p.partition) s
+		WHERE x.tenant_id = t.id) AS stored_bytes,
 	q.produce_bytes_per_sec, q.produce_messages_per_sec, q.fetch_bytes_per_sec, q.max_partitions,
 	q.max_topics, q.max_connections, q.max_storage_bytes, q.max_message_bytes, q.max_requests_per_sec, q.max_retention_ms, q.updated_at
 	FROM tenants t JOIN quotas q ON q.tenant_id = t.id`
 
 func scanAdminTenant(row pgx.Row) (api.AdminTenant, error) {
 	var t api.AdminTenant
-	fields := append(tenantFields(&t.Tenant), &t.Topics, &t.Partitions, &t.ActiveKeys)
+	fields := append(tenantFields(&t.Tenant), &t.Topics, &t.Partitions, &t.ActiveKeys, &t.StoredBytes)
 	fields = append(fields, quotaFields(&t.Quotas)...)
 	return t, row.Scan(fields...)
 }

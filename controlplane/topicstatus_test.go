@@ -48,4 +48,14 @@ func TestTopicShowsPartitionStatus(t *testing.T) {
 	if p1.Leader != nil || p1.HighWatermark != nil || p1.SizeBytes != nil || len(p1.Replicas) != 3 {
 		t.Errorf("partition 1 was never reported on: %+v", p1)
 	}
+
+	// The operator's tenant list shows what the tenant stores: the
+	// largest replica of each partition (partition 1 has none yet).
+	at, err := e.op.AdminTenant(ctx, a.Tenant.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at.StoredBytes != 900 {
+		t.Errorf("stored bytes %d, want 900", at.StoredBytes)
+	}
 }

@@ -18,7 +18,7 @@ import (
 const adminUsage = `usage: tenantd admin [-api URL] [-key ID:SECRET] [-o table|json] <command>
 
 commands:
-  tenants list [-sort name|load]     tenants with their topics, partitions and keys (load: most partitions first)
+  tenants list [-sort name|load]     tenants with their topics, partitions, stored bytes and keys (load: most partitions first)
   tenants show TENANT_ID             one tenant, its load and quotas
   tenants suspend TENANT_ID          refuse the tenant's changes (reads go on)
   tenants resume TENANT_ID
@@ -85,8 +85,8 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		if err != nil {
 			return err
 		}
-		return table(p, ts, []string{"ID", "NAME", "PLAN", "STATUS", "CELL", "TOPICS", "PARTITIONS", "KEYS"}, func(t api.AdminTenant) []any {
-			return []any{t.ID, t.Name, t.Plan, t.Status, t.HomeCellID, t.Topics, t.Partitions, t.ActiveKeys}
+		return table(p, ts, []string{"ID", "NAME", "PLAN", "STATUS", "CELL", "TOPICS", "PARTITIONS", "STORED", "KEYS"}, func(t api.AdminTenant) []any {
+			return []any{t.ID, t.Name, t.Plan, t.Status, t.HomeCellID, t.Topics, t.Partitions, humanBytes(t.StoredBytes), t.ActiveKeys}
 		})
 	case "tenants show":
 		tid, err := arg(rest, 2, "TENANT_ID")

@@ -241,10 +241,13 @@ type UpdateMemberRequest struct {
 // AdminTenant is a tenant as operators see it, with its load.
 type AdminTenant struct {
 	Tenant
-	Topics     int    `json:"topics"`
-	Partitions int    `json:"partitions"`
-	ActiveKeys int    `json:"active_keys"`
-	Quotas     Quotas `json:"quotas"`
+	Topics     int `json:"topics"`
+	Partitions int `json:"partitions"`
+	ActiveKeys int `json:"active_keys"`
+	// StoredBytes is what the tenant's partitions hold on disk, one
+	// replica each, as the brokers last reported it.
+	StoredBytes int64  `json:"stored_bytes"`
+	Quotas      Quotas `json:"quotas"`
 }
 
 // UpdateTenantRequest changes a tenant's status or plan. A plan change resets
