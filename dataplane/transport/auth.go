@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -205,16 +206,67 @@ func (g *GroupTransport) SetMembers(fn func() []raft.Server) {
 // or its configuration is empty: a replica of a new group that waits for
 // the leader to send it the configuration must admit that leader. r is
 // read on each call, so it may be set after the group starts serving.
+//
+// Asking Raft for its configuration is a round trip through its main
+// loop, which may be busy storing entries; every incoming RPC, heartbeats
+// included, would wait for it. So the configuration is read once, then
+// refreshed in the background at most every membersFresh while RPCs keep
+// arriving, and each RPC is checked against the latest read: a member
+// removed from the group is refused within about membersFresh.
 func RaftMembers(r func() *raft.Raft, initial []raft.Server) func() []raft.Server {
-	return func() []raft.Server {
+	return raftMembers(func() configurationGetter {
 		if ra := r(); ra != nil {
-			if s := ra.GetConfiguration().Configuration().Servers; len(s) > 0 {
-				return s
-			}
+			return ra
 		}
-		return initial
+		return nil
+	}, initial)
+}
+
+// configurationGetter is the part of *raft.Raft RaftMembers reads.
+type configurationGetter interface {
+	GetConfiguration() raft.ConfigurationFuture
+}
+
+func raftMembers(r func() configurationGetter, initial []raft.Server) func() []raft.Server {
+	type snapshot struct {
+		servers []raft.Server
+		at      time.Time
+	}
+	var cached atomic.Pointer[snapshot]
+	var refreshing atomic.Bool
+	read := func(ra configurationGetter) []raft.Server {
+		if s := ra.GetConfiguration().Configuration().Servers; len(s) > 0 {
+			return s
+		}
+		return nil
+	}
+	return func() []raft.Server {
+		ra := r()
+		if ra == nil {
+			return initial
+		}
+		snap := cached.Load()
+		if snap == nil {
+			snap = &snapshot{servers: read(ra), at: time.Now()}
+			cached.Store(snap)
+		} else if time.Since(snap.at) > membersFresh && refreshing.CompareAndSwap(false, true) {
+			// One refresh at a time per group; it ends as soon as Raft
+			// answers, at once after its shutdown.
+			go func() {
+				defer refreshing.Store(false)
+				cached.Store(&snapshot{servers: read(ra), at: time.Now()})
+			}()
+		}
+		if len(snap.servers) == 0 {
+			return initial
+		}
+		return snap.servers
 	}
 }
+
+// membersFresh is how old the configuration an RPC is checked against may
+// be before it is read again.
+const membersFresh = 500 * time.Millisecond
 
 // admit decides whether a request from the authenticated broker peer may
 // be handed to the group's Raft.
