@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -178,13 +179,7 @@ func (b *broker) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.C
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	celltest.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // testWriter sends log lines to the test and notes panics.

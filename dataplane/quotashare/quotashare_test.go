@@ -106,20 +106,13 @@ func newBroker(t *testing.T, id, pfx string, rdb redis.UniversalClient, clk *clo
 	}
 	s, err := New(Config{
 		Redis: rdb, Prefix: pfx, BrokerID: id, Buckets: b, Now: clk.Now,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil)),
+		Logger: celltest.Logger(t, slog.LevelInfo),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SetState(cs)
 	return &broker{id: id, buckets: b, sharer: s}
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 func (b *broker) rate(t *testing.T, tenant string, k quotas.Kind) float64 {
@@ -428,7 +421,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	waitFor(t, 10*time.Second, func() bool { st := s.Stats(); return st.Rounds >= 3 && st.Mode == ModeShared })
+	celltest.WaitFor(t, 10*time.Second, "three rounds in shared mode", func() bool { st := s.Stats(); return st.Rounds >= 3 && st.Mode == ModeShared })
 	cancel()
 	select {
 	case err := <-done:
@@ -437,22 +430,6 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	poll := time.NewTicker(5 * time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("condition not met within %v", within)
-		case <-poll.C:
-		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,7 +101,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 		c.addrs = append(c.addrs, ln.Addr().String())
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
-	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.logger = celltest.Logger(t, slog.LevelWarn)
 	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft})
 	if opts.offsetsParts > 0 {
 		c.offsets = celltest.New(t, celltest.Options{Partitions: opts.offsetsParts, Raft: opts.raft})
@@ -278,13 +277,6 @@ func (p partitions) Get(topicID string, part int32) (kafka.Partition, bool) {
 		return nil, false
 	}
 	return celltest.NodeReplica{Replica: r}, true
-}
-
-type testLog struct{ t testing.TB }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // waitCoordinators waits until every offsets partition is led by its
