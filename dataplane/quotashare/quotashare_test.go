@@ -145,6 +145,26 @@ func window(t *testing.T, clk *clock, brokers []*broker, bps []float64) []error 
 	return errs
 }
 
+// newCell is the brokers of brokerIDs sharing acme's produce quota through
+// one Redis prefix, on one scripted clock. A demandRounds above zero
+// replaces each sharer's.
+func newCell(t *testing.T, quota int64, demandRounds int) ([]*broker, *clock) {
+	t.Helper()
+	pfx := prefix(t)
+	rdb := newRedis(t, redisAddr)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cs := cellState(acme(quota))
+	var brokers []*broker
+	for _, id := range brokerIDs {
+		b := newBroker(t, id, pfx, rdb, clk, cs)
+		if demandRounds > 0 {
+			b.sharer.cfg.DemandRounds = demandRounds
+		}
+		brokers = append(brokers, b)
+	}
+	return brokers, clk
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
 
 func TestSharesFollowDemand(t *testing.T) {
@@ -159,14 +179,7 @@ func TestSharesFollowDemand(t *testing.T) {
 		{"all idle", []float64{0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pfx := prefix(t)
-			rdb := newRedis(t, redisAddr)
-			clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			cs := cellState(acme(quota))
-			var brokers []*broker
-			for _, id := range brokerIDs {
-				brokers = append(brokers, newBroker(t, id, pfx, rdb, clk, cs))
-			}
+			brokers, clk := newCell(t, quota, 0)
 			for _, b := range brokers {
 				if got := b.rate(t, "acme", quotas.ProduceBytes); !near(got, quota/3) {
 					t.Fatalf("%s starts at %v, want the even split %v", b.id, got, quota/3)
