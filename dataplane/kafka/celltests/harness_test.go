@@ -72,6 +72,19 @@ func startGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*c
 	return startCellWith(t, parts, topic, cellOptions{offsetsParts: offsetsParts})
 }
 
+// startReadyGroupCell is startGroupCell that also waits until every
+// partition has a leader and every broker's coordinator has loaded its
+// offsets partitions.
+func startReadyGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
+	t.Helper()
+	c, tn := startGroupCell(t, parts, topic, offsetsParts)
+	for p := range parts {
+		c.cell.WaitLeader(p, 30*time.Second)
+	}
+	c.waitCoordinators()
+	return c, tn
+}
+
 // cellOptions adjust startCellWith; zero fields keep startCell's defaults.
 type cellOptions struct {
 	// configure adjusts broker b's listener config before it starts.
