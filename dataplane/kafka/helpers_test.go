@@ -314,3 +314,15 @@ func (r *rawConn) authenticate(keyID, secret string) *kmsg.SASLAuthenticateRespo
 }
 
 var makeBatch = kafka.MakeBatch
+
+// apiVersions sends ApiVersions v3 on rc and returns the answer.
+func apiVersions(t testing.TB, rc *rawConn) *kmsg.ApiVersionsResponse {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
+	resp, err := rc.roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ApiVersionsResponse)
+}

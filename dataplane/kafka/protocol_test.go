@@ -114,14 +114,9 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"api versions v3 lists every served api", func(t *testing.T) {
 			rc := dialRaw(t, b.addr)
-			req := kmsg.NewPtrApiVersionsRequest()
-			req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
-			resp, err := rc.roundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := apiVersions(t, rc)
 			keys := map[int16]bool{}
-			for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+			for _, k := range resp.ApiKeys {
 				keys[k.ApiKey] = true
 			}
 			for _, k := range []int16{0, 1, 2, 3, 17, 18, 23, 32, 36} {
