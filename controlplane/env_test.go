@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
 // env is a control plane on a fresh database with one shared pool, one cell
@@ -54,30 +52,13 @@ func (s *syncBuffer) String() string {
 
 func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 	t.Helper()
-	db := pgtest.Pool(t)
 	logs := &syncBuffer{}
 	clk := cptest.NewClock()
-	cfg := controlplane.Config{DB: db, Now: clk.Now,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	for _, f := range tweak {
-		f(&cfg)
-	}
-	srv, err := controlplane.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "test operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, url: hs.URL, db: db, logs: logs, srv: srv, now: clk,
-		op:   client.New(hs.URL, client.WithAPIKey(id, secret)),
-		anon: client.New(hs.URL)}
-	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
-	return e
+	cp := cptest.Start(t, cptest.TestAddrs, append([]func(*controlplane.Config){func(c *controlplane.Config) {
+		c.Now = clk.Now
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}}, tweak...)...)
+	return &env{t: t, url: cp.URL, db: cp.DB, logs: logs, srv: cp.Server, now: clk, op: cp.Operator, anon: cp.Anon}
 }
 
 func (e *env) must(_ any, err error) {

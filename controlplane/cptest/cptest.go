@@ -30,6 +30,7 @@ const (
 type Env struct {
 	URL      string
 	DB       *pgxpool.Pool
+	Server   *controlplane.Server
 	Operator *client.Client
 	Anon     *client.Client
 	t        testing.TB
@@ -42,11 +43,17 @@ type Brokers struct {
 }
 
 // Start runs a control plane until the test ends. The seeded brokers get
-// the given addresses (empty strings if none are given).
-func Start(t testing.TB, b Brokers) *Env {
+// the given addresses (empty strings if none are given). Each configure
+// callback, in order, may change the control plane's config (its DB set)
+// before the server is built.
+func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *Env {
 	t.Helper()
 	db := pgtest.Pool(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db})
+	cfg := controlplane.Config{DB: db}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	srv, err := controlplane.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +64,7 @@ func Start(t testing.TB, b Brokers) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{URL: hs.URL, DB: db, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL), t: t}
+	e := &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL), t: t}
 	SeedFleet(t, e.Operator, b)
 	return e
 }

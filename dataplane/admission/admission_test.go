@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/quotas"
 )
 
@@ -208,34 +209,9 @@ func TestAdmitAndRecord(t *testing.T) {
 	if got := testutil.ToFloat64(f.a.metrics.throttled.WithLabelValues("beta", "produce_bytes")); got != 2 {
 		t.Errorf("throttle seconds %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(prometheusGauge(t, f.reg, "sluice_quota_share_mode", "shared")); got != 1 {
+	if got := celltest.Gauge(t, f.reg, "sluice_quota_share_mode", "mode", "shared"); got != 1 {
 		t.Errorf("share mode shared = %v, want 1", got)
 	}
-}
-
-// prometheusGauge finds a gauge by name and mode label in reg.
-func prometheusGauge(t *testing.T, reg *prometheus.Registry, name, mode string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "mode" && l.GetValue() == mode {
-					g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "copy"})
-					g.Set(m.GetGauge().GetValue())
-					return g
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{mode=%q}", name, mode)
-	return nil
 }
 
 // TestEgressFairness offers a heavy tenant's fetches and a light one's at

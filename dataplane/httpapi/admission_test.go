@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"regexp"
@@ -251,38 +250,10 @@ func refusedOf(t *testing.T, status int, h http.Header, raw []byte) refused {
 	return r
 }
 
-// callH is c.call that also returns the answer's headers.
+// callH is c.call as the tenant's key that also returns the answer's headers.
 func (c *cell) callH(b int, method, path string, tn *cptest.Tenant, body any, hdr ...string) (int, http.Header, []byte) {
 	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		j, err := json.Marshal(body)
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, "http://"+c.brokers[b].httpAddr+path, rd)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.SetBasicAuth(tn.KeyID, tn.Secret)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, out
+	return c.callWithHeaders(b, method, path, tn.KeyID, tn.Secret, body, hdr...)
 }
 
 // TestRefusalNamesTheTrueWait: a tenant over its request rate or its

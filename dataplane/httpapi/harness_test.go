@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -96,15 +97,21 @@ func (b *broker) replicas() *replicas.Manager {
 	return b.manager
 }
 
+// replica is partition part of topicID on the broker, if the broker's Raft
+// side is up and holds it.
+func (b *broker) replica(topicID string, part int32) (*partition.Replica, bool) {
+	m := b.replicas()
+	if m == nil {
+		return nil, false
+	}
+	return m.Get(topicID, part)
+}
+
 // httpPartitions and kafkaPartitions adapt the replica manager, as tenantd does.
 type httpPartitions struct{ b *broker }
 
 func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
-	m := p.b.replicas()
-	if m == nil {
-		return nil, false
-	}
-	r, ok := m.Get(topicID, part)
+	r, ok := p.b.replica(topicID, part)
 	if !ok {
 		return nil, false
 	}
@@ -114,11 +121,7 @@ func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool
 type kafkaPartitions struct{ b *broker }
 
 func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
-	m := p.b.replicas()
-	if m == nil {
-		return nil, false
-	}
-	r, ok := m.Get(topicID, part)
+	r, ok := p.b.replica(topicID, part)
 	if !ok {
 		return nil, false
 	}
@@ -164,7 +167,7 @@ func startCell(t testing.TB, o cellOpts) *cell {
 	if _, err := rand.Read(c.peerKey); err != nil {
 		t.Fatal(err)
 	}
-	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.logger = celltest.Logger(t, slog.LevelWarn)
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
 		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: net.JoinHostPort(host, "0"), Credentials: celltest.PeerCredentials(t, replicas.ServerID(i+1))})
@@ -486,6 +489,13 @@ func (c *cell) leader(topicID string, p int32) (leader, follower int) {
 // when id is empty); it returns the status and the raw body.
 func (c *cell) call(b int, method, path, id, secret string, body any, hdr ...string) (int, []byte) {
 	c.t.Helper()
+	status, _, out := c.callWithHeaders(b, method, path, id, secret, body, hdr...)
+	return status, out
+}
+
+// callWithHeaders is call that also returns the answer's headers.
+func (c *cell) callWithHeaders(b int, method, path, id, secret string, body any, hdr ...string) (int, http.Header, []byte) {
+	c.t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
 	case nil:
@@ -522,7 +532,7 @@ func (c *cell) call(b int, method, path, id, secret string, body any, hdr ...str
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
 }
 
 // as calls as the tenant's key and decodes a 2xx answer into out.
@@ -569,13 +579,6 @@ func decodeError(t testing.TB, raw []byte) apiError {
 		t.Fatalf("not a catalogue error: %s", raw)
 	}
 	return e
-}
-
-type testLog struct{ t testing.TB }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func timeNow() time.Time { return time.Now() }

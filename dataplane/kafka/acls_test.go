@@ -425,14 +425,9 @@ func TestACLAPIsNeedAControlPlane(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := startBroker(t, brokerOpts{controlPlane: tc.cp})
 			rc := dialRaw(t, b.addr)
-			req := kmsg.NewPtrApiVersionsRequest()
-			req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
-			resp, err := rc.roundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := apiVersions(t, rc)
 			seen := 0
-			for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+			for _, k := range resp.ApiKeys {
 				switch k.ApiKey {
 				case 29, 30, 31:
 					seen++

@@ -13,13 +13,8 @@ import (
 func TestGroupAPIsNeedACoordinator(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
 	rc := dialRaw(t, b.addr)
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
-	resp, err := rc.roundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+	resp := apiVersions(t, rc)
+	for _, k := range resp.ApiKeys {
 		switch k.ApiKey {
 		case 8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47:
 			t.Errorf("api %s advertised without a coordinator", kmsg.NameForKey(k.ApiKey))

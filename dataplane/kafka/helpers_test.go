@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -178,13 +179,7 @@ func (b *broker) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.C
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	celltest.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // testWriter sends log lines to the test and notes panics.
@@ -319,3 +314,15 @@ func (r *rawConn) authenticate(keyID, secret string) *kmsg.SASLAuthenticateRespo
 }
 
 var makeBatch = kafka.MakeBatch
+
+// apiVersions sends ApiVersions v3 on rc and returns the answer.
+func apiVersions(t testing.TB, rc *rawConn) *kmsg.ApiVersionsResponse {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
+	resp, err := rc.roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ApiVersionsResponse)
+}

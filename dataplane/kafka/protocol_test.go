@@ -114,14 +114,9 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"api versions v3 lists every served api", func(t *testing.T) {
 			rc := dialRaw(t, b.addr)
-			req := kmsg.NewPtrApiVersionsRequest()
-			req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "raw-test", "1.0"
-			resp, err := rc.roundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := apiVersions(t, rc)
 			keys := map[int16]bool{}
-			for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+			for _, k := range resp.ApiKeys {
 				keys[k.ApiKey] = true
 			}
 			for _, k := range []int16{0, 1, 2, 3, 17, 18, 23, 32, 36} {
@@ -252,21 +247,8 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"a long poll at the end waits MaxWaitMillis and returns empty", func(t *testing.T) {
 			rc := authed(t)
-			lo := kmsg.NewPtrListOffsetsRequest()
-			lo.Version = 7
-			lp := kmsg.NewListOffsetsRequestTopicPartition()
-			lp.Timestamp = -1
-			lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "small", Partitions: []kmsg.ListOffsetsRequestTopicPartition{lp}}}
-			lresp, err := rc.roundTrip(lo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			end := lresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset
-			r := kmsg.NewPtrFetchRequest()
-			r.Version, r.MaxBytes, r.MinBytes, r.MaxWaitMillis, r.SessionEpoch = 12, 1<<20, 1, 200, -1
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.FetchOffset, p.PartitionMaxBytes = end, 1<<20
-			r.Topics = []kmsg.FetchRequestTopic{{Topic: "small", Partitions: []kmsg.FetchRequestTopicPartition{p}}}
+			end := listOffset(t, rc, "small", -1).Offset
+			r := longPoll("small", end, 200)
 			resp, err := rc.roundTrip(r)
 			if err != nil {
 				t.Fatal(err)
@@ -278,21 +260,8 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"a long poll wakes when data is committed", func(t *testing.T) {
 			rc := authed(t)
-			lo := kmsg.NewPtrListOffsetsRequest()
-			lo.Version = 7
-			lp := kmsg.NewListOffsetsRequestTopicPartition()
-			lp.Timestamp = -1
-			lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "small", Partitions: []kmsg.ListOffsetsRequestTopicPartition{lp}}}
-			lresp, err := rc.roundTrip(lo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			end := lresp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset
-			r := kmsg.NewPtrFetchRequest()
-			r.Version, r.MaxBytes, r.MinBytes, r.MaxWaitMillis, r.SessionEpoch = 12, 1<<20, 1, 8000, -1
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.FetchOffset, p.PartitionMaxBytes = end, 1<<20
-			r.Topics = []kmsg.FetchRequestTopic{{Topic: "small", Partitions: []kmsg.FetchRequestTopicPartition{p}}}
+			end := listOffset(t, rc, "small", -1).Offset
+			r := longPoll("small", end, 8000)
 			rc.send(r)
 			if pp := produce(t, authed(t), 9, makeBatch("wake up")); pp.ErrorCode != 0 || pp.BaseOffset != end {
 				t.Fatalf("produce: code %d offset %d, want offset %d", pp.ErrorCode, pp.BaseOffset, end)
@@ -317,18 +286,7 @@ func TestProtocolRules(t *testing.T) {
 			if p.ErrorCode != 0 {
 				t.Fatalf("produce: %d", p.ErrorCode)
 			}
-			ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition {
-				lo := kmsg.NewPtrListOffsetsRequest()
-				lo.Version = 7
-				lp := kmsg.NewListOffsetsRequestTopicPartition()
-				lp.Timestamp = ts
-				lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "small", Partitions: []kmsg.ListOffsetsRequestTopicPartition{lp}}}
-				resp, err := rc.roundTrip(lo)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
-			}
+			ask := func(ts int64) kmsg.ListOffsetsResponseTopicPartition { return listOffset(t, rc, "small", ts) }
 			if e := ask(-2); e.ErrorCode != 0 || e.Offset != 0 {
 				t.Fatalf("earliest: %+v", e)
 			}
@@ -403,4 +361,31 @@ func TestProtocolRules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
 	}
+}
+
+// listOffset asks, with ListOffsets v7 on rc, for partition 0 of topic's
+// offset at timestamp ts (-1 the end, -2 the start).
+func listOffset(t *testing.T, rc *rawConn, topic string, ts int64) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 7
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = ts
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: topic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{lp}}}
+	resp, err := rc.roundTrip(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+}
+
+// longPoll is a sessionless Fetch v12 of partition 0 of topic from offset,
+// waiting up to waitMs for at least one byte.
+func longPoll(topic string, offset int64, waitMs int32) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.Version, r.MaxBytes, r.MinBytes, r.MaxWaitMillis, r.SessionEpoch = 12, 1<<20, 1, waitMs, -1
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.FetchOffset, p.PartitionMaxBytes = offset, 1<<20
+	r.Topics = []kmsg.FetchRequestTopic{{Topic: topic, Partitions: []kmsg.FetchRequestTopicPartition{p}}}
+	return r
 }

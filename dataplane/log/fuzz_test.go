@@ -110,25 +110,7 @@ func FuzzRecovery(f *testing.F) {
 	f.Add(make([]byte, 200), appendTrailer(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 1), 7), 1))
 	f.Fuzz(func(t *testing.T, tail, index []byte) {
 		cfg := Config{Dir: t.TempDir(), IndexIntervalBytes: 1, Logger: testLogger(t)}
-		l, err := Open(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var written []byte
-		for i := range 4 {
-			if i == 2 {
-				if err := l.Roll(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			b := makeBatch(2, 30, int64(i), uint64(2*i))
-			if _, _, err := l.Append(b, 0); err != nil {
-				t.Fatal(err)
-			}
-			written = append(written, b...)
-		}
-		segs := l.Segments()
-		l.Close()
+		written, segs := writeTwoSegments(t, cfg, func(i int) []byte { return makeBatch(2, 30, int64(i), uint64(2*i)) })
 		if len(index) > 0 {
 			if err := os.WriteFile(segmentPath(cfg.Dir, segs[0], indexSuffix), index, 0o644); err != nil {
 				t.Fatal(err)
@@ -144,7 +126,7 @@ func FuzzRecovery(f *testing.F) {
 		}
 		want := longestValidPrefix(onDisk, segs[1])
 
-		l, err = Open(context.Background(), cfg)
+		l, err := Open(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("open after damage: %v", err)
 		}
@@ -181,4 +163,31 @@ func FuzzRecovery(f *testing.F) {
 			sl.Release()
 		}
 	})
+}
+
+// writeTwoSegments opens a log with cfg, appends batch(0) to batch(3),
+// rolling before the third so two segments hold two each, and closes it. It
+// returns the bytes appended and the segments' base offsets.
+func writeTwoSegments(t *testing.T, cfg Config, batch func(i int) []byte) ([]byte, []int64) {
+	t.Helper()
+	l, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []byte
+	for i := range 4 {
+		if i == 2 {
+			if err := l.Roll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := batch(i)
+		if _, _, err := l.Append(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, b...)
+	}
+	segs := l.Segments()
+	l.Close()
+	return written, segs
 }

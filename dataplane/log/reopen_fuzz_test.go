@@ -33,26 +33,8 @@ func FuzzReopenTimeIndexAndCheckpoint(f *testing.F) {
 	f.Add(make([]byte, 20), []byte{})
 	f.Fuzz(func(t *testing.T, timeIndex, checkpoint []byte) {
 		cfg := Config{Dir: t.TempDir(), IndexIntervalBytes: 1, Logger: testLogger(t)}
-		l, err := Open(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Batch i holds offsets 2i and 2i+1, timestamps 1000i and 1000i+1.
-		var written []byte
-		for i := range 4 {
-			if i == 2 {
-				if err := l.Roll(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			b := makeBatch(2, 30, int64(1000*i), uint64(i))
-			if _, _, err := l.Append(b, 0); err != nil {
-				t.Fatal(err)
-			}
-			written = append(written, b...)
-		}
-		segs := l.Segments()
-		l.Close()
+		written, segs := writeTwoSegments(t, cfg, func(i int) []byte { return makeBatch(2, 30, int64(1000*i), uint64(i)) })
 		if len(timeIndex) > 0 {
 			if err := os.WriteFile(segmentPath(cfg.Dir, segs[0], timeIndexSuffix), timeIndex, 0o644); err != nil {
 				t.Fatal(err)
@@ -63,7 +45,7 @@ func FuzzReopenTimeIndexAndCheckpoint(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		l, err = Open(context.Background(), cfg)
+		l, err := Open(context.Background(), cfg)
 		if err != nil {
 			if len(checkpoint) == 0 {
 				t.Fatalf("open with a damaged time index: %v", err)

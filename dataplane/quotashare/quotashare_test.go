@@ -106,20 +106,13 @@ func newBroker(t *testing.T, id, pfx string, rdb redis.UniversalClient, clk *clo
 	}
 	s, err := New(Config{
 		Redis: rdb, Prefix: pfx, BrokerID: id, Buckets: b, Now: clk.Now,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, nil)),
+		Logger: celltest.Logger(t, slog.LevelInfo),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SetState(cs)
 	return &broker{id: id, buckets: b, sharer: s}
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 func (b *broker) rate(t *testing.T, tenant string, k quotas.Kind) float64 {
@@ -152,6 +145,26 @@ func window(t *testing.T, clk *clock, brokers []*broker, bps []float64) []error 
 	return errs
 }
 
+// newCell is the brokers of brokerIDs sharing acme's produce quota through
+// one Redis prefix, on one scripted clock. A demandRounds above zero
+// replaces each sharer's.
+func newCell(t *testing.T, quota int64, demandRounds int) ([]*broker, *clock) {
+	t.Helper()
+	pfx := prefix(t)
+	rdb := newRedis(t, redisAddr)
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cs := cellState(acme(quota))
+	var brokers []*broker
+	for _, id := range brokerIDs {
+		b := newBroker(t, id, pfx, rdb, clk, cs)
+		if demandRounds > 0 {
+			b.sharer.cfg.DemandRounds = demandRounds
+		}
+		brokers = append(brokers, b)
+	}
+	return brokers, clk
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs(b)) }
 
 func TestSharesFollowDemand(t *testing.T) {
@@ -166,14 +179,7 @@ func TestSharesFollowDemand(t *testing.T) {
 		{"all idle", []float64{0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pfx := prefix(t)
-			rdb := newRedis(t, redisAddr)
-			clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			cs := cellState(acme(quota))
-			var brokers []*broker
-			for _, id := range brokerIDs {
-				brokers = append(brokers, newBroker(t, id, pfx, rdb, clk, cs))
-			}
+			brokers, clk := newCell(t, quota, 0)
 			for _, b := range brokers {
 				if got := b.rate(t, "acme", quotas.ProduceBytes); !near(got, quota/3) {
 					t.Fatalf("%s starts at %v, want the even split %v", b.id, got, quota/3)
@@ -428,7 +434,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	waitFor(t, 10*time.Second, func() bool { st := s.Stats(); return st.Rounds >= 3 && st.Mode == ModeShared })
+	celltest.WaitFor(t, 10*time.Second, "three rounds in shared mode", func() bool { st := s.Stats(); return st.Rounds >= 3 && st.Mode == ModeShared })
 	cancel()
 	select {
 	case err := <-done:
@@ -437,22 +443,6 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancel")
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	poll := time.NewTicker(5 * time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("condition not met within %v", within)
-		case <-poll.C:
-		}
 	}
 }
 

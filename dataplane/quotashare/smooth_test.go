@@ -3,7 +3,6 @@ package quotashare
 import (
 	"math"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/quotas"
 )
@@ -14,16 +13,7 @@ import (
 // admitted rate boosted.
 func TestSmoothedAndBoostedDemand(t *testing.T) {
 	const quota = 15e6
-	pfx := prefix(t)
-	rdb := newRedis(t, redisAddr)
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	cs := cellState(acme(quota))
-	var brokers []*broker
-	for _, id := range brokerIDs {
-		b := newBroker(t, id, pfx, rdb, clk, cs)
-		b.sharer.cfg.DemandRounds = 2
-		brokers = append(brokers, b)
-	}
+	brokers, clk := newCell(t, quota, 2)
 	// Broker 0 records 12 MB/s steadily; broker 1 records 3 MB in every
 	// other one-second window (1.5 MB/s on average); broker 2 nothing.
 	for round := range 4 {
@@ -69,16 +59,7 @@ func TestSmoothedAndBoostedDemand(t *testing.T) {
 // first round every broker's share covers what its clients sent.
 func TestTenantStartingWithinQuota(t *testing.T) {
 	const quota = 4e6
-	pfx := prefix(t)
-	rdb := newRedis(t, redisAddr)
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	cs := cellState(acme(quota))
-	var brokers []*broker
-	for _, id := range brokerIDs {
-		b := newBroker(t, id, pfx, rdb, clk, cs)
-		b.sharer.cfg.DemandRounds = 4
-		brokers = append(brokers, b)
-	}
+	brokers, clk := newCell(t, quota, 4)
 	sent := []float64{0.75e6, 0.5e6, 0.75e6} // 2 MB/s, half the quota
 	for round := range 5 {
 		bps := []float64{0, 0, 0}

@@ -32,6 +32,20 @@ func newCommitter(t *testing.T) *raftlog.Committer {
 	return c
 }
 
+// storedScript opens a store on a fresh directory and stores script(term, 1)
+// in it; it returns the directory, the committer, the store and the script.
+func storedScript(t *testing.T, term uint64) (string, *raftlog.Committer, *raftlog.Store, []*raft.Log) {
+	t.Helper()
+	dir := t.TempDir()
+	c := newCommitter(t)
+	s := openStore(t, dir, c)
+	in := script(term, 1)
+	if err := s.StoreLogs(in); err != nil {
+		t.Fatal(err)
+	}
+	return dir, c, s, in
+}
+
 // script is a mixed sequence: configuration, no-op, data, barrier, data.
 func script(term uint64, from uint64) []*raft.Log {
 	return []*raft.Log{
@@ -44,13 +58,7 @@ func script(term uint64, from uint64) []*raft.Log {
 }
 
 func TestStoreOffsetsAndGetLog(t *testing.T) {
-	dir := t.TempDir()
-	c := newCommitter(t)
-	s := openStore(t, dir, c)
-	in := script(3, 1)
-	if err := s.StoreLogs(in); err != nil {
-		t.Fatal(err)
-	}
+	dir, c, s, in := storedScript(t, 3)
 	check := func(s *raftlog.Store) {
 		t.Helper()
 		if f, _ := s.FirstIndex(); f != 1 {
@@ -93,12 +101,7 @@ func TestStoreOffsetsAndGetLog(t *testing.T) {
 }
 
 func TestStoreTailTruncateAndCompaction(t *testing.T) {
-	dir := t.TempDir()
-	c := newCommitter(t)
-	s := openStore(t, dir, c)
-	if err := s.StoreLogs(script(1, 1)); err != nil {
-		t.Fatal(err)
-	}
+	dir, c, s, _ := storedScript(t, 1)
 	// Compaction of a prefix keeps the data.
 	if err := s.DeleteRange(1, 3); err != nil {
 		t.Fatal(err)
@@ -168,13 +171,7 @@ func TestStoreRecovery(t *testing.T) {
 		}, 4, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			c := newCommitter(t)
-			s := openStore(t, dir, c)
-			in := script(1, 1)
-			if err := s.StoreLogs(in); err != nil {
-				t.Fatal(err)
-			}
+			dir, c, s, in := storedScript(t, 1)
 			s.Close()
 			tc.harm(t, dir)
 			s = openStore(t, dir, c)
@@ -205,13 +202,7 @@ func TestStoreRecovery(t *testing.T) {
 // call with any other entry flushes its records before its batches, so
 // everything before the last such entry keeps its record.
 func TestStorePlainCallsFlushTheLogOnly(t *testing.T) {
-	dir := t.TempDir()
-	c := newCommitter(t)
-	s := openStore(t, dir, c)
-	in := script(1, 1)
-	if err := s.StoreLogs(in); err != nil {
-		t.Fatal(err)
-	}
+	dir, c, s, in := storedScript(t, 1)
 	_, mixed := s.Durable()
 	if fi, err := os.Stat(filepath.Join(dir, "raft.entries")); err != nil || fi.Size() != mixed {
 		t.Fatalf("after a mixed call %d bytes of the entries file are durable, want all of it (%v, %v)", mixed, fi.Size(), err)

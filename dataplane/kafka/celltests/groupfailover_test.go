@@ -24,11 +24,7 @@ func TestCoordinatorFailover(t *testing.T) {
 		topic = "orders"
 		group = "billing"
 	)
-	c, tn := startGroupCell(t, parts, topic, 3)
-	for p := range parts {
-		c.cell.WaitLeader(p, 30*time.Second)
-	}
-	c.waitCoordinators()
+	c, tn := startReadyGroupCell(t, parts, topic, 3)
 	counts := produceN(t, c, tn, topic, parts, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

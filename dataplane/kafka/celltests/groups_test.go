@@ -183,11 +183,7 @@ func TestConsumerGroupSurvivesKilledMember(t *testing.T) {
 		topic = "events"
 		group = "indexers"
 	)
-	c, tn := startGroupCell(t, parts, topic, 3)
-	for p := range parts {
-		c.cell.WaitLeader(p, 30*time.Second)
-	}
-	c.waitCoordinators()
+	c, tn := startReadyGroupCell(t, parts, topic, 3)
 	counts := produceN(t, c, tn, topic, parts, n)
 	t.Logf("produced %v", counts)
 

@@ -25,11 +25,7 @@ func TestGroupOldProtocolVersions(t *testing.T) {
 		topic = "legacy"
 		n     = 600
 	)
-	c, tn := startGroupCell(t, parts, topic, 2)
-	for p := range parts {
-		c.cell.WaitLeader(p, 30*time.Second)
-	}
-	c.waitCoordinators()
+	c, tn := startReadyGroupCell(t, parts, topic, 2)
 	counts := produceN(t, c, tn, topic, parts, n)
 	type caps struct{ join, sync, hb, leave, commit, fetch, find, list, describe, del int16 }
 	for _, tc := range []struct {
@@ -120,11 +116,7 @@ func TestStaticMemberRestart(t *testing.T) {
 		topic = "static"
 		group = "statics"
 	)
-	c, tn := startGroupCell(t, parts, topic, 2)
-	for p := range parts {
-		c.cell.WaitLeader(p, 30*time.Second)
-	}
-	c.waitCoordinators()
+	c, tn := startReadyGroupCell(t, parts, topic, 2)
 	produceN(t, c, tn, topic, parts, 400)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,6 +72,19 @@ func startGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*c
 	return startCellWith(t, parts, topic, cellOptions{offsetsParts: offsetsParts})
 }
 
+// startReadyGroupCell is startGroupCell that also waits until every
+// partition has a leader and every broker's coordinator has loaded its
+// offsets partitions.
+func startReadyGroupCell(t testing.TB, parts int, topic string, offsetsParts int) (*cell, *cptest.Tenant) {
+	t.Helper()
+	c, tn := startGroupCell(t, parts, topic, offsetsParts)
+	for p := range parts {
+		c.cell.WaitLeader(p, 30*time.Second)
+	}
+	c.waitCoordinators()
+	return c, tn
+}
+
 // cellOptions adjust startCellWith; zero fields keep startCell's defaults.
 type cellOptions struct {
 	// configure adjusts broker b's listener config before it starts.
@@ -102,7 +114,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 		c.addrs = append(c.addrs, ln.Addr().String())
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
-	c.logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.logger = celltest.Logger(t, slog.LevelWarn)
 	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft})
 	if opts.offsetsParts > 0 {
 		c.offsets = celltest.New(t, celltest.Options{Partitions: opts.offsetsParts, Raft: opts.raft})
@@ -278,13 +290,6 @@ func (p partitions) Get(topicID string, part int32) (kafka.Partition, bool) {
 		return nil, false
 	}
 	return celltest.NodeReplica{Replica: r}, true
-}
-
-type testLog struct{ t testing.TB }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // waitCoordinators waits until every offsets partition is led by its

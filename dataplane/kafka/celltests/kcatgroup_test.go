@@ -28,11 +28,7 @@ func TestKcatBalancedConsumer(t *testing.T) {
 		topic = "clicks"
 		group = "kcat-readers"
 	)
-	c, tn := startGroupCell(t, parts, topic, 3)
-	for p := range parts {
-		c.cell.WaitLeader(p, 30*time.Second)
-	}
-	c.waitCoordinators()
+	c, tn := startReadyGroupCell(t, parts, topic, 3)
 	counts := produceN(t, c, tn, topic, parts, n)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -170,31 +169,6 @@ func (p partitionBytes) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, pa
 	}
 }
 
-// gauge reads a gauge of reg with one label equal to value.
-func gauge(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					if m.GetGauge() != nil {
-						return m.GetGauge().GetValue()
-					}
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestQuotaRedisOutage: Redis dies while a tenant produces against its
 // quota; every broker falls back to the even split (its share-mode metric
 // says so), produce goes on without an error reaching the client, and
@@ -219,7 +193,7 @@ func TestQuotaRedisOutage(t *testing.T) {
 	mode := func(want string) func() bool {
 		return func() bool {
 			for _, qb := range qc.brokers {
-				if gauge(t, qb.reg, "sluice_quota_share_mode", "mode", want) != 1 {
+				if celltest.Gauge(t, qb.reg, "sluice_quota_share_mode", "mode", want) != 1 {
 					return false
 				}
 			}
