@@ -124,6 +124,7 @@ type Server struct {
 	gs2Header       string // "n,," or "n,a=<authzid>,"
 	clientFirstBare string
 	user            string
+	clientNonce     string
 	nonce           string // client nonce + server nonce
 	serverFirst     string
 	cred            Credential
@@ -203,7 +204,7 @@ func (s *Server) Start(clientFirst []byte) (user string, err error) {
 	s.gs2Header = flag + "," + authz + ","
 	s.clientFirstBare = bare
 	s.user = user
-	s.nonce = r
+	s.clientNonce, s.nonce = r, r
 	return user, nil
 }
 
@@ -259,7 +260,11 @@ func (s *Server) Finish(clientFinal []byte) ([]byte, error) {
 	if !ok {
 		return nil, ErrMalformed
 	}
-	if subtle.ConstantTimeCompare([]byte(r), []byte(s.nonce)) != 1 {
+	// librdkafka (through at least 2.0) sends the client nonce again in
+	// front of the combined one; Kafka accepts any nonce that ends with
+	// the combined one, and so, narrower, does this: exactly that prefix.
+	if subtle.ConstantTimeCompare([]byte(r), []byte(s.nonce)) != 1 &&
+		subtle.ConstantTimeCompare([]byte(r), []byte(s.clientNonce+s.nonce)) != 1 {
 		return nil, ErrNonce
 	}
 	authMessage := []byte(s.clientFirstBare + "," + s.serverFirst + "," + withoutProof)

@@ -120,6 +120,8 @@ func TestBadMessages(t *testing.T) {
 		{name: "mandatory extension", first: "n,,m=x,n=user,r=abc", wantStart: ErrMalformed},
 		{name: "other authzid", first: "n,a=other,n=user,r=abc", wantStart: ErrMalformed},
 		{name: "nonce changed", first: "n,,n=user,r=abc", final: "c=biws,r=abcX,p=AAAA", wantFinish: ErrNonce},
+		{name: "nonce with another prefix", first: "n,,n=user,r=abc", final: "c=biws,r=xabcSRV,p=AAAA", wantFinish: ErrNonce},
+		{name: "nonce with the client nonce repeated (librdkafka)", first: "n,,n=user,r=abc", final: "c=biws,r=abcabcSRV,p=AAAA", wantFinish: ErrProof},
 		{name: "binding changed", first: "n,,n=user,r=abc", final: "c=eSws,r=abcSRV,p=AAAA", wantFinish: ErrChannelBinding},
 		{name: "short proof", first: "n,,n=user,r=abc", final: "c=biws,r=abcSRV,p=AAAA", wantFinish: ErrProof},
 		{name: "no proof", first: "n,,n=user,r=abc", final: "c=biws,r=abcSRV", wantFinish: ErrMalformed},
