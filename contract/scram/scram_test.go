@@ -179,3 +179,38 @@ func FuzzServer(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkServerExchange is the server's share of one SCRAM-SHA-256
+// login: parse, challenge and check the proof (RFC 7677's messages).
+func BenchmarkServerExchange(b *testing.B) {
+	salt, _ := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
+	cred := DeriveWith(SHA256, "pencil", salt, 4096)
+	first := []byte("n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+	final := []byte("c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewServer(SHA256)
+		s.serverNonce = func() string { return "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0" }
+		if _, err := s.Start(first); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Challenge(cred); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Finish(final); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDerive is the control plane's cost of one mechanism's
+// credential when a key is created.
+func BenchmarkDerive(b *testing.B) {
+	for _, m := range Mechanisms {
+		b.Run(m.Name, func(b *testing.B) {
+			for b.Loop() {
+				Derive(m, "s3cret")
+			}
+		})
+	}
+}
