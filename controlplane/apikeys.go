@@ -13,6 +13,8 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/scram"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 const keyColumns = `id, description, role, created_at, expires_at, revoked_at, last_used_at`
@@ -144,9 +146,9 @@ func (s *Server) insertKey(ctx context.Context, p *principal, tenantID *string, 
 			}
 		}
 		var err error
-		k, err = s.scanKey(tx.QueryRow(ctx, `INSERT INTO api_keys (id, tenant_id, secret_hash, role, description, created_by, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+keyColumns,
-			id, tenantID, credential.HashSecret(secret), role, desc, p.actor(), expires))
+		k, err = s.scanKey(tx.QueryRow(ctx, `INSERT INTO api_keys (id, tenant_id, secret_hash, role, description, created_by, expires_at, scram_credentials)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING `+keyColumns,
+			id, tenantID, credential.HashSecret(secret), role, desc, p.actor(), expires, scramCredentials(secret)))
 		if err != nil {
 			return err
 		}
@@ -162,6 +164,19 @@ func (s *Server) insertKey(ctx context.Context, p *principal, tenantID *string, 
 	}
 	k.Secret = secret
 	return k, nil
+}
+
+// scramCredentials derives the key's SCRAM credentials, one per mechanism,
+// each with its own random salt and scram.Iterations; brokers check SCRAM
+// proofs against them, so the secret is never stored.
+func scramCredentials(secret string) []wire.ScramCredential {
+	out := make([]wire.ScramCredential, 0, len(scram.Mechanisms))
+	for _, m := range scram.Mechanisms {
+		c := scram.Derive(m, secret)
+		out = append(out, wire.ScramCredential{Mechanism: c.Mechanism, Salt: c.Salt, Iterations: c.Iterations,
+			StoredKey: c.StoredKey, ServerKey: c.ServerKey})
+	}
+	return out
 }
 
 func (s *Server) revokeKey(c echo.Context) error {

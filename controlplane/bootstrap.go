@@ -16,8 +16,8 @@ import (
 func CreateOperatorKey(ctx context.Context, db *pgxpool.Pool, description string) (id, secret string, err error) {
 	id, secret = credential.NewAPIKey()
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, secret_hash, role, description, created_by)
-			VALUES ($1, NULL, $2, 'operator', $3, 'bootstrap')`, id, credential.HashSecret(secret), description); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, secret_hash, role, description, created_by, scram_credentials)
+			VALUES ($1, NULL, $2, 'operator', $3, 'bootstrap', $4)`, id, credential.HashSecret(secret), description, scramCredentials(secret)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, target) VALUES ('bootstrap', 'operator_key.create', $1)`, id)

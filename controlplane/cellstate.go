@@ -167,11 +167,17 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, `SELECT k.id, k.tenant_id, k.role, k.secret_hash, k.expires_at FROM api_keys k
+		rows, _ = tx.Query(ctx, `SELECT k.id, k.tenant_id, k.role, k.secret_hash, k.expires_at, coalesce(k.scram_credentials, '[]') FROM api_keys k
 			JOIN tenants t ON t.id = k.tenant_id WHERE t.home_cell_id = $1 AND k.revoked_at IS NULL ORDER BY k.id`, cell)
 		if st.Keys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Key, error) {
 			var k wire.Key
-			return k, r.Scan(&k.ID, &k.TenantID, &k.Role, &k.SecretHash, &k.ExpiresAt)
+			if err := r.Scan(&k.ID, &k.TenantID, &k.Role, &k.SecretHash, &k.ExpiresAt, &k.Scram); err != nil {
+				return k, err
+			}
+			if len(k.Scram) == 0 {
+				k.Scram = nil
+			}
+			return k, nil
 		}); err != nil {
 			return err
 		}

@@ -66,6 +66,22 @@ type Key struct {
 	Role       string     `json:"role"`
 	SecretHash []byte     `json:"secret_hash"`
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	// Scram holds the key's SCRAM credentials, one per mechanism; absent
+	// for keys made before SCRAM was served, which only PLAIN admits.
+	// Added without a version bump: no existing field changed meaning, and
+	// a broker that ignores it only serves PLAIN, as before.
+	Scram []ScramCredential `json:"scram,omitempty"`
+}
+
+// ScramCredential is what a broker needs to check one SCRAM mechanism's
+// proofs (RFC 5802): never the secret, nor anything a client could sign in
+// with.
+type ScramCredential struct {
+	Mechanism  string `json:"mechanism"` // SCRAM-SHA-256 or SCRAM-SHA-512
+	Salt       []byte `json:"salt"`
+	Iterations int    `json:"iterations"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
 }
 
 // ACL is one access rule of a tenant.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
+	"github.com/sluicehq/sluice/contract/scram"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
@@ -32,8 +33,10 @@ type conn struct {
 
 	secret string // the key's secret, for control-plane calls as the caller
 
-	mechanism bool // SaslHandshake chose PLAIN
-	rawSASL   bool // SaslHandshake v0: the next frame is a bare PLAIN token
+	mechanism string        // what SaslHandshake chose: PLAIN or a SCRAM mechanism's name
+	rawSASL   bool          // SaslHandshake v0: the next frame is a bare PLAIN token
+	scram     *scram.Server // a SCRAM exchange awaiting the client-final message
+	scramKey  string        // the key id that exchange's client-first named
 
 	redirect   *redirectSession // set when the key's tenant lives on another cell
 	redirected atomic.Bool      // redirect != nil, for the key watcher
@@ -208,6 +211,10 @@ func (c *conn) handle(req *request) error {
 		resp = c.deleteACLs(r)
 	case *kmsg.InitProducerIDRequest:
 		resp = c.initProducerID(r)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp = c.describeUserScramCredentials(r)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp = c.alterUserScramCredentials(r)
 	default:
 		if resp = c.handleGroup(req); resp == nil {
 			return fmt.Errorf("%w %d", errUnknownAPI, req.key)

@@ -42,6 +42,8 @@ var apis = map[int16]apiRange{
 	29: {0, 3},  // DescribeAcls (with Config.ControlPlane; see acls.go)
 	30: {0, 3},  // CreateAcls (with Config.ControlPlane)
 	31: {0, 3},  // DeleteAcls (with Config.ControlPlane)
+	50: {0, 0},  // DescribeUserScramCredentials (see scramcredentials.go)
+	51: {0, 0},  // AlterUserScramCredentials (refused: credentials are derived)
 	// Consumer groups (with Config.Groups; see groups.go).
 	8:  {0, 8}, // OffsetCommit
 	9:  {0, 8}, // OffsetFetch (v8: many groups)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,16 +131,16 @@ func TestProtocolRules(t *testing.T) {
 			rc.send(kmsg.NewPtrMetadataRequest())
 			rc.expectClosed(5 * time.Second)
 		}},
-		{"an unsupported SASL mechanism lists PLAIN", func(t *testing.T) {
+		{"an unsupported SASL mechanism lists PLAIN and SCRAM", func(t *testing.T) {
 			rc := dialRaw(t, b.addr)
 			hs := kmsg.NewPtrSASLHandshakeRequest()
-			hs.Version, hs.Mechanism = 1, "SCRAM-SHA-256"
+			hs.Version, hs.Mechanism = 1, "GSSAPI"
 			resp, err := rc.roundTrip(hs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := resp.(*kmsg.SASLHandshakeResponse)
-			if r.ErrorCode != 33 || len(r.SupportedMechanisms) != 1 || r.SupportedMechanisms[0] != "PLAIN" {
+			if r.ErrorCode != 33 || strings.Join(r.SupportedMechanisms, ",") != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
 				t.Fatalf("got %+v", r)
 			}
 		}},

@@ -116,6 +116,20 @@ func redirectAnswer(req kmsg.Request) kmsg.Response {
 		}
 	case *kmsg.DescribeACLsRequest:
 		resp.(*kmsg.DescribeACLsResponse).ErrorCode = redirectAdmin
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode = redirectAdmin
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		out := resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
+		for _, d := range r.Deletions {
+			or := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			or.User, or.ErrorCode = d.Name, redirectAdmin
+			out.Results = append(out.Results, or)
+		}
+		for _, u := range r.Upsertions {
+			or := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			or.User, or.ErrorCode = u.Name, redirectAdmin
+			out.Results = append(out.Results, or)
+		}
 	case *kmsg.CreateACLsRequest:
 		out := resp.(*kmsg.CreateACLsResponse)
 		for range r.Creations {

@@ -57,7 +57,10 @@ func redirectRequests() []kmsg.Request {
 	ca.Creations = []kmsg.CreateACLsRequestCreation{kmsg.NewCreateACLsRequestCreation()}
 	da := kmsg.NewPtrDeleteACLsRequest()
 	da.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
-	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od}
+	as := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	as.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "SLKAAAAAAAAAAAAAAAA", Mechanism: 1}}
+	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od,
+		kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), as}
 }
 
 // Every request a redirect session answers, at every version, carries

@@ -10,21 +10,31 @@ import (
 
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/scram"
 	"github.com/sluicehq/sluice/dataplane/state"
 )
 
 const mechanismPlain = "PLAIN"
 
+// mechanisms is what SaslHandshake advertises.
+var mechanisms = []string{mechanismPlain, scram.SHA256.Name, scram.SHA512.Name}
+
 func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = []string{mechanismPlain}
+	resp.SupportedMechanisms = mechanisms
+	_, isScram := scram.ByName(r.Mechanism)
 	switch {
-	case c.mechanism:
+	case c.mechanism != "":
 		resp.ErrorCode, _ = entryCode(catalog.InvalidRequest, "")
-	case r.Mechanism != mechanismPlain:
+	case isScram && r.Version == 0:
+		// SCRAM takes two round trips, which the bare tokens after a v0
+		// handshake cannot frame as Kafka does; every client that speaks
+		// SCRAM sends SaslHandshake v1 and SaslAuthenticate.
+		resp.ErrorCode, _ = entryCode(catalog.UnsupportedMechanism, "")
+	case r.Mechanism != mechanismPlain && !isScram:
 		resp.ErrorCode, _ = entryCode(catalog.UnsupportedMechanism, "")
 	default:
-		c.mechanism = true
+		c.mechanism = r.Mechanism
 		c.rawSASL = r.Version == 0
 	}
 	return resp
@@ -32,13 +42,20 @@ func (c *conn) saslHandshake(r *kmsg.SASLHandshakeRequest) kmsg.Response {
 
 func (c *conn) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response, error) {
 	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	if !c.mechanism || c.rawSASL || (c.principal.Load() != nil && !c.dev) {
-		resp.ErrorCode, resp.ErrorMessage = entryCode(catalog.Unauthenticated, "send SaslHandshake with mechanism PLAIN first, once per connection")
+	if c.mechanism == "" || c.rawSASL || (c.principal.Load() != nil && !c.dev) {
+		resp.ErrorCode, resp.ErrorMessage = entryCode(catalog.Unauthenticated, "send SaslHandshake with mechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 first, once per connection")
 		return resp, errCloseAfterReply
 	}
-	if err := c.authenticate(r.SASLAuthBytes); err != nil {
+	var err error
+	if c.mechanism == mechanismPlain {
+		err = c.authenticate(r.SASLAuthBytes)
+	} else {
+		resp.SASLAuthBytes, err = c.scramStep(r.SASLAuthBytes)
+	}
+	if err != nil {
+		resp.SASLAuthBytes = nil
 		resp.ErrorCode, resp.ErrorMessage = errCode(err)
-		c.s.cfg.Logger.Info("kafka authentication failed", "remote", c.remote, "err", err)
+		c.s.cfg.Logger.Info("kafka authentication failed", "remote", c.remote, "mechanism", c.mechanism, "err", err)
 		return resp, errCloseAfterReply
 	}
 	return resp, nil
@@ -72,21 +89,94 @@ func (c *conn) authenticate(token []byte) error {
 	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) && credential.ValidKeyID(keyID) {
 		p, err = c.authenticateElsewhere(keyID, secret)
 	}
+	if err != nil {
+		return authError(keyID, err)
+	}
+	if err := c.authenticated(p); err != nil {
+		return err
+	}
+	c.secret = secret
+	return nil
+}
+
+// authError maps a failed key check onto the catalogue, as PLAIN and SCRAM
+// both answer it.
+func authError(keyID string, err error) error {
 	switch {
 	case errors.Is(err, state.ErrKeyExpired):
 		return catalog.KeyExpired.Wrap(err, "")
 	case errors.Is(err, state.ErrTenantSuspended):
 		return catalog.TenantSuspended.Wrap(err, "")
-	case err != nil:
-		return catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
 	}
+	return catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
+}
+
+// authenticated is the path after any mechanism has proved the key: the
+// tenant's connection limit, then the connection serves as the key.
+func (c *conn) authenticated(p *state.Principal) error {
 	if err := c.admitConnection(p.TenantID); err != nil {
 		return err
 	}
 	c.dev = false
-	c.secret = secret
 	c.principal.Store(p)
 	c.s.authenticated(c)
-	c.s.cfg.Logger.Debug("kafka client authenticated", "remote", c.remote, "key_id", p.KeyID, "tenant_id", p.TenantID)
+	c.s.cfg.Logger.Debug("kafka client authenticated", "remote", c.remote, "mechanism", c.mechanism, "key_id", p.KeyID, "tenant_id", p.TenantID)
 	return nil
+}
+
+// Messages of a refused SCRAM exchange the client may act on.
+const (
+	msgScramUnknownKey = "the API key id or secret is wrong, or the key's tenant is not served by this cell: " +
+		"SCRAM never sends the secret, which finding a key's home cell needs; connect to the tenant's own " +
+		"bootstrap servers, or use SASL/PLAIN here"
+	msgScramNoCredentials = "this API key was created before SCRAM was served and has no SCRAM credentials: " +
+		"use SASL/PLAIN with it, or create a new API key"
+)
+
+// scramStep serves one SaslAuthenticate of a SCRAM exchange: the
+// client-first message gets the server-first, the client-final message
+// the server-final, after which the connection is authenticated. Keys
+// other cells serve are refused (msgScramUnknownKey): no redirect session.
+func (c *conn) scramStep(msg []byte) ([]byte, error) {
+	if c.scram == nil {
+		m, _ := scram.ByName(c.mechanism)
+		srv := scram.NewServer(m)
+		keyID, err := srv.Start(msg)
+		if err != nil {
+			return nil, catalog.Unauthenticated.Wrap(err, err.Error())
+		}
+		cred, err := c.s.cfg.State.View().ScramCredential(keyID, m.Name)
+		switch {
+		case errors.Is(err, state.ErrNoScram):
+			return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), msgScramNoCredentials)
+		case err != nil:
+			return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), msgScramUnknownKey)
+		}
+		first, err := srv.Challenge(scram.Credential{Mechanism: cred.Mechanism, Salt: cred.Salt,
+			Iterations: cred.Iterations, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey})
+		if err != nil {
+			return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "")
+		}
+		c.scram, c.scramKey = srv, keyID
+		return first, nil
+	}
+	srv, keyID := c.scram, c.scramKey
+	c.scram = nil
+	final, err := srv.Finish(msg)
+	switch {
+	case errors.Is(err, scram.ErrProof):
+		return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
+	case err != nil:
+		return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), err.Error())
+	}
+	// A fresh view: the key may have been revoked, expired or its tenant
+	// suspended since the exchange began.
+	p, err := c.s.cfg.State.View().AdmitScram(keyID, c.s.cfg.Now())
+	if err != nil {
+		return nil, authError(keyID, err)
+	}
+	if err := c.authenticated(p); err != nil {
+		return nil, err
+	}
+	return final, nil
 }

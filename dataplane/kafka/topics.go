@@ -29,7 +29,7 @@ var adminAPIs = map[int16]bool{19: true, 20: true, 37: true}
 func (c *conn) callerAPI() (*client.Client, error) {
 	p := c.principal.Load()
 	if c.dev || c.secret == "" {
-		return nil, catalog.PermissionDenied.New("administration over Kafka (topics, ACLs) needs an API key; authenticate with SASL/PLAIN")
+		return nil, catalog.PermissionDenied.New("administration over Kafka (topics, ACLs) needs an API key's secret; authenticate with SASL/PLAIN (SCRAM never sends the secret)")
 	}
 	return c.s.cfg.ControlPlane.With(client.WithAPIKey(p.KeyID, c.secret)), nil
 }

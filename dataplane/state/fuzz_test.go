@@ -18,8 +18,8 @@ import (
 // Invariants:
 //   - New never fails and never panics on a damaged cache: the control
 //     plane has the truth, so the broker starts with an empty view instead;
-//   - whatever view it loads answers every lookup (tenants, topics, keys,
-//     ACLs, brokers) without panicking;
+//   - whatever view it loads answers every lookup (tenants, topics, keys
+//     and their SCRAM credentials, ACLs, brokers) without panicking;
 //   - a view loaded from the cache carries the cache's state version.
 func FuzzLoadCache(f *testing.F) {
 	id, secret := credential.NewAPIKey()
@@ -60,8 +60,11 @@ func FuzzLoadCache(f *testing.F) {
 				_ = v.Allowed(p, "group", keySecret, op)
 			}
 		}
+		_, _ = v.ScramCredential(keyID, "SCRAM-SHA-256")
+		_, _ = v.AdmitScram(keyID, now)
 		for _, tn := range v.Tenants {
 			_, _ = v.Tenant(tn.ID)
+			_ = v.TenantKeys(tn.ID)
 			for _, tp := range v.Topics(tn.ID) {
 				_, _ = v.Topic(tn.ID, tp.Name)
 				_, _ = v.TopicByID(tp.ID)

@@ -264,6 +264,12 @@ func (v *View) Authenticate(id, secret string, now time.Time) (*Principal, error
 	if !credential.CheckSecret(k.SecretHash, secret) {
 		return nil, ErrBadCredentials
 	}
+	return v.admit(k, now)
+}
+
+// admit returns the principal of a key whose secret the caller proved it
+// knows: expired keys and suspended tenants are refused.
+func (v *View) admit(k *wire.Key, now time.Time) (*Principal, error) {
 	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		return nil, ErrKeyExpired
 	}
@@ -274,7 +280,7 @@ func (v *View) Authenticate(id, secret string, now time.Time) (*Principal, error
 	if t.Status != "active" {
 		return nil, ErrTenantSuspended
 	}
-	return &Principal{KeyID: id, TenantID: k.TenantID, Role: k.Role}, nil
+	return &Principal{KeyID: k.ID, TenantID: k.TenantID, Role: k.Role}, nil
 }
 
 // Principal is an authenticated API key.

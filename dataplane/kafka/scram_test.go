@@ -1,0 +1,415 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+)
+
+// saslClient is a franz-go client of the broker signing in only with the
+// mechanism among opts (broker.client signs in with PLAIN).
+func saslClient(t *testing.T, b *broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr), kgo.RetryTimeout(20 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// saslMechanisms are the ways a client signs in with a key: the SCRAM
+// mechanisms beside PLAIN.
+var saslMechanisms = []struct {
+	name string
+	mech func(user, pass string) sasl.Mechanism
+}{
+	{"PLAIN", func(u, p string) sasl.Mechanism { return plain.Auth{User: u, Pass: p}.AsMechanism() }},
+	{"SCRAM-SHA-256", func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha256Mechanism() }},
+	{"SCRAM-SHA-512", func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha512Mechanism() }},
+}
+
+// TestSASLMechanismsProduceConsume: franz-go clients produce and consume
+// with each mechanism and the key's secret.
+func TestSASLMechanismsProduceConsume(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("scramco", "developer")
+	b.waitForKey(t, a)
+	for _, m := range saslMechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			topic := strings.ToLower(strings.ReplaceAll(m.name, "-", ""))
+			b.createTopic(t, a, topic, 2, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			prod := saslClient(t, b, kgo.SASL(m.mech(a.KeyID, a.Secret)), kgo.DefaultProduceTopic(topic))
+			const n = 20
+			for i := range n {
+				if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+					t.Fatalf("produce %d: %v", i, err)
+				}
+			}
+			cons := saslClient(t, b, kgo.SASL(m.mech(a.KeyID, a.Secret)), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			got := 0
+			for got < n {
+				fs := cons.PollFetches(ctx)
+				if err := fs.Err0(); err != nil {
+					t.Fatalf("consume after %d records: %v", got, err)
+				}
+				got += fs.NumRecords()
+			}
+			if got != n {
+				t.Fatalf("consumed %d records, want %d", got, n)
+			}
+		})
+	}
+}
+
+// scramLogin runs SaslHandshake v1 and the SCRAM exchange over
+// SaslAuthenticate on rc with franz-go's SCRAM client, and returns the
+// first answer with an error, or the last one.
+func scramLogin(t *testing.T, rc *rawConn, mechanism, user, pass string) *kmsg.SASLAuthenticateResponse {
+	t.Helper()
+	auth := scram.Auth{User: user, Pass: pass}
+	mech := auth.AsSha256Mechanism()
+	if mechanism == "SCRAM-SHA-512" {
+		mech = auth.AsSha512Mechanism()
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, mechanism
+	resp, err := rc.roundTrip(hs)
+	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+		t.Fatalf("handshake: %v %+v", err, resp)
+	}
+	sess, msg, err := mech.Authenticate(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, msg
+		r, err := rc.roundTrip(au)
+		if err != nil {
+			t.Fatalf("authenticate: %v", err)
+		}
+		ar := r.(*kmsg.SASLAuthenticateResponse)
+		if ar.ErrorCode != 0 {
+			return ar
+		}
+		done, next, err := sess.Challenge(ar.SASLAuthBytes)
+		if err != nil {
+			t.Fatalf("client refused the server's answer: %v", err)
+		}
+		if done {
+			return ar
+		}
+		msg = next
+	}
+}
+
+// TestScramRefusals: a wrong secret, a revoked key, a key of no tenant on
+// the cell and a key made before SCRAM are refused with SASL errors that
+// say what to do, and the connection closes; SCRAM after a v0 handshake is
+// not offered.
+func TestScramRefusals(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("scramno", "developer")
+	revoked := b.cp.Signup("scramrevoked", "developer")
+	old := b.cp.Signup("scramold", "developer")
+	if _, err := b.cp.DB.Exec(context.Background(), `UPDATE api_keys SET scram_credentials = NULL WHERE id = $1`, old.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range []*cptest.Tenant{a, revoked, old} {
+		b.waitForKey(t, tn)
+	}
+	if _, err := revoked.Owner.RevokeAPIKey(context.Background(), revoked.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the revoked key to leave the broker", func() bool { return !b.state.View().HasKey(revoked.KeyID) })
+	// The revocation changes the cell's state, which then carries the
+	// cleared credentials too.
+	waitFor(t, "the key without SCRAM credentials to reach the broker", func() bool {
+		for _, k := range b.state.View().TenantKeys(old.Tenant.ID) {
+			if k.ID == old.KeyID {
+				return k.Scram == nil
+			}
+		}
+		return false
+	})
+
+	for _, tc := range []struct {
+		name, mech, user, pass, wantMsg string
+	}{
+		{"wrong secret", "SCRAM-SHA-256", a.KeyID, a.Secret + "x", "the API key id or secret is wrong"},
+		{"wrong secret 512", "SCRAM-SHA-512", a.KeyID, "nope", "the API key id or secret is wrong"},
+		{"revoked key", "SCRAM-SHA-256", revoked.KeyID, revoked.Secret, "use SASL/PLAIN here"},
+		{"unknown key", "SCRAM-SHA-512", "SLKAAAAAAAAAAAAAAAA", "x", "SCRAM never sends the secret"},
+		{"key made before SCRAM", "SCRAM-SHA-256", old.KeyID, old.Secret, "use SASL/PLAIN with it, or create a new API key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := dialRaw(t, b.addr)
+			resp := scramLogin(t, rc, tc.mech, tc.user, tc.pass)
+			if resp.ErrorCode != 58 || resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, tc.wantMsg) {
+				t.Fatalf("code %d message %v, want 58 and %q", resp.ErrorCode, resp.ErrorMessage, tc.wantMsg)
+			}
+			rc.expectClosed(5 * time.Second)
+		})
+	}
+	t.Run("PLAIN still serves the key made before SCRAM", func(t *testing.T) {
+		rc := dialRaw(t, b.addr)
+		if resp := rc.authenticate(old.KeyID, old.Secret); resp.ErrorCode != 0 {
+			t.Fatalf("PLAIN refused: %d %v", resp.ErrorCode, resp.ErrorMessage)
+		}
+	})
+	t.Run("SCRAM after a v0 handshake", func(t *testing.T) {
+		rc := dialRaw(t, b.addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 0, "SCRAM-SHA-256"
+		resp, err := rc.roundTrip(hs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hr := resp.(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 33 {
+			t.Fatalf("v0 SCRAM handshake: code %d", hr.ErrorCode)
+		}
+	})
+}
+
+// TestScramHandshakeAdvertises: SaslHandshake lists the three mechanisms.
+func TestScramHandshakeAdvertises(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	rc := dialRaw(t, b.addr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "SCRAM-SHA-512"
+	resp, err := rc.roundTrip(hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := resp.(*kmsg.SASLHandshakeResponse)
+	if got := strings.Join(hr.SupportedMechanisms, ","); hr.ErrorCode != 0 || got != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Fatalf("handshake: code %d mechanisms %s", hr.ErrorCode, got)
+	}
+}
+
+// TestScramRevokedWhileConnected: a SCRAM connection closes when its key is
+// revoked, as a PLAIN one does.
+func TestScramRevokedWhileConnected(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("scramlive", "developer")
+	b.waitForKey(t, a)
+	rc := dialRaw(t, b.addr)
+	if resp := scramLogin(t, rc, "SCRAM-SHA-512", a.KeyID, a.Secret); resp.ErrorCode != 0 {
+		t.Fatalf("login: %d %v", resp.ErrorCode, resp.ErrorMessage)
+	}
+	if _, err := rc.roundTrip(kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatalf("metadata: %v", err)
+	}
+	if _, err := a.Owner.RevokeAPIKey(context.Background(), a.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	rc.expectClosed(15 * time.Second)
+}
+
+// TestDescribeUserScramCredentials: a tenant's client lists its own keys
+// with their mechanisms and iterations, never another tenant's; asking for
+// another tenant's key answers as for a missing one; altering is refused.
+func TestDescribeUserScramCredentials(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("scramlist", "developer")
+	other := b.cp.Signup("scramother", "developer")
+	second, err := a.Owner.CreateAPIKey(context.Background(), api.CreateAPIKeyRequest{Description: "second", Role: "developer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitForKey(t, other)
+	b.waitForKey(t, a)
+	waitFor(t, "the second key to reach the broker", func() bool { return b.state.View().HasKey(second.ID) })
+	cl := saslClient(t, b, kgo.SASL(scram.Auth{User: a.KeyID, Pass: a.Secret}.AsSha256Mechanism()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	describe := func(users ...string) *kmsg.DescribeUserSCRAMCredentialsResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		for _, u := range users {
+			ru := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+			ru.Name = u
+			req.Users = append(req.Users, ru)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("describe: code %d %v", resp.ErrorCode, resp.ErrorMessage)
+		}
+		return resp
+	}
+
+	all := describe()
+	var users []string
+	for _, r := range all.Results {
+		users = append(users, r.User)
+		if r.ErrorCode != 0 || len(r.CredentialInfos) != 2 ||
+			r.CredentialInfos[0].Mechanism != 1 || r.CredentialInfos[1].Mechanism != 2 ||
+			r.CredentialInfos[0].Iterations != 4096 || r.CredentialInfos[1].Iterations != 4096 {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	want := []string{a.KeyID, second.ID}
+	sort.Strings(want)
+	if strings.Join(users, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed users %v, want the tenant's keys %v", users, want)
+	}
+
+	named := describe(second.ID, other.KeyID, "SLKAAAAAAAAAAAAAAAA")
+	if len(named.Results) != 3 || named.Results[0].ErrorCode != 0 || len(named.Results[0].CredentialInfos) != 2 {
+		t.Fatalf("named results %+v", named.Results)
+	}
+	foreign, missing := named.Results[1], named.Results[2]
+	if foreign.ErrorCode != 91 || len(foreign.CredentialInfos) != 0 || missing.ErrorCode != 91 ||
+		*foreign.ErrorMessage != *missing.ErrorMessage {
+		t.Fatalf("another tenant's key %+v, a missing key %+v: want the same RESOURCE_NOT_FOUND", foreign, missing)
+	}
+
+	alter := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = a.KeyID, 1, 8192, []byte("salt"), []byte("pw")
+	alter.Upsertions = append(alter.Upsertions, up)
+	aresp, err := alter.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(aresp.Results) != 1 || aresp.Results[0].ErrorCode != 42 || aresp.Results[0].ErrorMessage == nil ||
+		!strings.Contains(*aresp.Results[0].ErrorMessage, "create a new API key") {
+		t.Fatalf("alter: %+v", aresp.Results)
+	}
+	if r := describe(a.KeyID).Results[0]; r.CredentialInfos[0].Iterations != 4096 {
+		t.Fatalf("credential altered: %+v", r)
+	}
+}
+
+// TestKcatScram produces and consumes with kcat (librdkafka) over
+// SASL_PLAINTEXT with each SCRAM mechanism.
+func TestKcatScram(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("kcat not installed (-short)")
+		}
+		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
+	}
+	b := startBroker(t, brokerOpts{})
+	a := b.cp.Signup("kcatscram", "developer")
+	b.waitForKey(t, a)
+	for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			topic := strings.ToLower(strings.ReplaceAll(mech, "-", ""))
+			b.createTopic(t, a, topic, 1, nil)
+			run := func(stdin string, args ...string) string {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				common := []string{"-b", b.addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
+					"-X", "sasl.username=" + a.KeyID, "-X", "sasl.password=" + a.Secret, "-t", topic}
+				cmd := exec.CommandContext(ctx, kcat, append(common, args...)...)
+				cmd.Stdin = strings.NewReader(stdin)
+				var out, errb bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("kcat %v: %v\nstderr:\n%s", args, err, errb.String())
+				}
+				return out.String()
+			}
+			run("one\ntwo\nthree\n", "-P", "-X", "acks=all")
+			if out := run("", "-C", "-o", "beginning", "-e", "-f", "%s\n"); out != "one\ntwo\nthree\n" {
+				t.Fatalf("consumed %q", out)
+			}
+		})
+	}
+}
+
+// BenchmarkScramHandshake is one new connection's login per mechanism
+// against a real broker: dial, SaslHandshake and the SaslAuthenticate round
+// trips, with franz-go's client doing its PBKDF2 (4096 iterations), which
+// is most of the cost; PLAIN is the baseline.
+func BenchmarkScramHandshake(b *testing.B) {
+	br := startBroker(b, brokerOpts{})
+	a := br.cp.Signup("scrambench", "developer")
+	br.waitForKey(b, a)
+	for _, m := range saslMechanisms {
+		b.Run(m.name, func(b *testing.B) {
+			for b.Loop() {
+				nc, err := net.Dial("tcp", br.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rc := wrapRaw(b, nc)
+				hs := kmsg.NewPtrSASLHandshakeRequest()
+				hs.Version, hs.Mechanism = 1, m.name
+				if resp, err := rc.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+					b.Fatalf("handshake: %v %+v", err, resp)
+				}
+				sess, msg, err := m.mech(a.KeyID, a.Secret).Authenticate(context.Background(), br.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for done := false; !done; {
+					au := kmsg.NewPtrSASLAuthenticateRequest()
+					au.Version, au.SASLAuthBytes = 1, msg
+					r, err := rc.roundTrip(au)
+					if err != nil || r.(*kmsg.SASLAuthenticateResponse).ErrorCode != 0 {
+						b.Fatalf("authenticate: %v %+v", err, r)
+					}
+					if done, msg, err = sess.Challenge(r.(*kmsg.SASLAuthenticateResponse).SASLAuthBytes); err != nil {
+						b.Fatal(err)
+					}
+				}
+				nc.Close()
+			}
+		})
+	}
+}
+
+// TestScramAdminAsksForPlain: administration through the control plane
+// needs the key's secret, which SCRAM never sends; a SCRAM connection is
+// told to use PLAIN, and a PLAIN one still creates the topic.
+func TestScramAdminAsksForPlain(t *testing.T) {
+	b := startBroker(t, brokerOpts{controlPlane: true})
+	a := b.cp.Signup("scramadmin", "admin")
+	b.waitForKey(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	create := func(cl *kgo.Client, topic string) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, -1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Topics) != 1 {
+			t.Fatalf("create topics: %v %+v", err, resp)
+		}
+		return resp.Topics[0]
+	}
+	scramCl := saslClient(t, b, kgo.SASL(scram.Auth{User: a.KeyID, Pass: a.Secret}.AsSha512Mechanism()))
+	if r := create(scramCl, "viascram"); r.ErrorCode != 31 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "SASL/PLAIN") {
+		t.Fatalf("create over SCRAM: code %d message %v", r.ErrorCode, r.ErrorMessage)
+	}
+	if r := create(b.client(t, a), "viaplain"); r.ErrorCode != 0 {
+		t.Fatalf("create over PLAIN: code %d message %v", r.ErrorCode, r.ErrorMessage)
+	}
+}
