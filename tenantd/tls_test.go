@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,7 +30,7 @@ import (
 // it names (the console calling the API at its own https address), kcat
 // and franz-go producing and consuming over SASL_SSL with PLAIN, the HTTP
 // data API over HTTPS (reads of partitions other brokers lead forwarded
-// over HTTPS). Plaintext and an untrusted client are refused on the HTTP
+// over HTTPS) and tenantd admin with the CA. Plaintext and an untrusted client are refused on the HTTP
 // ports. Then a new certificate in the data dir and a SIGHUP: new
 // connections get it without a restart.
 func TestDevTLS(t *testing.T) {
@@ -83,6 +84,12 @@ func TestDevTLS(t *testing.T) {
 	basic := "Basic " + b64(id+":"+secret)
 	call("POST", d.apiURL+"/v1/topics", basic, `{"name":"orders","partitions":3}`, 201)
 	consoleOperatorSignIn(t, d.apiURL, d.opKey, "acme", tr)
+	// tenantd admin, pointed at the CA as the banner says.
+	adminCmd := exec.Command(d.bin, "admin", "tenants", "list")
+	adminCmd.Env = append(append(os.Environ(), d.opEnv...), "SLUICE_TLS_CA_FILE="+d.caFile)
+	if out, err := adminCmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "acme") {
+		t.Fatalf("tenantd admin over https: %v\n%s", err, out)
+	}
 
 	// Plaintext, and a client without the CA, are refused on the HTTP ports.
 	for _, addr := range []string{strings.TrimPrefix(d.apiURL, "https://"), d.httpData} {
