@@ -50,6 +50,7 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	apiURL := fs.String("api", firstNonEmpty(env.Endpoint, "http://127.0.0.1:8080"), "control plane URL")
 	key := fs.String("key", envKey, "operator API key as id:secret")
 	format := fs.String("o", "table", "output: table or json")
+	caFile := fs.String("tls-ca-file", getenv("SLUICE_TLS_CA_FILE"), "PEM CA bundle to trust in an https control plane's certificate (env SLUICE_TLS_CA_FILE; default the system's roots)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,7 +66,11 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	if !ok || id == "" || secret == "" {
 		return errors.New("admin: set SLUICE_API_KEY_ID and SLUICE_API_KEY_SECRET, or -key id:secret (tenantd dev prints one)")
 	}
-	c := client.New(*apiURL, client.WithAPIKey(id, secret))
+	lt, err := loadListenerTLS(Config{TLSCAFile: *caFile})
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	c := client.New(*apiURL, client.WithAPIKey(id, secret), client.WithHTTPClient(lt.httpClient()))
 	p := printer{w: out, json: *format == "json"}
 	if *format != "table" && *format != "json" {
 		return fmt.Errorf("admin: -o %q: want table or json", *format)

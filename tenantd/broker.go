@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,6 +50,10 @@ type brokerConfig struct {
 	HTTPListen string
 	// DebugListen, when set, is where the broker serves pprof.
 	DebugListen string
+	// TLS is the Kafka listener's and HTTP data API's certificate and the
+	// roots trusted in the control plane's and other brokers'; nil or
+	// without a certificate, they serve plaintext.
+	TLS *listenerTLS
 	// Isolation configures tenant isolation (isolation.go).
 	Isolation isolationConfig
 
@@ -81,7 +83,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create broker data dir: %w", err)
 	}
-	api := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	api := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
 	syncer, err := state.New(state.Config{Cell: cfg.Cell, API: api, CacheFile: filepath.Join(cfg.DataDir, "cell-state.json"), Logger: log})
 	if err != nil {
 		return err
@@ -175,7 +177,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		return err
 	}
 	defer node.Close()
-	stopReload := reloadOnHangup(cert, cfg.Peer, log)
+	stopReload := reloadOnHangup("peer certificate", cfg.Peer.Cert, func() error { return cert.Load(cfg.Peer.Cert, cfg.Peer.Key) }, log)
 	defer stopReload()
 	com := raftlog.NewCommitter(dlog.SyncFiles)
 	defer com.Close()
@@ -201,7 +203,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 	defer gl.useCoordinator(nil)
 	// One producer-id allocator per broker: both front doors hand out ids
 	// from its blocks.
-	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
 	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 	}}
@@ -232,36 +234,6 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 		case <-retryC:
 		}
 		retry.Stop()
-	}
-}
-
-// reloadOnHangup re-reads the broker's Raft transport certificate and key
-// on SIGHUP, so a renewed certificate serves new connections without a
-// restart (connections already made keep theirs). It returns a function
-// that stops it and waits for it.
-func reloadOnHangup(cert *peercert.Reloadable, files peercert.Files, log *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		for {
-			select {
-			case <-hup:
-				if err := cert.Load(files.Cert, files.Key); err != nil {
-					log.Error("reload peer certificate; keeping the current one", "err", err)
-					continue
-				}
-				log.Info("peer certificate reloaded", "peer_cert_file", files.Cert)
-			case <-done:
-				return
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-		<-exited
 	}
 }
 
@@ -297,13 +269,13 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 	if addr == "" {
 		return nil, fmt.Errorf("broker %s has no kafka_addr in the cell state: set it (tenantd admin) or pass -kafka-listen", cfg.BrokerID)
 	}
-	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret))
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
 	ks, err := kafka.New(kafka.Config{
 		Addr:         addr,
 		NodeID:       self.NodeID,
 		State:        syncer,
 		Partitions:   replicaPartitions{m},
-		ControlPlane: client.New(cfg.APIURL),
+		ControlPlane: client.New(cfg.APIURL, client.WithHTTPClient(cfg.TLS.httpClient())),
 		ProducerIDs:  ids,
 		Groups:       coord,
 		// Keys of other cells' tenants: the control plane checks them and
@@ -313,6 +285,7 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		}),
 		Logger:    log,
 		Admission: cfg.adm,
+		TLS:       cfg.TLS.server(),
 	})
 	if err != nil {
 		return nil, err
@@ -322,7 +295,7 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 			log.Error("kafka listener stopped", "err", err)
 		}
 	}()
-	log.Info("kafka listening", "kafka_listen", ks.Addr().String())
+	log.Info("kafka listening", "kafka_listen", ks.Addr().String(), "tls", cfg.TLS.enabled())
 	return ks, nil
 }
 

@@ -43,7 +43,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		Partitions:   httpPartitions{m},
 		ProducerIDs:  ids,
 		Groups:       coord,
-		ControlPlane: client.New(cfg.APIURL),
+		ControlPlane: client.New(cfg.APIURL, client.WithHTTPClient(cfg.TLS.httpClient())),
 		// The brokers of a cell share its cell key, so its secret is
 		// what they prove their forwards with: a forward is then not
 		// counted again against the tenant's request rate. Brokers with
@@ -52,6 +52,10 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		PeerKey:    httpapi.PeerKeyFrom(cfg.CellKeySecret),
 		Registerer: reg,
 		Logger:     log,
+		TLS:        cfg.TLS.server(),
+	}
+	if cfg.TLS != nil {
+		hc.ForwardCAs = cfg.TLS.roots
 	}
 	if cfg.adm != nil {
 		hc.Admit, hc.Record = httpapi.AdmitWith(cfg.adm)
@@ -65,7 +69,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 			log.Error("http data api stopped", "err", err)
 		}
 	}()
-	log.Info("http data api listening", "http_listen", hs.Addr().String())
+	log.Info("http data api listening", "http_listen", hs.Addr().String(), "tls", cfg.TLS.enabled())
 	return hs, nil
 }
 

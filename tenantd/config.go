@@ -54,6 +54,21 @@ type Config struct {
 	PeerCAFile   string `json:"peer_ca_file"`
 	PeerCertFile string `json:"peer_cert_file"`
 	PeerKeyFile  string `json:"peer_key_file"`
+	// TLSCertFile and TLSKeyFile are the PEM certificate and key every
+	// client-facing listener of the process serves when set: the Kafka
+	// listener then serves SASL_SSL, the HTTP data API and the control
+	// plane with its console HTTPS. Unset, they serve plaintext (fine on
+	// loopback, as make run does). SIGHUP reloads them.
+	TLSCertFile string `json:"tls_cert_file"`
+	TLSKeyFile  string `json:"tls_key_file"`
+	// TLSCAFile is the PEM CA bundle the process trusts when it calls the
+	// control plane's API (a broker; the console its own address) or
+	// another broker (HTTP forwards); unset, the system's roots.
+	TLSCAFile string `json:"tls_ca_file"`
+	// DevTLS, for dev only: make a local CA and a certificate for
+	// 127.0.0.1 and localhost under data_dir/tls and serve TLS on every
+	// listener with them.
+	DevTLS bool `json:"dev_tls"`
 	// KafkaListen is the broker's Kafka listen address; default the
 	// kafka_addr the cell state lists for this broker (which clients are
 	// told in Metadata). In dev mode it is the first dev broker's address,
@@ -92,6 +107,15 @@ func defaultConfig() Config {
 }
 
 func (c *Config) validate(cmd string) error {
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("listener TLS needs both -tls-cert-file and -tls-key-file")
+	}
+	if c.DevTLS && cmd != "dev" {
+		return errors.New("-tls is for tenantd dev only: elsewhere give -tls-cert-file and -tls-key-file")
+	}
+	if c.DevTLS && c.TLSCertFile != "" {
+		return errors.New("dev -tls makes its own certificate: drop -tls-cert-file and -tls-key-file, or -tls")
+	}
 	if c.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			return fmt.Errorf("metrics address %q is not host:port: %w", c.MetricsListen, err)
@@ -172,6 +196,10 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	peerKey := fs.String("peer-key-file", "", "broker: PEM file of the key of -peer-cert-file (env SLUICE_PEER_KEY_FILE; reloaded on SIGHUP)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
+	tlsCert := fs.String("tls-cert-file", "", "controlplane, broker, dev: PEM certificate every client-facing listener serves (Kafka SASL_SSL, HTTP data API, control plane and console over HTTPS); unset, they serve plaintext (env SLUICE_TLS_CERT_FILE; reloaded on SIGHUP)")
+	tlsKey := fs.String("tls-key-file", "", "controlplane, broker, dev: PEM key of -tls-cert-file (env SLUICE_TLS_KEY_FILE; reloaded on SIGHUP)")
+	tlsCA := fs.String("tls-ca-file", "", "controlplane, broker, dev: PEM CA bundle trusted when calling the control plane's API or another broker over HTTPS (env SLUICE_TLS_CA_FILE; default the system's roots)")
+	devTLS := fs.Bool("tls", false, "dev: make a local CA and a certificate for 127.0.0.1 and localhost under the data dir and serve TLS on every listener (env SLUICE_DEV_TLS=1; default plaintext)")
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
 	httpListen := fs.String("http-listen", "", "broker: HTTP data API listen address (env SLUICE_HTTP_LISTEN; default the http_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devHTTPListen+")")
 	redisAddr := fs.String("redis", "", "broker, dev: the cell's Redis for sharing quotas (env SLUICE_REDIS_ADDR; default "+defaultRedisAddr+")")
@@ -216,6 +244,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
 		{[]string{"SLUICE_REDIS_ADDR"}, &cfg.RedisAddr},
+		{[]string{"SLUICE_TLS_CERT_FILE"}, &cfg.TLSCertFile},
+		{[]string{"SLUICE_TLS_KEY_FILE"}, &cfg.TLSKeyFile},
+		{[]string{"SLUICE_TLS_CA_FILE"}, &cfg.TLSCAFile},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -230,6 +261,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
 		cfg.PrivatePostgres = true
 	}
+	if getenv("SLUICE_DEV_TLS") == "1" {
+		cfg.DevTLS = true
+	}
 	for _, f := range []struct {
 		v   string
 		dst *string
@@ -237,13 +271,17 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
-		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}} {
+		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr},
+		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
 	}
 	if *private {
 		cfg.PrivatePostgres = true
+	}
+	if *devTLS {
+		cfg.DevTLS = true
 	}
 	if *metricsListen != "" {
 		cfg.MetricsListen = *metricsListen

@@ -157,3 +157,39 @@ func TestCertsCommand(t *testing.T) {
 		t.Fatal("node without -node-id succeeded")
 	}
 }
+
+// The listener TLS settings layer like the others and are checked: a
+// certificate needs its key, and -tls (generate one) is dev's alone.
+func TestConfigListenerTLS(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(file, []byte(`{"database_url":"postgres://file","tls_cert_file":"file.pem","tls_key_file":"file-key.pem","tls_ca_file":"file-ca.pem"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SLUICE_TLS_CERT_FILE": "env.pem", "SLUICE_TLS_KEY_FILE": "env-key.pem"}
+	cfg, err := loadConfig("controlplane", []string{"-config", file, "-tls-cert-file", "flag.pem"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSCertFile != "flag.pem" || cfg.TLSKeyFile != "env-key.pem" || cfg.TLSCAFile != "file-ca.pem" {
+		t.Fatalf("layered TLS files: %+v", cfg)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		args []string
+	}{
+		{"certificate without key", "controlplane", []string{"-database-url", "x", "-tls-cert-file", "c.pem"}},
+		{"key without certificate", "controlplane", []string{"-database-url", "x", "-tls-key-file", "k.pem"}},
+		{"-tls outside dev", "controlplane", []string{"-database-url", "x", "-tls"}},
+		{"-tls with a certificate", "dev", []string{"-tls", "-tls-cert-file", "c.pem", "-tls-key-file", "k.pem"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := loadConfig(tc.cmd, tc.args, func(string) string { return "" }); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if cfg, err := loadConfig("dev", []string{"-tls"}, func(string) string { return "" }); err != nil || !cfg.DevTLS {
+		t.Fatalf("dev -tls: %+v %v", cfg, err)
+	}
+}

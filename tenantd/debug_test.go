@@ -100,9 +100,9 @@ func TestBootstrapOperatorKey(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- serveControlPlane(sctx, pool, slog.New(slog.DiscardHandler), ln, nil) }()
+	go func() { served <- serveControlPlane(sctx, pool, slog.New(slog.DiscardHandler), ln, nil, nil) }()
 	defer func() { cancel(); <-served }()
-	me, err := client.New(selfURL(ln), client.WithAPIKey(id, secret)).Me(ctx)
+	me, err := client.New(selfURL(ln, "http"), client.WithAPIKey(id, secret)).Me(ctx)
 	if err != nil || !me.Operator {
 		t.Fatalf("the bootstrapped key is not an operator's: %+v %v", me, err)
 	}

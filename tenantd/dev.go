@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,7 +74,7 @@ func devAddrs(first, def string) ([]string, error) {
 }
 
 // dev runs the control plane on a local Postgres and prints how to use it.
-func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
+func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) error {
 	dbURL, stopPG, err := devPostgres(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -90,7 +92,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (is another tenantd running? set -listen): %w", cfg.Listen, err)
 	}
-	apiURL := selfURL(ln)
+	apiURL := selfURL(ln, lt.scheme())
 	keyFile := filepath.Join(cfg.DataDir, "operator-key")
 
 	reg := prometheus.NewRegistry() // the control plane's and the dev brokers' metrics
@@ -102,12 +104,12 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		brokers.Wait()
 	}()
 	ready := func() {
-		id, secret, err := devOperatorKey(ctx, pool, apiURL, keyFile)
+		id, secret, err := devOperatorKey(ctx, pool, apiURL, lt.httpClient(), keyFile)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		op := client.New(apiURL, client.WithAPIKey(id, secret))
+		op := client.New(apiURL, client.WithAPIKey(id, secret), client.WithHTTPClient(lt.httpClient()))
 		raftAddrs, err := devAddrs(cfg.RaftListen, devRaftListen)
 		if err != nil {
 			readyErr = err
@@ -145,7 +147,7 @@ func dev(ctx context.Context, cfg Config, log *slog.Logger) error {
 		for _, b := range devBrokers {
 			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
 				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
-				Peer: peers[string(replicas.ServerID(b.NodeID))]}
+				Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt}
 			bc.Metrics = metrics(b.ID)
 			if bc.Metrics == nil {
 				bc.Metrics = wrapBroker(reg, b.ID)
@@ -169,12 +171,16 @@ Sluice is running.
   Operator:  export SLUICE_ENDPOINT=%[1]s SLUICE_API_KEY_ID=%[2]s SLUICE_API_KEY_SECRET=%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
-Press Ctrl-C to stop.
-`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","))
+%[9]sPress Ctrl-C to stop.
+`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","),
+			devTLSBanner(lt, cfg.TLSCAFile, kafkaAddrs[0], httpAddrs[0]))
 	}
-	h, err := controlPlaneHandler(pool, log, selfURL(ln), reg)
+	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg)
 	if err != nil {
 		return err
+	}
+	if lt.enabled() {
+		ln = tls.NewListener(ln, lt.server())
 	}
 	err = serveHTTP(sctx, ln, h, log, func() {
 		ready()
@@ -189,6 +195,20 @@ Press Ctrl-C to stop.
 		return nil
 	}
 	return err
+}
+
+// devTLSBanner tells how to reach the dev listeners over TLS: which CA
+// file to trust and the kcat and curl flags that do; empty when they serve
+// plaintext.
+func devTLSBanner(lt *listenerTLS, caFile, kafkaAddr, httpAddr string) string {
+	if !lt.enabled() {
+		return ""
+	}
+	return fmt.Sprintf(`  TLS:       every listener (Kafka SASL_SSL, HTTPS); trust the CA %[1]s
+             kcat -b %[2]s -X security.protocol=SASL_SSL -X ssl.ca.location=%[1]s -X sasl.mechanisms=PLAIN -X sasl.username=<key id> -X sasl.password=<secret> -L
+             curl --cacert %[1]s -u <key id>:<secret> https://%[3]s/v1/topics/<topic>/partitions/0/messages?offset=0
+             SLUICE_TLS_CA_FILE=%[1]s for tenantd admin; kill -HUP <pid> reloads the certificate
+`, caFile, kafkaAddr, httpAddr)
 }
 
 // devPeerCerts keeps the dev cell's CA and its brokers' Raft transport
@@ -207,10 +227,10 @@ func devPeerCerts(dataDir string) (map[string]peercert.Files, error) {
 
 // devOperatorKey reuses the operator key saved in keyFile while it still
 // works, or makes and saves a new one.
-func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL, keyFile string) (string, string, error) {
+func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL string, hc *http.Client, keyFile string) (string, string, error) {
 	if b, err := os.ReadFile(keyFile); err == nil {
 		if id, secret, ok := strings.Cut(strings.TrimSpace(string(b)), ":"); ok {
-			if me, err := client.New(apiURL, client.WithAPIKey(id, secret)).Me(ctx); err == nil && me.Operator {
+			if me, err := client.New(apiURL, client.WithAPIKey(id, secret), client.WithHTTPClient(hc)).Me(ctx); err == nil && me.Operator {
 				return id, secret, nil
 			}
 		}

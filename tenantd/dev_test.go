@@ -380,13 +380,17 @@ func runBounded(cmd *exec.Cmd, limit time.Duration) ([]byte, error) {
 // consoleOperatorSignIn signs in to the console with the operator key the
 // banner prints, as the banner says to, and finds tenant on the operator's
 // tenants page.
-func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string) {
+// rt, when set, carries the requests (one trusting the console's CA).
+func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string, rt ...http.RoundTripper) {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	if len(rt) > 0 {
+		hc.Transport = rt[0]
+	}
 	get := func(resp *http.Response, err error) string {
 		t.Helper()
 		if err != nil {

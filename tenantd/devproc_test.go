@@ -28,15 +28,21 @@ type devProcess struct {
 	opEnv               []string
 	bootstrap, httpData string
 	httpAddrs           []string // every broker's HTTP data address, httpData first
+	// caFile is the CA the banner says to trust, with -tls.
+	caFile  string
+	dataDir string
 }
 
-// startDev builds tenantd and runs `tenantd dev` until the test ends.
-func startDev(t *testing.T) *devProcess {
+// startDev builds tenantd and runs `tenantd dev` with extra flags until
+// the test ends.
+func startDev(t *testing.T, extra ...string) *devProcess {
 	t.Helper()
 	bin := buildTenantd(t)
 	dbURL := pgtest.New(t)
+	dataDir := t.TempDir()
 	// Free Raft ports, so the test runs beside another tenantd dev.
-	cmd := exec.Command(bin, "dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-data-dir", t.TempDir())
+	args := append([]string{"dev", "-listen", "127.0.0.1:0", "-raft-listen", "127.0.0.1:0", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0", "-data-dir", dataDir}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "SLUICE_LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -66,14 +72,17 @@ func startDev(t *testing.T) *devProcess {
 	}()
 	var apiURL, opKey string
 	var opEnv []string // the banner's export line, as tenantd admin reads it
-	urlRE := regexp.MustCompile(`API:\s+(http://\S+)/v1`)
+	urlRE := regexp.MustCompile(`API:\s+(https?://\S+)/v1`)
+	caRE := regexp.MustCompile(`trust the CA (\S+)`)
+	var caFile string
 	keyRE := regexp.MustCompile(`export (SLUICE_ENDPOINT=\S+ SLUICE_API_KEY_ID=(\S+) SLUICE_API_KEY_SECRET=(\S+))`)
 	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
 	httpRE := regexp.MustCompile(`HTTP data: (\S+)`)
 	var bootstrap, httpData string
 	var httpAddrs []string
 	deadline := time.After(30 * time.Second)
-	for apiURL == "" || opKey == "" {
+	banner := false // the banner's last line was read
+	for apiURL == "" || opKey == "" || !banner {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -89,6 +98,10 @@ func startDev(t *testing.T) *devProcess {
 				httpAddrs = strings.Split(m[1], ",")
 				httpData = httpAddrs[0]
 			}
+			banner = banner || strings.Contains(l, "Press Ctrl-C to stop.")
+			if m := caRE.FindStringSubmatch(l); m != nil {
+				caFile = m[1]
+			}
 			if m := keyRE.FindStringSubmatch(l); m != nil {
 				opKey, opEnv = m[2]+":"+m[3], strings.Fields(m[1])
 			}
@@ -98,5 +111,5 @@ func startDev(t *testing.T) *devProcess {
 	}
 	t.Logf("tenantd dev ready in %v at %s", time.Since(start).Round(time.Millisecond), apiURL)
 	return &devProcess{bin: bin, dbURL: dbURL, cmd: cmd, exited: exited, stderr: stderr, apiURL: apiURL, opKey: opKey,
-		opEnv: opEnv, bootstrap: bootstrap, httpData: httpData, httpAddrs: httpAddrs}
+		opEnv: opEnv, bootstrap: bootstrap, httpData: httpData, httpAddrs: httpAddrs, caFile: caFile, dataDir: dataDir}
 }

@@ -133,7 +133,7 @@ func TestBrokerServesMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runBrokerRole(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() { done <- runBrokerRole(ctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var body string
 	// The listener is up before the broker registers its collectors.

@@ -16,8 +16,9 @@ import (
 
 // runBrokerRole runs `tenantd broker`: the broker, and its Prometheus
 // metrics at /metrics on -metrics-listen when that is set.
-func runBrokerRole(ctx context.Context, cfg Config, log *slog.Logger) error {
+func runBrokerRole(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) error {
 	bc := brokerConfigOf(cfg)
+	bc.TLS = lt
 	if cfg.MetricsListen == "" {
 		return runBroker(ctx, bc, log)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,18 @@ import (
 // run wires and runs one role until ctx is cancelled.
 func run(ctx context.Context, cmd string, cfg Config) error {
 	log := newLogger(os.Stderr, cfg.LogLevel)
+	if cmd == "dev" && cfg.DevTLS {
+		if err := devTLSFiles(&cfg); err != nil {
+			return err
+		}
+	}
+	lt, err := loadListenerTLS(cfg)
+	if err != nil {
+		return err
+	}
+	if lt.enabled() {
+		defer reloadOnHangup("listener certificate", cfg.TLSCertFile, lt.reload, log)()
+	}
 	switch cmd {
 	case "migrate":
 		pool, err := openDB(ctx, cfg.DatabaseURL)
@@ -55,13 +68,13 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		return serveControlPlane(ctx, pool, log, ln, func() {
-			log.Info("control plane ready", "url", "http://"+ln.Addr().String())
+		return serveControlPlane(ctx, pool, log, ln, lt, func() {
+			log.Info("control plane ready", "url", lt.scheme()+"://"+ln.Addr().String())
 		})
 	case "dev":
-		return dev(ctx, cfg, log)
+		return dev(ctx, cfg, lt, log)
 	case "broker":
-		return runBrokerRole(ctx, cfg, log)
+		return runBrokerRole(ctx, cfg, lt, log)
 	}
 	return fmt.Errorf("unknown role %q", cmd)
 }
@@ -83,34 +96,38 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// serveControlPlane serves the API on ln until ctx ends. ready runs once the
-// listener accepts requests.
-func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, ready func()) error {
-	h, err := controlPlaneHandler(pool, log, selfURL(ln), nil)
+// serveControlPlane serves the API on ln until ctx ends, over TLS when lt
+// has a certificate. ready runs once the listener accepts requests.
+func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, lt *listenerTLS, ready func()) error {
+	h, err := controlPlaneHandler(pool, log, selfURL(ln, lt.scheme()), lt.httpClient(), nil)
 	if err != nil {
 		return err
+	}
+	if lt.enabled() {
+		ln = tls.NewListener(ln, lt.server())
 	}
 	return serveHTTP(ctx, ln, h, log, ready)
 }
 
-// selfURL is how the process reaches its own HTTP listener: the console
-// calls the API through it, as any client would.
-func selfURL(ln net.Listener) string {
+// selfURL is how the process reaches its own HTTP listener (scheme http or
+// https): the console calls the API through it, as any client would.
+func selfURL(ln net.Listener, scheme string) string {
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // controlPlaneHandler serves the API under /v1/ and /internal/, the console
 // at /, and the process's Prometheus metrics to platform operators (an
 // operator API key or session; -metrics-listen serves them unauthenticated
 // on a separate, private address instead). The console reaches the API at
-// apiURL. reg, when set, is the registry to serve (dev mode's brokers
+// apiURL with hc (which trusts the listener's CA when it serves TLS).
+// reg, when set, is the registry to serve (dev mode's brokers
 // register on it too); nil means a new one.
-func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, reg *prometheus.Registry) (http.Handler, error) {
+func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc *http.Client, reg *prometheus.Registry) (http.Handler, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -126,7 +143,7 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, re
 	if err != nil {
 		return nil, err
 	}
-	ui, err := console.New(console.Config{APIURL: apiURL, Logger: log, ConsoleSecret: consoleSecret})
+	ui, err := console.New(console.Config{APIURL: apiURL, HTTPClient: hc, Logger: log, ConsoleSecret: consoleSecret})
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,8 @@
 // or coordinate the group, forwards the request to the broker that does
 // (with the caller's own credentials, a bounded timeout and at most two
 // hops) and returns its answer; a retriable 503 not_leader when there is
-// none right now.
+// none right now. With Config.TLS the API serves HTTPS only, and forwards
+// dial https, verifying the other broker against Config.ForwardCAs.
 //
 // # Topics and partitions
 //

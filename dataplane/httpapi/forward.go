@@ -51,7 +51,11 @@ func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri st
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), wait+s.cfg.ForwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+b.HTTPAddr+uri, bytes.NewReader(body))
+	scheme := "http://"
+	if s.cfg.TLS != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+b.HTTPAddr+uri, bytes.NewReader(body))
 	if err != nil {
 		return fail(err, "")
 	}

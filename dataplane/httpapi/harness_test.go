@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/state"
@@ -58,6 +61,10 @@ type cell struct {
 	brokers []*broker
 	// peerKey is the brokers' shared forwarding key (httpapi.Config.PeerKey).
 	peerKey []byte
+	// With cellOpts.tls: every broker's listener configuration, and the
+	// pool of the CA that issued its certificate.
+	serverTLS *tls.Config
+	caPool    *x509.CertPool
 }
 
 // broker is one broker of the cell. Its running parts are replaced by a
@@ -141,6 +148,9 @@ type cellOpts struct {
 	// even share of their max_requests_per_sec per broker. Throughput is
 	// not limited (no quota sharer sets the buckets' rates).
 	isolation bool
+	// tls serves the HTTP data API and the Kafka listener over TLS with a
+	// certificate of a test CA for the loopback host.
+	tls bool
 }
 
 func startCell(t testing.TB, o cellOpts) *cell {
@@ -168,6 +178,9 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		t.Fatal(err)
 	}
 	c.logger = celltest.Logger(t, slog.LevelWarn)
+	if o.tls {
+		c.serverTLS, c.caPool = serverTLS(t, host)
+	}
 	nodes := make([]*transport.Node, 3)
 	for i := range nodes {
 		tn, err := transport.New(transport.Config{ID: replicas.ServerID(i + 1), ListenAddr: net.JoinHostPort(host, "0"), Credentials: celltest.PeerCredentials(t, replicas.ServerID(i+1))})
@@ -199,6 +212,25 @@ func startCell(t testing.TB, o cellOpts) *cell {
 		}
 	})
 	return c
+}
+
+// serverTLS is a listener configuration with a certificate for host,
+// issued by a new CA, and the pool of that CA.
+func serverTLS(t testing.TB, host string) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	ca, err := peercert.NewCA("tls-test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.IssueServer([]string{host}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kp.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*cert}}, ca.Pool()
 }
 
 // listenOn listens on addr, retrying for a while: a restarted broker
@@ -246,7 +278,7 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 		t.Fatal(err)
 	}
 	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: kafkaPartitions{b},
-		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second})
+		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second, TLS: c.serverTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +304,8 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, Registerer: b.reg, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
-		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey})
+		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey,
+		TLS: c.serverTLS, ForwardCAs: c.caPool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +543,12 @@ func (c *cell) callWithHeaders(b int, method, path, id, secret string, body any,
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, "http://"+c.brokers[b].httpAddr+path, rd)
+	scheme, hc := "http://", http.DefaultClient
+	if c.o.tls {
+		scheme = "https://"
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.caPool}}}
+	}
+	req, err := http.NewRequest(method, scheme+c.brokers[b].httpAddr+path, rd)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -523,7 +561,7 @@ func (c *cell) callWithHeaders(b int, method, path, id, secret string, body any,
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -558,6 +596,9 @@ func (c *cell) kafkaClient(tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
 		kgo.RetryTimeout(wait),
 	}, opts...)
+	if c.o.tls {
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: c.caPool}))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		c.t.Fatal(err)

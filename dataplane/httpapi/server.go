@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +86,15 @@ type Config struct {
 	// tenant's request rate. Unset, forwards carry no proof and every
 	// request is counted on every broker it reaches.
 	PeerKey []byte
+	// TLS, when set, makes the API serve HTTPS only (a plaintext request
+	// on its port gets no answer), and forwards to other brokers then dial
+	// https: a cell's brokers serve TLS alike. Its GetCertificate may swap
+	// the certificate for new connections.
+	TLS *tls.Config
+	// ForwardCAs are the roots a forward trusts in another broker's
+	// certificate when TLS is set; nil means the system's roots. Ignored
+	// when Client is set.
+	ForwardCAs *x509.CertPool
 	// Client forwards requests to other brokers; default a client with
 	// ForwardTimeout-bounded requests and no redirects.
 	Client *http.Client
@@ -164,7 +175,8 @@ func (c *Config) validate() error {
 	if c.Client == nil {
 		c.Client = &http.Client{
 			Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second,
-				DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+				DialContext:     (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+				TLSClientConfig: &tls.Config{RootCAs: c.ForwardCAs, MinVersion: tls.VersionTLS12}},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
@@ -212,6 +224,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("listen for http clients: %w", err)
 		}
 	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, metrics: m, ctx: ctx, cancel: cancel}
 	s.sticky.Store(uint32(cfg.NodeID) * 7919)
@@ -244,7 +259,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Unlock()
 	unhook := context.AfterFunc(ctx, func() { s.Close() })
 	defer unhook()
-	s.cfg.Logger.Info("http data api serving", "addr", s.ln.Addr().String(), "node", s.cfg.NodeID)
+	s.cfg.Logger.Info("http data api serving", "addr", s.ln.Addr().String(), "node", s.cfg.NodeID, "tls", s.cfg.TLS != nil)
 	err := s.hs.Serve(s.ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -44,7 +45,8 @@ type brokerOpts struct {
 	authTimeout     time.Duration
 	maxPreAuth      int // Config.MaxUnauthenticatedPerIP
 	logger          *slog.Logger
-	controlPlane    bool // serve CreateTopics/DeleteTopics through the control plane
+	controlPlane    bool        // serve CreateTopics/DeleteTopics through the control plane
+	tls             *tls.Config // Config.TLS: the advertised listener serves SASL_SSL
 }
 
 // startBroker starts a control plane, a state syncer for the cell, local
@@ -81,7 +83,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		t.Fatal(err)
 	}
 	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
-		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth}
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, TLS: o.tls}
 	if o.controlPlane {
 		cfg.ControlPlane = client.New(cp.URL)
 	}

@@ -471,3 +471,102 @@ func (ca *CA) issued(f Files, id string) bool {
 	cell, got, err := Identity(leaf)
 	return err == nil && cell == ca.CellID && got == id && time.Until(leaf.NotAfter) > 24*time.Hour
 }
+
+// IssueServer makes a certificate for a client-facing listener (Kafka
+// SASL_SSL, the HTTP data API, the control plane) at hosts (IP addresses
+// or DNS names, at least one), valid for validFor (DefaultValidity if
+// zero). Unlike Issue it carries no peer identity: clients check the
+// host, as for any TLS server.
+func (ca *CA) IssueServer(hosts []string, validFor time.Duration) (KeyPair, error) {
+	if len(hosts) == 0 {
+		return KeyPair{}, errors.New("issue server certificate: at least one host is required")
+	}
+	if validFor <= 0 {
+		validFor = DefaultValidity
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("issue server certificate: generate key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("issue server certificate: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(validFor),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("issue server certificate: create: %w", err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return KeyPair{}, fmt.Errorf("issue server certificate: marshal key: %w", err)
+	}
+	return KeyPair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+// EnsureServerDir keeps a local CA and one server certificate for hosts in
+// dir, for tenantd dev -tls: the CA (ca.pem, ca-key.pem, its own, not the
+// Raft transport's) is reused if present, else made under the name
+// caName; server.pem and server-key.pem are kept while they chain to the
+// CA, cover every host and have a day left, else issued anew. Files.CA is
+// what clients trust (curl --cacert, kcat ssl.ca.location).
+func EnsureServerDir(dir, caName string, hosts []string) (Files, error) {
+	f := Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server-key.pem")}
+	ca, err := LoadCA(f.CA, filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		if ca, err = NewCA(caName, 0); err != nil {
+			return Files{}, err
+		}
+		if err := ca.WriteFiles(f.CA, filepath.Join(dir, "ca-key.pem")); err != nil {
+			return Files{}, err
+		}
+	}
+	if ca.servesHosts(f, hosts) {
+		return f, nil
+	}
+	kp, err := ca.IssueServer(hosts, 0)
+	if err != nil {
+		return Files{}, err
+	}
+	if err := kp.WriteFiles(f.Cert, f.Key); err != nil {
+		return Files{}, fmt.Errorf("write server certificate: %w", err)
+	}
+	return f, nil
+}
+
+// servesHosts reports whether f holds a server certificate of the CA that
+// verifies for every host and has a day left.
+func (ca *CA) servesHosts(f Files, hosts []string) bool {
+	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return false
+	}
+	leaf, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil || time.Until(leaf.NotAfter) < 24*time.Hour {
+		return false
+	}
+	for _, h := range hosts {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), DNSName: h}); err != nil {
+			return false
+		}
+	}
+	return true
+}

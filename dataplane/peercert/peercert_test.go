@@ -1,6 +1,7 @@
 package peercert
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"os"
 	"path/filepath"
@@ -85,5 +86,43 @@ func TestEnsureDirReuses(t *testing.T) {
 	}
 	if fi, err := os.Stat(second["3"].Key); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode: %v %v", fi.Mode(), err)
+	}
+}
+
+// TestEnsureServerDir: the dev listener certificate verifies for every
+// host against the CA file written beside it, and a second call keeps both.
+func TestEnsureServerDir(t *testing.T) {
+	dir := t.TempDir()
+	hosts := []string{"127.0.0.1", "localhost"}
+	f, err := EnsureServerDir(dir, "dev-listeners", hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := LoadPool(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: h}); err != nil {
+			t.Fatalf("verify for %s: %v", h, err)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "example.com"}); err == nil {
+		t.Fatal("the certificate verified for a host it was not issued for")
+	}
+	before, _ := os.ReadFile(f.Cert)
+	if _, err := EnsureServerDir(dir, "dev-listeners", hosts); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(f.Cert); string(after) != string(before) {
+		t.Fatal("a valid server certificate was issued again")
 	}
 }

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/peercert"
+)
+
+// TestDevTLS runs `tenantd dev -tls` and uses every listener over TLS as
+// its banner says: the control plane and console over HTTPS with the CA
+// it names (the console calling the API at its own https address), kcat
+// and franz-go producing and consuming over SASL_SSL with PLAIN, the HTTP
+// data API over HTTPS (reads of partitions other brokers lead forwarded
+// over HTTPS) and tenantd admin with the CA. Plaintext and an untrusted client are refused on the HTTP
+// ports. Then a new certificate in the data dir and a SIGHUP: new
+// connections get it without a restart.
+func TestDevTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs tenantd")
+	}
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat is not installed: run `make tools` (it installs Debian's kcat)")
+	}
+	d := startDev(t, "-tls")
+	if !strings.HasPrefix(d.apiURL, "https://") || d.caFile == "" {
+		t.Fatalf("dev -tls banner: API %s, CA file %q", d.apiURL, d.caFile)
+	}
+	pool, err := peercert.LoadPool(d.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	call := func(method, url, auth, body string, want int) map[string]any {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if want != 0 && resp.StatusCode != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return out
+	}
+	signup := call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 201)
+	token := signup["session"].(map[string]any)["token"].(string)
+	key := call("POST", d.apiURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
+	id, secret := key["id"].(string), key["secret"].(string)
+	basic := "Basic " + b64(id+":"+secret)
+	call("POST", d.apiURL+"/v1/topics", basic, `{"name":"orders","partitions":3}`, 201)
+	consoleOperatorSignIn(t, d.apiURL, d.opKey, "acme", tr)
+	// tenantd admin, pointed at the CA as the banner says.
+	adminCmd := exec.Command(d.bin, "admin", "tenants", "list")
+	adminCmd.Env = append(append(os.Environ(), d.opEnv...), "SLUICE_TLS_CA_FILE="+d.caFile)
+	if out, err := adminCmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "acme") {
+		t.Fatalf("tenantd admin over https: %v\n%s", err, out)
+	}
+
+	// Plaintext, and a client without the CA, are refused on the HTTP ports.
+	for _, addr := range []string{strings.TrimPrefix(d.apiURL, "https://"), d.httpData} {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(b), "ok") {
+				t.Fatalf("plaintext on %s: %d %s", addr, resp.StatusCode, b)
+			}
+		}
+		if _, err := http.Get("https://" + addr + "/healthz"); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("a client without the dev CA reached %s: %v", addr, err)
+		}
+		call("GET", "https://"+addr+"/healthz", "", "", 200)
+	}
+
+	// kcat over SASL_SSL, as the banner says.
+	sasl := []string{"-b", d.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + d.caFile,
+		"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=" + id, "-X", "sasl.password=" + secret}
+	celltest.WaitFor(t, 30*time.Second, "kcat -L over SASL_SSL lists the topic", func() bool {
+		out, err := runBounded(exec.Command(kcat, append(sasl, "-L", "-t", "orders")...), 20*time.Second)
+		return err == nil && strings.Contains(string(out), `topic "orders" with 3 partitions`)
+	})
+	var in strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&in, "k%d:kcat-%d\n", i%3, i)
+	}
+	prod := exec.Command(kcat, append(sasl, "-t", "orders", "-P", "-K:", "-X", "acks=all")...)
+	prod.Stdin = strings.NewReader(in.String())
+	if out, err := runBounded(prod, 60*time.Second); err != nil {
+		t.Fatalf("kcat produce over SASL_SSL: %v\n%s\n%s", err, out, d.stderr.String())
+	}
+	out, err := runBounded(exec.Command(kcat, append(sasl, "-t", "orders", "-C", "-o", "beginning", "-e", "-f", "%s\n")...), 60*time.Second)
+	if err != nil {
+		t.Fatalf("kcat consume over SASL_SSL: %v\n%s", err, out)
+	}
+	if got := regexp.MustCompile(`(?m)^kcat-\d+$`).FindAllString(string(out), -1); len(got) != 10 {
+		t.Fatalf("kcat read %d records over SASL_SSL, want 10:\n%s", len(got), out)
+	}
+
+	// franz-go over SASL_SSL.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		kgo.SASL(plain.Auth{User: id, Pass: secret}.AsMechanism()),
+		kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("franz")}).FirstErr(); err != nil {
+		t.Fatalf("franz-go produce over SASL_SSL: %v", err)
+	}
+	consumed := 0
+	for consumed < 11 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("franz-go consumed %d of 11 records over SASL_SSL", consumed)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("franz-go fetch over SASL_SSL: %v", err) })
+		consumed += fs.NumRecords()
+	}
+
+	// The HTTP data API over HTTPS, all partitions through the first
+	// broker: the others' are forwarded to their leaders over HTTPS.
+	read := 0
+	for p := range 3 {
+		r := call("GET", fmt.Sprintf("https://%s/v1/topics/orders/partitions/%d/messages?offset=0", d.httpData, p), basic, "", 200)
+		read += len(r["messages"].([]any))
+	}
+	if read != 11 {
+		t.Fatalf("read %d records over the HTTPS data API, want 11", read)
+	}
+
+	// A renewed certificate, then SIGHUP: new connections get it.
+	dir := filepath.Join(d.dataDir, "tls")
+	ca, err := peercert.LoadCA(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.IssueServer(devTLSHosts, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kp.WriteFiles(filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := kp.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served(t, d.bootstrap, pool, renewed) {
+		t.Fatal("the renewed certificate is served before SIGHUP")
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{strings.TrimPrefix(d.apiURL, "https://"), d.httpData, d.bootstrap} {
+		celltest.WaitFor(t, 10*time.Second, "the renewed certificate served on "+addr, func() bool { return served(t, addr, pool, renewed) })
+	}
+	call("GET", d.apiURL+"/healthz", "", "", 200)
+}
+
+// served reports whether a new TLS connection to addr, verified with
+// pool, gets want's certificate.
+func served(t *testing.T, addr string, pool *x509.CertPool, want *tls.Certificate) bool {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("tls dial %s: %v", addr, err)
+	}
+	defer conn.Close()
+	return bytes.Equal(conn.ConnectionState().PeerCertificates[0].Raw, want.Certificate[0])
+}
