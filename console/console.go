@@ -161,6 +161,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /topics/{name}", c.authed(c.topicPage))
 	m.HandleFunc("POST /topics/{name}", c.authed(c.updateTopic))
 	m.HandleFunc("POST /topics/{name}/delete", c.authed(c.deleteTopic))
+	m.HandleFunc("GET /topics/{name}/messages", c.authed(c.messagesPage))
+	m.HandleFunc("POST /topics/{name}/messages", c.authed(c.readMessages))
 
 	m.HandleFunc("GET /api-keys", c.authed(c.keysPage))
 	m.HandleFunc("POST /api-keys", c.authed(c.createKey))

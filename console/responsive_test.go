@@ -120,6 +120,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		{tenant, "/", "#cfg-java", "overview"},
 		{tenant, "/topics", "#topics", "topics"},
 		{tenant, "/topics/" + topic, "#topic-partitions", "topic"},
+		{tenant, "/topics/" + topic + "/messages", "#browse", "messages"},
 		{tenant, "/api-keys", "#keys", "api-keys"},
 		{tenant, "/acls", "#acls", "acls"},
 		{tenant, "/groups", "#groups", "groups"},

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -308,6 +309,11 @@ func TestDevReadmeFlow(t *testing.T) {
 		}
 	}
 
+	// The console reads a topic's messages from the brokers with a key the
+	// user types in: the message published over HTTP shows on its page.
+	consoleBrowse(t, apiURL, "dev@acme.test", "correct horse 1", "orders", int(res["partition"].(float64)),
+		key2["id"].(string), key2["secret"].(string), "paid over http")
+
 	// The console is served at / by the same process.
 	resp, err := http.Get(apiURL + "/login")
 	if err != nil {
@@ -435,4 +441,48 @@ func send(t *testing.T, method, url, auth, body string) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// consoleBrowse signs in to the console as a tenant's user and reads a
+// partition of topic on its messages page with the API key id:secret,
+// expecting a message whose value is want; a wrong secret is refused there.
+func consoleBrowse(t *testing.T, consoleURL, email, password, topic string, partition int, keyID, secret, want string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	page := func(resp *http.Response, err error) (int, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	csrf := regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+	_, login := page(hc.Get(consoleURL + "/login"))
+	m := csrf.FindStringSubmatch(login)
+	if m == nil {
+		t.Fatalf("the console's login page has no form:\n%s", login)
+	}
+	if status, body := page(hc.PostForm(consoleURL+"/login", url.Values{"csrf_token": {m[1]}, "email": {email}, "password": {password}})); status != http.StatusOK {
+		t.Fatalf("console sign-in: %d\n%.500s", status, body)
+	}
+	status, form := page(hc.Get(consoleURL + "/topics/" + topic + "/messages"))
+	if m = csrf.FindStringSubmatch(form); status != http.StatusOK || m == nil {
+		t.Fatalf("messages page: %d\n%.500s", status, form)
+	}
+	read := func(secret string) (int, string) {
+		return page(hc.PostForm(consoleURL+"/topics/"+topic+"/messages", url.Values{"csrf_token": {m[1]},
+			"partition": {strconv.Itoa(partition)}, "offset": {"0"}, "key_id": {keyID}, "key_secret": {secret}}))
+	}
+	if status, body := read(secret); status != http.StatusOK || !strings.Contains(body, `id="browse-messages"`) || !strings.Contains(body, want) {
+		t.Fatalf("reading partition %d in the console: %d, want a table with %q\n%s", partition, status, want, body)
+	}
+	if status, body := read(secret + "x"); status == http.StatusOK || strings.Contains(body, want) || !strings.Contains(body, "unauthenticated") && !strings.Contains(body, "wrong") {
+		t.Fatalf("a wrong secret read messages in the console: %d\n%.800s", status, body)
+	}
 }
