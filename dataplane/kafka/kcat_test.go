@@ -15,13 +15,7 @@ import (
 // SASL_PLAINTEXT with a tenant's key. kcat is a test dependency installed by
 // `make tools`; without it the test fails, except under -short.
 func TestKcatProduceConsume(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if testing.Short() {
-			t.Skip("kcat not installed (-short)")
-		}
-		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
-	}
+	kcat := kcatPath(t)
 	b := startBroker(t, brokerOpts{})
 	a := b.cp.Signup("kcatco", "developer")
 	b.createTopic(t, a, "events", 2, nil)
@@ -73,4 +67,18 @@ func TestKcatProduceConsume(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("consumed %v\nwant %v", got, want)
 	}
+}
+
+// kcatPath finds kcat (a test dependency `make tools` installs): without it
+// a test fails, except under -short, where it is skipped.
+func kcatPath(t *testing.T) string {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("kcat not installed (-short)")
+		}
+		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
+	}
+	return kcat
 }

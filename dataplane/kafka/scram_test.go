@@ -305,13 +305,7 @@ func TestDescribeUserScramCredentials(t *testing.T) {
 // TestKcatScram produces and consumes with kcat (librdkafka) over
 // SASL_PLAINTEXT with each SCRAM mechanism.
 func TestKcatScram(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if testing.Short() {
-			t.Skip("kcat not installed (-short)")
-		}
-		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
-	}
+	kcat := kcatPath(t)
 	b := startBroker(t, brokerOpts{})
 	a := b.cp.Signup("kcatscram", "developer")
 	b.waitForKey(t, a)
