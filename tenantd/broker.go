@@ -23,7 +23,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
@@ -84,7 +84,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return fmt.Errorf("create broker data dir: %w", err)
 	}
 	api := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
-	syncer, err := state.New(state.Config{Cell: cfg.Cell, API: api, CacheFile: filepath.Join(cfg.DataDir, "cell-state.json"), Logger: log})
+	syncer, err := cellview.New(cellview.Config{Cell: cfg.Cell, API: api, CacheFile: filepath.Join(cfg.DataDir, "cell-state.json"), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	cfg.adm = iso.adm
-	reporter, err := state.NewReporter(state.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
 		Groups:    gl.report,
 		Soon:      gl.soon,
 		DiskState: func() string { return iso.adm.DiskState().String() },
@@ -149,7 +149,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 // runReplicas waits for a cell state that lists this broker, starts the
 // broker's Raft transport, group committer and replica manager, and applies
 // every new view until ctx ends; then it closes them, replicas first.
-func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, slot *atomic.Pointer[replicas.Manager], gl *groupLag, log *slog.Logger) error {
+func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer, slot *atomic.Pointer[replicas.Manager], gl *groupLag, log *slog.Logger) error {
 	self, err := waitForSelf(ctx, syncer, cfg.BrokerID, log)
 	if err != nil {
 		return err
@@ -239,7 +239,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *state.Syncer, sl
 
 // waitForSelf returns this broker's entry in the cell state, waiting for a
 // state that lists it (a new broker has none until its first sync).
-func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log *slog.Logger) (wire.Broker, error) {
+func waitForSelf(ctx context.Context, syncer *cellview.Syncer, brokerID string, log *slog.Logger) (wire.Broker, error) {
 	for {
 		changed := syncer.Changed()
 		for _, b := range syncer.View().Brokers {
@@ -261,7 +261,7 @@ func waitForSelf(ctx context.Context, syncer *state.Syncer, brokerID string, log
 // startKafka serves the Kafka protocol on the broker's Kafka address over
 // its replicas, with producer ids from the control plane and topic admin
 // forwarded to the control plane's API under the caller's own key.
-func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*kafka.Server, error) {
+func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *cellview.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*kafka.Server, error) {
 	addr := cfg.KafkaListen
 	if addr == "" {
 		addr = self.KafkaAddr

@@ -14,14 +14,14 @@ import (
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // startHTTP serves the HTTP data API (and the broker's /metrics) on the
 // broker's HTTP address over its replicas and group coordinator, with
 // producer ids from the control plane and dead-letter topics created
 // through its API with the caller's own key.
-func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *state.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*httpapi.Server, error) {
+func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *cellview.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*httpapi.Server, error) {
 	addr := cfg.HTTPListen
 	if addr == "" {
 		addr = self.HTTPAddr

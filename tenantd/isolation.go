@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/quotashare"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/quotas"
 )
 
@@ -47,7 +47,7 @@ type isolation struct {
 // the quota sharer keeps at this broker's share (through Redis, or the
 // even split while Redis is away), disk watermarks on the data dir, and
 // storage per tenant from the replicas' sizes.
-func newIsolation(cfg brokerConfig, syncer *state.Syncer, manager *atomic.Pointer[replicas.Manager], log *slog.Logger) (*isolation, error) {
+func newIsolation(cfg brokerConfig, syncer *cellview.Syncer, manager *atomic.Pointer[replicas.Manager], log *slog.Logger) (*isolation, error) {
 	ic := cfg.Isolation
 	if ic.RedisAddr == "" {
 		ic.RedisAddr = defaultRedisAddr
@@ -69,7 +69,7 @@ func newIsolation(cfg brokerConfig, syncer *state.Syncer, manager *atomic.Pointe
 	}
 	adm, err := admission.New(admission.Config{
 		BrokerID: cfg.BrokerID, Buckets: buckets,
-		Disk:       func() (int64, int64, error) { return state.DiskUsage(cfg.DataDir) },
+		Disk:       func() (int64, int64, error) { return cellview.DiskUsage(cfg.DataDir) },
 		Watermarks: quotas.WatermarkConfig{Soft: ic.DiskSoft, Hard: ic.DiskHard},
 		Storage: func() map[string]int64 {
 			m := manager.Load()
@@ -92,7 +92,7 @@ func newIsolation(cfg brokerConfig, syncer *state.Syncer, manager *atomic.Pointe
 
 // run runs the sharer, the admission's pollers and its state following
 // until ctx ends.
-func (iso *isolation) run(ctx context.Context, syncer *state.Syncer) error {
+func (iso *isolation) run(ctx context.Context, syncer *cellview.Syncer) error {
 	defer iso.rdb.Close()
 	var wg sync.WaitGroup
 	for _, f := range []func(){
@@ -113,7 +113,7 @@ func (iso *isolation) run(ctx context.Context, syncer *state.Syncer) error {
 // tenantStorage is the bytes each tenant stores on this broker: the sizes
 // of its partitions' replicas here. With every partition on all three
 // brokers of a cell, that is the tenant's logical size on the cell.
-func tenantStorage(v *state.View, m *replicas.Manager) map[string]int64 {
+func tenantStorage(v *cellview.View, m *replicas.Manager) map[string]int64 {
 	out := map[string]int64{}
 	for _, st := range m.Status() {
 		if t, ok := v.TopicByID(st.TopicID); ok {

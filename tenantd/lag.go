@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/lag"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // groupLag is a broker's consumer-group lag: the tracker behind its
@@ -19,16 +19,16 @@ import (
 // consumer protocol; every partition of them is reported.
 type groupLag struct {
 	tracker *lag.Tracker
-	syncer  *state.Syncer
+	syncer  *cellview.Syncer
 	all     atomic.Pointer[func() []groups.GroupSnapshot]
 	// soon asks the reporter for a report before its interval ends
-	// (state.ReporterConfig.Soon); changed sends on it.
+	// (cellview.ReporterConfig.Soon); changed sends on it.
 	soon chan struct{}
 }
 
 // newGroupLag measures against the broker's replicas (partition) and the
 // cell state's topics (for names, partitions and retention).
-func newGroupLag(syncer *state.Syncer, partition func(topicID string, part int32) (lag.Partition, bool), log *slog.Logger) (*groupLag, error) {
+func newGroupLag(syncer *cellview.Syncer, partition func(topicID string, part int32) (lag.Partition, bool), log *slog.Logger) (*groupLag, error) {
 	g := &groupLag{syncer: syncer, soon: make(chan struct{}, 1)}
 	t, err := lag.New(lag.Config{
 		Committed: g.committed,

@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/lag"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // hwLog is a partition log whose high watermark is its end, as on a
@@ -35,7 +35,7 @@ func (l hwLog) HighWatermark() int64 { return l.NextOffset() }
 // useCoordinator, and shows in the report rows and on /metrics.
 func TestGroupLagFollowsCoordinator(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	syncer, err := state.New(state.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	syncer, err := cellview.New(cellview.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestBrokerServesMetrics(t *testing.T) {
 // partition for the first time, not when it moves known offsets.
 func TestGroupLagListsEveryConsumedPartition(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	syncer, err := state.New(state.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	syncer, err := cellview.New(cellview.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,12 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/quotas"
 )
 
 // DiskUsage reports the used and total bytes of the broker's data disk.
-// Production uses state.DiskUsage on the data dir; tests inject their own.
+// Production uses cellview.DiskUsage on the data dir; tests inject their own.
 type DiskUsage func() (used, total int64, err error)
 
 // StorageUsage reports the bytes each tenant stores on this broker (the
@@ -328,7 +328,7 @@ func (a *Admission) capped(d time.Duration) time.Duration {
 
 // FollowState applies the syncer's view to a, and to each of also (such as
 // a quota sharer's SetState), now and at every change, until ctx ends.
-func (a *Admission) FollowState(ctx context.Context, s *state.Syncer, also ...func(wire.CellState)) {
+func (a *Admission) FollowState(ctx context.Context, s *cellview.Syncer, also ...func(wire.CellState)) {
 	for {
 		changed := s.Changed()
 		v := s.View()

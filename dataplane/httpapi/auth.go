@@ -9,14 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // caller is an authenticated request's principal and the state view it
 // was checked against; a request uses that one view throughout.
 type caller struct {
-	p *state.Principal
-	v *state.View
+	p *cellview.Principal
+	v *cellview.View
 	// forwarded: another broker of the cell forwarded the request, with
 	// proof (peer.go); it was admitted where it entered the cell.
 	forwarded bool
@@ -37,9 +37,9 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		v := s.cfg.State.View()
 		p, err := v.Authenticate(id, secret, s.cfg.Now())
 		switch {
-		case errors.Is(err, state.ErrKeyExpired):
+		case errors.Is(err, cellview.ErrKeyExpired):
 			return catalog.KeyExpired.New("")
-		case errors.Is(err, state.ErrTenantSuspended):
+		case errors.Is(err, cellview.ErrTenantSuspended):
 			return catalog.TenantSuspended.New("")
 		case err != nil:
 			return catalog.Unauthenticated.New("the API key id or secret is wrong, or the key was revoked")

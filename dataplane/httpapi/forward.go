@@ -12,7 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // maxForwardedAnswer bounds the body of another broker's answer.
@@ -32,7 +32,7 @@ type answer struct {
 // answer. wait is the long poll the request asks for; ForwardTimeout is
 // added to it. A broker that cannot be reached, or a request forwarded
 // too often already, gives a retriable not_leader error.
-func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri string, body []byte, wait time.Duration) (answer, error) {
+func (s *Server) forward(c echo.Context, v *cellview.View, node int, method, uri string, body []byte, wait time.Duration) (answer, error) {
 	route := routeName(c)
 	fail := func(err error, msg string) (answer, error) {
 		s.metrics.forwards.WithLabelValues(route, "failed").Inc()
@@ -85,7 +85,7 @@ func (s *Server) forward(c echo.Context, v *state.View, node int, method, uri st
 
 // proxy forwards the request as it is and answers with the other
 // broker's answer, its Retry-After included.
-func (s *Server) proxy(c echo.Context, v *state.View, node int, body []byte, wait time.Duration) error {
+func (s *Server) proxy(c echo.Context, v *cellview.View, node int, body []byte, wait time.Duration) error {
 	a, err := s.forward(c, v, node, c.Request().Method, c.Request().URL.RequestURI(), body, wait)
 	if err != nil {
 		return err

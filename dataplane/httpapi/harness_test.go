@@ -40,7 +40,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/transport"
 	"github.com/sluicehq/sluice/quotas"
 )
@@ -76,7 +76,7 @@ type broker struct {
 	httpAddr string
 	kafka    string
 
-	syncer *state.Syncer
+	syncer *cellview.Syncer
 	http   *httpapi.Server
 	reg    *prometheus.Registry // http's metrics
 	coord  *groups.Coordinator
@@ -256,7 +256,7 @@ func listenOn(t testing.TB, addr string) net.Listener {
 func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener) {
 	t := c.t
 	t.Helper()
-	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"),
+	syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"),
 		Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
 	if err != nil {
 		t.Fatal(err)

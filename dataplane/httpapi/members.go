@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // An HTTP consumer is a member of a Kafka consumer group (protocol type
@@ -211,7 +211,7 @@ func rangeAssign(members []groups.Member, counts map[string]int) map[string][]by
 // decodeAssignment turns an encoded assignment into the member's
 // partitions, by topic id in v; topics the tenant no longer has are left
 // out.
-func decodeAssignment(b []byte, v *state.View, tenant string) []assignedPart {
+func decodeAssignment(b []byte, v *cellview.View, tenant string) []assignedPart {
 	a := kmsg.NewConsumerMemberAssignment()
 	if len(b) == 0 || a.ReadFrom(b) != nil {
 		return nil

@@ -17,7 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // The tests here need the router and the handlers' types, not a cell: a
@@ -36,7 +36,7 @@ func (oneProducerID) Next(context.Context) (int64, error) { return 7, nil }
 
 func newDocServer(t *testing.T) *Server {
 	t.Helper()
-	st, err := state.New(state.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	st, err := cellview.New(cellview.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/records"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // MessageIDHeader is the record header that carries a message's id; the
@@ -250,7 +250,7 @@ func (s *Server) plan(req *publishRequest, t *wire.Topic, prod records.Producer)
 // publishPart appends one partition's batch on the local leader, or
 // forwards its messages to the leader's broker, and fills in their
 // results.
-func (s *Server) publishPart(ctx context.Context, c echo.Context, v *state.View, t *wire.Topic, req *publishRequest, b *partBatch, res []publishResult) {
+func (s *Server) publishPart(ctx context.Context, c echo.Context, v *cellview.View, t *wire.Topic, req *publishRequest, b *partBatch, res []publishResult) {
 	setAll := func(off int64, err error) {
 		var body *api.Error
 		if err != nil {

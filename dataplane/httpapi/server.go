@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // Config configures a Server.
@@ -33,7 +33,7 @@ type Config struct {
 	// NodeID is this broker's node id in its cell; required (≥ 1).
 	NodeID int
 	// State is the broker's view of its cell; required.
-	State *state.Syncer
+	State *cellview.Syncer
 	// Partitions are the replicas this broker holds; required.
 	Partitions Partitions
 	// ProducerIDs, when set, serves POST /v1/producer-ids (ids for
@@ -104,7 +104,7 @@ type Config struct {
 
 // Admission describes one request a tenant makes, for Config.Admit.
 type Admission struct {
-	Principal *state.Principal
+	Principal *cellview.Principal
 	Op        string // OpPublish or OpRead
 	Topic     string
 	Messages  int

@@ -17,7 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/scram"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // conn is one client connection. Its goroutine (serve) owns everything but
@@ -28,7 +28,7 @@ type conn struct {
 	br     *bufio.Reader
 	remote string
 
-	principal atomic.Pointer[state.Principal] // nil until authenticated
+	principal atomic.Pointer[cellview.Principal] // nil until authenticated
 	dev       bool                            // principal is the DevTenant's, not a key's
 
 	secret string // the key's secret, for control-plane calls as the caller
@@ -55,7 +55,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), remote: nc.RemoteAddr().String()}
 	if s.cfg.DevTenant != "" && isLoopback(nc.RemoteAddr()) {
 		c.dev = true
-		c.principal.Store(&state.Principal{TenantID: s.cfg.DevTenant, Role: authz.RoleAdmin})
+		c.principal.Store(&cellview.Principal{TenantID: s.cfg.DevTenant, Role: authz.RoleAdmin})
 	}
 	return c
 }
@@ -255,7 +255,7 @@ func (c *conn) write(req *request, resp kmsg.Response) error {
 // noteUse tells the broker's state that the caller's key is in use, at
 // most once a minute per connection: the control plane keeps a key's
 // last_used_at to the minute.
-func (c *conn) noteUse(p *state.Principal) {
+func (c *conn) noteUse(p *cellview.Principal) {
 	now := c.s.cfg.Now()
 	if !c.usedAt.IsZero() && now.Sub(c.usedAt) < time.Minute {
 		return
@@ -268,7 +268,7 @@ func (c *conn) noteUse(p *state.Principal) {
 func (c *conn) tenant() string { return c.principal.Load().TenantID }
 
 // allowed checks the caller's ACLs on one of its topics.
-func (c *conn) allowed(v *state.View, topic, op string) bool {
+func (c *conn) allowed(v *cellview.View, topic, op string) bool {
 	if c.dev {
 		return true
 	}
@@ -276,7 +276,7 @@ func (c *conn) allowed(v *state.View, topic, op string) bool {
 }
 
 // clusterAllowed checks the caller's ACLs on its cluster.
-func (c *conn) clusterAllowed(v *state.View, op string) bool {
+func (c *conn) clusterAllowed(v *cellview.View, op string) bool {
 	if c.dev {
 		return true
 	}
@@ -286,6 +286,6 @@ func (c *conn) clusterAllowed(v *state.View, op string) bool {
 // describable reports whether the caller may learn that its topic exists:
 // describe, which any allowed operation but delete implies, and which a
 // deny on describe refuses even to a caller who may read or write.
-func (c *conn) describable(v *state.View, topic string) bool {
+func (c *conn) describable(v *cellview.View, topic string) bool {
 	return c.allowed(v, topic, authz.OpDescribe)
 }

@@ -20,7 +20,7 @@
 // refused instead of redirected, since finding its home needs the secret.
 //
 // The partitions themselves are behind the Partitions interface, which
-// *partition.Replica implements (package celltests runs it in a
+// *partition.Replica implements (package replicated runs it in a
 // three-broker cell); package localpart holds a single-replica
 // implementation for tests and development. tenantd wires one Server per
 // broker (tenantd/broker.go); in dataplane only kafka/localpart imports

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // kafkaFetchSessionIDNotFound answers a fetch that names a session: this
@@ -114,7 +114,7 @@ type watchPoint struct {
 // readFetch reads every requested partition once. failed reports a
 // partition error (Kafka answers those at once instead of waiting); watch
 // lists the partitions to wait on.
-func (c *conn) readFetch(v *state.View, r *kmsg.FetchRequest) (topics []fetchTopic, total int64, failed bool, watch []watchPoint) {
+func (c *conn) readFetch(v *cellview.View, r *kmsg.FetchRequest) (topics []fetchTopic, total int64, failed bool, watch []watchPoint) {
 	remaining := int64(r.MaxBytes)
 	if remaining <= 0 {
 		remaining = math.MaxInt32

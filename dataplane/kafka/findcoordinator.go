@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // findCoordinator answers for group keys only: transaction coordinators
@@ -55,7 +55,7 @@ func (c *conn) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 }
 
 // kafkaEndpoint is a broker's advertised Kafka host and port.
-func kafkaEndpoint(v *state.View, node int) (string, int32, bool) {
+func kafkaEndpoint(v *cellview.View, node int) (string, int32, bool) {
 	b, ok := v.Broker(node)
 	if !ok {
 		return "", 0, false

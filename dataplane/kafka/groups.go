@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // groupAPIs are served only with Config.Groups: OffsetCommit,
@@ -47,7 +47,7 @@ func (c *conn) handleGroup(req *request) kmsg.Response {
 }
 
 // groupAllowed checks the caller's ACLs on one of its groups.
-func (c *conn) groupAllowed(v *state.View, group, op string) bool {
+func (c *conn) groupAllowed(v *cellview.View, group, op string) bool {
 	if c.dev {
 		return true
 	}

@@ -25,14 +25,14 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // broker is one Kafka listener over local single-replica partitions, fed
 // by a real control plane.
 type broker struct {
 	cp     *cptest.Env
-	state  *state.Syncer
+	state  *cellview.Syncer
 	store  *localpart.Store
 	logger *slog.Logger
 	srv    *kafka.Server
@@ -66,7 +66,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(&testWriter{t: t, pw: pw}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
+	syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
 		Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)

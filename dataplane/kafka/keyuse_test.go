@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // TestKafkaUseSetsLastUsed: a key used only over Kafka gets its
@@ -30,7 +30,7 @@ func TestKafkaUseSetsLastUsed(t *testing.T) {
 		_, err := b.state.View().Authenticate(k.ID, k.Secret, time.Now())
 		return err == nil
 	})
-	rep, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: b.cp.CellClient(),
+	rep, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: b.cp.CellClient(),
 		DataDir: t.TempDir(), KeysUsed: b.state.TakeKeysUsed})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
@@ -52,7 +52,7 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 
 // namedTopicMetadata answers for one topic the client named. A topic of
 // another tenant is never found: lookups are by (tenant, name).
-func (c *conn) namedTopicMetadata(v *state.View, name string) kmsg.MetadataResponseTopic {
+func (c *conn) namedTopicMetadata(v *cellview.View, name string) kmsg.MetadataResponseTopic {
 	t, ok := v.Topic(c.tenant(), name)
 	if !ok {
 		mt := kmsg.NewMetadataResponseTopic()

@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // offsetFetch answers OffsetFetch, one group (v0–v7) or many (v8).
@@ -60,7 +60,7 @@ func (c *conn) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 
 // fetchGroupOffsets reads one group's offsets: of the named topics, or of
 // every topic it has commits for when topics is nil.
-func (c *conn) fetchGroupOffsets(v *state.View, group string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
+func (c *conn) fetchGroupOffsets(v *cellview.View, group string, topics []kmsg.OffsetFetchRequestTopic) ([]kmsg.OffsetFetchResponseTopic, int16) {
 	var out []kmsg.OffsetFetchResponseTopic
 	noCommit := func(p int32, code int16) kmsg.OffsetFetchResponseTopicPartition {
 		op := kmsg.NewOffsetFetchResponseTopicPartition()

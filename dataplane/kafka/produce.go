@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // maxProduceWait bounds how long a produce waits for commit, whatever the
@@ -161,7 +161,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 // name as current leaders (KIP-951), so a client can move the partition
 // without a metadata round trip; clients ignore CurrentLeader without
 // them.
-func addLeaderEndpoints(v *state.View, resp *kmsg.ProduceResponse) {
+func addLeaderEndpoints(v *cellview.View, resp *kmsg.ProduceResponse) {
 	named := map[int32]bool{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // A redirect session is a connection authenticated with a valid API key of
@@ -35,7 +35,7 @@ type redirectSession struct {
 // the answer a wrong key gets here; a key of this cell's own tenant that
 // the state has not caught up with yet fails the same way, and the
 // client's retry finds it.
-func (c *conn) authenticateElsewhere(keyID, secret string) (*state.Principal, error) {
+func (c *conn) authenticateElsewhere(keyID, secret string) (*cellview.Principal, error) {
 	home, err := c.s.homes.lookup(c.s.ctx, keyID, secret)
 	if err != nil {
 		level := slog.LevelWarn
@@ -43,23 +43,23 @@ func (c *conn) authenticateElsewhere(keyID, secret string) (*state.Principal, er
 			level = slog.LevelDebug // a flood of unknown keys must not flood the log
 		}
 		c.s.cfg.Logger.Log(c.s.ctx, level, "kafka key-home lookup failed", "remote", c.remote, "key_id", keyID, "err", err)
-		return nil, fmt.Errorf("%w (key-home lookup: %w)", state.ErrBadCredentials, err)
+		return nil, fmt.Errorf("%w (key-home lookup: %w)", cellview.ErrBadCredentials, err)
 	}
 	switch {
 	case home.Status == wire.KeyExpired:
-		return nil, state.ErrKeyExpired
+		return nil, cellview.ErrKeyExpired
 	case home.Status == wire.KeySuspended:
-		return nil, state.ErrTenantSuspended
+		return nil, cellview.ErrTenantSuspended
 	case home.Status != wire.KeyValid:
-		return nil, state.ErrBadCredentials
+		return nil, cellview.ErrBadCredentials
 	case home.Cell == c.s.cfg.State.View().Cell:
-		return nil, fmt.Errorf("%w (the key's tenant is homed here; the cell state has not caught up)", state.ErrBadCredentials)
+		return nil, fmt.Errorf("%w (the key's tenant is homed here; the cell state has not caught up)", cellview.ErrBadCredentials)
 	}
 	c.redirect = &redirectSession{keyID: keyID, secret: secret, home: home, at: c.s.cfg.Now()}
 	c.redirected.Store(true)
 	c.s.cfg.Logger.Debug("kafka client of another cell's tenant; redirecting", "remote", c.remote, "key_id", keyID,
 		"tenant_id", home.TenantID, "home_cell", home.Cell)
-	return &state.Principal{KeyID: keyID, TenantID: home.TenantID, Role: home.Role}, nil
+	return &cellview.Principal{KeyID: keyID, TenantID: home.TenantID, Role: home.Role}, nil
 }
 
 // errRedirectEnded closes a redirect session whose key is no longer valid.

@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
 	"github.com/sluicehq/sluice/contract/scram"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 const mechanismPlain = "PLAIN"
@@ -86,7 +86,7 @@ func (c *conn) authenticate(token []byte) error {
 	keyID, secret := string(parts[1]), string(parts[2])
 	v := c.s.cfg.State.View()
 	p, err := v.Authenticate(keyID, secret, c.s.cfg.Now())
-	if errors.Is(err, state.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) && credential.ValidKeyID(keyID) {
+	if errors.Is(err, cellview.ErrBadCredentials) && c.s.homes != nil && !v.HasKey(keyID) && credential.ValidKeyID(keyID) {
 		p, err = c.authenticateElsewhere(keyID, secret)
 	}
 	if err != nil {
@@ -103,9 +103,9 @@ func (c *conn) authenticate(token []byte) error {
 // both answer it.
 func authError(keyID string, err error) error {
 	switch {
-	case errors.Is(err, state.ErrKeyExpired):
+	case errors.Is(err, cellview.ErrKeyExpired):
 		return catalog.KeyExpired.Wrap(err, "")
-	case errors.Is(err, state.ErrTenantSuspended):
+	case errors.Is(err, cellview.ErrTenantSuspended):
 		return catalog.TenantSuspended.Wrap(err, "")
 	}
 	return catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), "the API key id or secret is wrong")
@@ -113,7 +113,7 @@ func authError(keyID string, err error) error {
 
 // authenticated is the path after any mechanism has proved the key: the
 // tenant's connection limit, then the connection serves as the key.
-func (c *conn) authenticated(p *state.Principal) error {
+func (c *conn) authenticated(p *cellview.Principal) error {
 	if err := c.admitConnection(p.TenantID); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (c *conn) scramStep(msg []byte) ([]byte, error) {
 		}
 		cred, err := c.s.cfg.State.View().ScramCredential(keyID, m.Name)
 		switch {
-		case errors.Is(err, state.ErrNoScram):
+		case errors.Is(err, cellview.ErrNoScram):
 			return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), msgScramNoCredentials)
 		case err != nil:
 			return nil, catalog.Unauthenticated.Wrap(fmt.Errorf("key %q: %w", keyID, err), msgScramUnknownKey)

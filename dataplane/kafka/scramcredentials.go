@@ -6,7 +6,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/scram"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // DescribeUserScramCredentials and AlterUserScramCredentials (keys 50 and
@@ -61,7 +61,7 @@ func (c *conn) describeUserScramCredentials(r *kmsg.DescribeUserSCRAMCredentials
 }
 
 // scramResult describes one of the caller's keys.
-func scramResult(v *state.View, id string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
+func scramResult(v *cellview.View, id string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
 	res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 	res.User = id
 	for _, m := range scram.Mechanisms {

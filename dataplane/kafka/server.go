@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // Config configures a Server.
@@ -28,7 +28,7 @@ type Config struct {
 	// NodeID is this broker's node id in its cell; required (≥ 1).
 	NodeID int
 	// State is the broker's view of its cell; required.
-	State *state.Syncer
+	State *cellview.Syncer
 	// Partitions are the replicas this broker holds; required.
 	Partitions Partitions
 	// ControlPlane, when set, is a client of the control plane's public API

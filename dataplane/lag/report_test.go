@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // A coordinator's lag goes from the tracker through the broker's report to
@@ -29,7 +29,7 @@ func TestReportToControlPlane(t *testing.T) {
 	if err != nil || len(st.Topics) != 1 {
 		t.Fatalf("cell state: %+v %v", st.Topics, err)
 	}
-	syncer, err := state.New(state.Config{Cell: cptest.Cell, API: cell, CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: cell, CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestReportToControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cell,
+	rep, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cell,
 		DataDir: t.TempDir(), Groups: tr.Report})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // DefaultOffsetsReplicas is the default replica count of an offsets
@@ -25,7 +25,7 @@ const DefaultOffsetsReplicas = 3
 // cell appear in its state one at a time. Later brokers (higher node ids)
 // do not change the placement; removing one of the chosen brokers from the
 // cell would, and is not supported.
-func OffsetsPlacement(v *state.View, n, replicas int) []wire.Partition {
+func OffsetsPlacement(v *cellview.View, n, replicas int) []wire.Partition {
 	if n <= 0 || replicas <= 0 || len(v.Brokers) < replicas {
 		return nil
 	}
@@ -46,7 +46,7 @@ func OffsetsPlacement(v *state.View, n, replicas int) []wire.Partition {
 }
 
 // offsetsWanted adds this broker's offsets partitions to want.
-func (m *Manager) offsetsWanted(v *state.View, want map[key]wire.Partition) {
+func (m *Manager) offsetsWanted(v *cellview.View, want map[key]wire.Partition) {
 	for _, p := range OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas) {
 		for _, r := range p.Replicas {
 			if r == m.cfg.NodeID {

@@ -1,5 +1,5 @@
 // Package replicas owns a broker's partition replicas: it turns the cell's
-// desired state (a state.View) into open partition.Replicas, one Raft group
+// desired state (a cellview.View) into open partition.Replicas, one Raft group
 // per partition assigned to this broker, over the broker's shared transport
 // Node and group Committer. It opens the replicas of new partitions (every
 // replica bootstraps its group with the same configuration, so a new topic
@@ -32,7 +32,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
@@ -151,7 +151,7 @@ func (m *Manager) dir(k key) string {
 // down) are deleted too, unless v is the empty state a broker starts with
 // before its first sync. A partition that fails to open is skipped and
 // reported in the error; the next Apply tries it again.
-func (m *Manager) Apply(ctx context.Context, v *state.View) error {
+func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.mu.RLock()
@@ -223,7 +223,7 @@ func (m *Manager) Apply(ctx context.Context, v *state.View) error {
 // order, so the first is the preferred leader); hashicorp/raft accepts
 // identical bootstraps on all voters, and a replica with existing state
 // ignores it.
-func (m *Manager) open(ctx context.Context, v *state.View, k key, p wire.Partition) (*partition.Replica, error) {
+func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition) (*partition.Replica, error) {
 	peers := make([]raft.Server, 0, len(p.Replicas))
 	for _, node := range p.Replicas {
 		b, ok := v.Broker(node)

@@ -16,7 +16,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
@@ -27,7 +27,7 @@ const wait = 30 * time.Second
 type broker struct {
 	node    int
 	dir     string
-	syncer  *state.Syncer
+	syncer  *cellview.Syncer
 	manager *replicas.Manager
 }
 
@@ -51,7 +51,7 @@ func startBroker(t *testing.T, env *cptest.Env, node int, tn *transport.Node) *b
 			t.Errorf("close manager %d: %v", node, err)
 		}
 	})
-	s, err := state.New(state.Config{Cell: cptest.Cell, API: env.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"), Wait: 2 * time.Second})
+	s, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: env.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"), Wait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +198,9 @@ func TestManagersFollowControlPlane(t *testing.T) {
 }
 
 // viewOf builds a View through a Syncer, as a broker gets it.
-func viewOf(t *testing.T, st wire.CellState) *state.View {
+func viewOf(t *testing.T, st wire.CellState) *cellview.View {
 	t.Helper()
-	s, err := state.New(state.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	s, err := cellview.New(cellview.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // Config configures a Store.
@@ -32,7 +32,7 @@ type Config struct {
 	// NodeID is this broker's node id: the leader of every local partition.
 	NodeID int
 	// State says which topics and partitions exist; required.
-	State *state.Syncer
+	State *cellview.Syncer
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

@@ -15,12 +15,12 @@ import (
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
 	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
-func syncer(t *testing.T) *state.Syncer {
+func syncer(t *testing.T) *cellview.Syncer {
 	t.Helper()
-	s, err := state.New(state.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	s, err := cellview.New(cellview.Config{Cell: "c1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

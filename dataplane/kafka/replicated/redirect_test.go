@@ -1,4 +1,4 @@
-package celltests
+package replicated
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 const otherCell = "cell-2"
@@ -34,7 +34,7 @@ const otherCell = "cell-2"
 // plane's key-home lookup; its nodes 2 and 3 have no Kafka address.
 type other struct {
 	addr  string
-	state *state.Syncer
+	state *cellview.Syncer
 }
 
 // startOtherCell creates cell-2 in the control plane and starts its
@@ -65,7 +65,7 @@ func (c *cell) startOtherCell(t *testing.T) *other {
 		t.Fatal(err)
 	}
 	api := client.New(c.cp.URL, client.WithAPIKey(k.ID, k.Secret))
-	o.state, err = state.New(state.Config{Cell: otherCell, API: api, CacheFile: filepath.Join(t.TempDir(), "state.json"),
+	o.state, err = cellview.New(cellview.Config{Cell: otherCell, API: api, CacheFile: filepath.Join(t.TempDir(), "state.json"),
 		Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func (c *cell) startReporters(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 3)
 	for b := 0; b < 3; b++ {
-		r, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: fmt.Sprintf("%s-b%d", cptest.Cell, b+1),
+		r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: fmt.Sprintf("%s-b%d", cptest.Cell, b+1),
 			API: c.cp.CellClient(), DataDir: t.TempDir(), Every: 200 * time.Millisecond, Logger: c.logger,
 			Partitions: func() []wire.PartitionStatus { return c.status(b) }})
 		if err != nil {

@@ -1,5 +1,5 @@
-// Package celltests runs the Kafka listener over replicated partitions: a
+// Package replicated runs the Kafka listener over replicated partitions: a
 // real control plane (cptest), a three-broker celltest cell, and one
 // kafka.Server per broker whose Partitions are that broker's Raft
 // replicas. It holds tests and benchmarks only.
-package celltests
+package replicated

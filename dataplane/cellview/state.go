@@ -1,4 +1,4 @@
-// Package state is a broker's view of its cell's desired state: it long-polls
+// Package cellview is a broker's view of its cell's desired state: it long-polls
 // the control plane's internal cell API, keeps the newest state in memory and
 // in a file beside the broker's data (so the broker keeps serving through a
 // control-plane outage and restarts with it), and answers the lookups of the
@@ -6,7 +6,7 @@
 //
 // The data plane imports it; it imports only the control plane's public leaf
 // packages.
-package state
+package cellview
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package celltests
+package replicated
 
 import (
 	"context"

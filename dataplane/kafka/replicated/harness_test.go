@@ -1,4 +1,4 @@
-package celltests
+package replicated
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/partition"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // The seam: a Raft replica is a Kafka partition.
@@ -32,7 +32,7 @@ type cell struct {
 	cp     *cptest.Env
 	cell   *celltest.Cell
 	addrs  []string
-	states []*state.Syncer
+	states []*cellview.Syncer
 	ids    kafka.ProducerIDs
 	logger *slog.Logger
 	homes  kafka.Homes // for listeners started from now on; nil: no key-home lookups
@@ -126,7 +126,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for b := 0; b < 3; b++ {
-		st, err := state.New(state.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
+		st, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
 			Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package celltests
+package replicated
 
 import (
 	"context"
@@ -37,7 +37,7 @@ const (
 // and fetch throughput alone ("solo") and while tenant A offers ten times
 // its quota ("noisy"), on one replicated cell. Run it once:
 //
-//	go test -run '^$' -bench NoisyNeighbour -benchtime 1x ./dataplane/kafka/celltests/
+//	go test -run '^$' -bench NoisyNeighbour -benchtime 1x ./dataplane/kafka/replicated/
 func BenchmarkNoisyNeighbour(b *testing.B) {
 	rs := startRedis(b)
 	qc := startQuotaCellGroups(b, rs.addr(), 3, 6, "a-events", noisyEgress)

@@ -1,4 +1,4 @@
-package state_test
+package cellview_test
 
 import (
 	"context"
@@ -10,20 +10,20 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 func TestReporterRecordsDisk(t *testing.T) {
 	cp := cptest.Start(t, cptest.Brokers{})
 	dir := t.TempDir()
-	r, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b2", API: cp.CellClient(), DataDir: dir})
+	r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b2", API: cp.CellClient(), DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.ReportOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	used, total, err := state.DiskUsage(dir)
+	used, total, err := cellview.DiskUsage(dir)
 	if err != nil || total <= 0 || used <= 0 || used > total {
 		t.Fatalf("DiskUsage = %d/%d %v", used, total, err)
 	}
@@ -49,7 +49,7 @@ func TestReporterReportsSoonWhenAsked(t *testing.T) {
 		default:
 		}
 	}
-	r, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
+	r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
 		DataDir: t.TempDir(), Every: time.Hour, Soon: soon, MinGap: time.Millisecond,
 		Groups: func() []wire.GroupLag { reports.Add(1); return nil }})
 	if err != nil {

@@ -1,4 +1,4 @@
-package celltests
+package replicated
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/lag"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // A Kafka client commits a group's offsets; the broker that coordinates
@@ -104,7 +104,7 @@ func TestGroupLagFromTheCoordinator(t *testing.T) {
 	}
 
 	// The coordinator's report reaches the tenant through the control plane.
-	rep, err := state.NewReporter(state.ReporterConfig{Cell: cptest.Cell, BrokerID: fmt.Sprintf("%s-b%d", cptest.Cell, coord+1),
+	rep, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: fmt.Sprintf("%s-b%d", cptest.Cell, coord+1),
 		API: c.cp.CellClient(), DataDir: t.TempDir(), Groups: tr.Report})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package state_test
+package cellview_test
 
 import (
 	"fmt"
@@ -7,13 +7,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // TestKeysUsed: uses noted from many goroutines come back once each,
 // sorted, and a second take starts afresh.
 func TestKeysUsed(t *testing.T) {
-	s, err := state.New(state.Config{Cell: "c", CacheFile: filepath.Join(t.TempDir(), "state.json")})
+	s, err := cellview.New(cellview.Config{Cell: "c", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package state_test
+package cellview_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
-	"github.com/sluicehq/sluice/dataplane/state"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -30,7 +30,7 @@ func TestSyncerFollowsControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(t.TempDir(), "state.json")
-	s, err := state.New(state.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: cache, Wait: 5 * time.Second})
+	s, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: cache, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestSyncerFollowsControlPlane(t *testing.T) {
 	if err != nil || pa.TenantID != a.Tenant.ID {
 		t.Fatalf("authenticate alpha: %+v %v", pa, err)
 	}
-	if _, err := v.Authenticate(a.KeyID, b.Secret, now); !errors.Is(err, state.ErrBadCredentials) {
+	if _, err := v.Authenticate(a.KeyID, b.Secret, now); !errors.Is(err, cellview.ErrBadCredentials) {
 		t.Fatalf("wrong secret: %v", err)
 	}
 	if _, ok := v.Topic(a.Tenant.ID, "orders"); !ok {
@@ -77,7 +77,7 @@ func TestSyncerFollowsControlPlane(t *testing.T) {
 	}
 	waitFor(t, "revocation to reach the broker", func() bool { return !s.View().Valid(pa, time.Now()) })
 	waitFor(t, "acl to reach the broker", func() bool { return s.View().Allowed(pb, authz.ResourceTopic, "in", authz.OpRead) })
-	if _, err := s.View().Authenticate(a.KeyID, a.Secret, time.Now()); !errors.Is(err, state.ErrBadCredentials) {
+	if _, err := s.View().Authenticate(a.KeyID, a.Secret, time.Now()); !errors.Is(err, cellview.ErrBadCredentials) {
 		t.Fatalf("revoked key: %v", err)
 	}
 	cancel()
@@ -87,7 +87,7 @@ func TestSyncerFollowsControlPlane(t *testing.T) {
 
 	// A restart with the control plane unreachable serves the cached state.
 	down := client.New("http://127.0.0.1:1", client.WithAPIKey("SLCAAAAAAAAAAAAAAAA", "x"))
-	s2, err := state.New(state.Config{Cell: cptest.Cell, API: down, CacheFile: cache, RetryEvery: 10 * time.Millisecond})
+	s2, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: down, CacheFile: cache, RetryEvery: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestDamagedCacheIsIgnored(t *testing.T) {
 	if err := os.WriteFile(cache, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := state.New(state.Config{Cell: "c", CacheFile: cache})
+	s, err := cellview.New(cellview.Config{Cell: "c", CacheFile: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
