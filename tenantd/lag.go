@@ -5,10 +5,10 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/lag"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // groupLag is a broker's consumer-group lag: the tracker behind its

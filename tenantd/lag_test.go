@@ -19,10 +19,10 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/lag"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/cellview"
 )
 
 // hwLog is a partition log whose high watermark is its end, as on a

@@ -29,7 +29,7 @@ type conn struct {
 	remote string
 
 	principal atomic.Pointer[cellview.Principal] // nil until authenticated
-	dev       bool                            // principal is the DevTenant's, not a key's
+	dev       bool                               // principal is the DevTenant's, not a key's
 
 	secret string // the key's secret, for control-plane calls as the caller
 

@@ -4,8 +4,8 @@ import (
 	"sort"
 
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
 // DefaultOffsetsReplicas is the default replica count of an offsets

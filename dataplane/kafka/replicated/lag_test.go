@@ -11,8 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
-	"github.com/sluicehq/sluice/dataplane/lag"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/lag"
 )
 
 // A Kafka client commits a group's offsets; the broker that coordinates
