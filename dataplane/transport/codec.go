@@ -21,7 +21,7 @@ import (
 //	u8    kind (request kind, request kind|kindResponse, or kindError)
 //	u64   request id, chosen by the sender, echoed by the response
 //	bytes group id (≤ maxGroupIDLen)
-//	...   payload of the kind (see the encode* functions)
+//	...   payload of the kind (see fieldCodec.payload)
 //
 // A connection starts with a hello (see writeHello) and then carries frames
 // only, except a snapshot connection: the InstallSnapshot request frame, a
@@ -104,93 +104,23 @@ func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) 
 	b = binary.LittleEndian.AppendUint64(b, reqID)
 	b = appendBytes(b, []byte(group))
 
-	var bufs net.Buffers
 	switch m := msg.(type) {
-	case *raft.AppendEntriesRequest:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBytes(b, m.Leader)
-		b = binary.AppendUvarint(b, m.PrevLogEntry)
-		b = binary.AppendUvarint(b, m.PrevLogTerm)
-		b = binary.AppendUvarint(b, m.LeaderCommitIndex)
-		b = binary.AppendUvarint(b, uint64(len(m.Entries)))
-		for _, e := range m.Entries {
-			b = binary.AppendUvarint(b, e.Index)
-			b = binary.AppendUvarint(b, e.Term)
-			b = append(b, uint8(e.Type))
-			b = appendTime(b, e.AppendedAt)
-			b = appendBytes(b, e.Extensions)
-			b = binary.AppendUvarint(b, uint64(len(e.Data)))
-			if len(e.Data) <= inlineDataMax {
-				b = append(b, e.Data...)
-				continue
-			}
-			bufs = append(bufs, b, e.Data)
-			// Keep appending into the unused tail of the same array: the
-			// slice already queued does not see bytes past its length.
-			b = b[len(b):]
-		}
-	case *raft.AppendEntriesResponse:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = binary.AppendUvarint(b, m.LastLog)
-		b = appendBool(b, m.Success)
-		b = appendBool(b, m.NoRetryBackoff)
-	case *raft.RequestVoteRequest:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBytes(b, m.Candidate)
-		b = binary.AppendUvarint(b, m.LastLogIndex)
-		b = binary.AppendUvarint(b, m.LastLogTerm)
-		b = appendBool(b, m.LeadershipTransfer)
-	case *raft.RequestVoteResponse:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBytes(b, m.Peers)
-		b = appendBool(b, m.Granted)
-	case *raft.RequestPreVoteRequest:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = binary.AppendUvarint(b, m.LastLogIndex)
-		b = binary.AppendUvarint(b, m.LastLogTerm)
-	case *raft.RequestPreVoteResponse:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBool(b, m.Granted)
-	case *raft.TimeoutNowRequest:
-		b = appendHeader(b, m.RPCHeader)
-	case *raft.TimeoutNowResponse:
-		b = appendHeader(b, m.RPCHeader)
-	case *raft.InstallSnapshotRequest:
-		if m.Size < 0 {
-			return nil, 0, fmt.Errorf("encode frame: negative snapshot size %d", m.Size)
-		}
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendVarint(b, int64(m.SnapshotVersion))
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBytes(b, m.Leader)
-		b = binary.AppendUvarint(b, m.LastLogIndex)
-		b = binary.AppendUvarint(b, m.LastLogTerm)
-		b = appendBytes(b, m.Peers)
-		b = appendBytes(b, m.Configuration)
-		b = binary.AppendUvarint(b, m.ConfigurationIndex)
-		b = binary.AppendUvarint(b, uint64(m.Size))
-	case *raft.InstallSnapshotResponse:
-		b = appendHeader(b, m.RPCHeader)
-		b = binary.AppendUvarint(b, m.Term)
-		b = appendBool(b, m.Success)
 	case nil:
 		if kind != kindSnapshotAccept {
 			return nil, 0, errors.New("encode frame: nil message")
 		}
-	case *wireError:
-		b = append(b, m.code)
-		b = appendBytes(b, []byte(m.msg))
-	default:
+	case *raft.InstallSnapshotRequest:
+		if m.Size < 0 {
+			return nil, 0, fmt.Errorf("encode frame: negative snapshot size %d", m.Size)
+		}
+	}
+	c := fieldCodec{encoding: true, b: b}
+	if msg != nil && !c.payload(msg) {
 		return nil, 0, fmt.Errorf("encode frame: unsupported message %T", msg)
 	}
-	if len(b) > 0 || len(bufs) == 0 {
-		bufs = append(bufs, b)
+	bufs := c.bufs
+	if len(c.b) > 0 || len(bufs) == 0 {
+		bufs = append(bufs, c.b)
 	}
 	total := 0
 	for _, p := range bufs {
@@ -208,35 +138,14 @@ func appendBytes(b, p []byte) []byte {
 	return append(b, p...)
 }
 
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
-// appendTime encodes t as Unix nanoseconds, 0 for the zero time. (The
-// instant 1970-01-01T00:00:00Z therefore decodes as the zero time.)
-func appendTime(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return binary.AppendVarint(b, 0)
-	}
-	return binary.AppendVarint(b, t.UnixNano())
-}
-
-func appendHeader(b []byte, h raft.RPCHeader) []byte {
-	b = binary.AppendVarint(b, int64(h.ProtocolVersion))
-	b = appendBytes(b, h.ID)
-	return appendBytes(b, h.Addr)
-}
-
 // decodeFrame decodes the bytes of one frame after its length prefix. Byte
 // slices in the result (group id, header ids, entry data and extensions)
 // alias buf, so the caller must not reuse buf. Allocations: the message
 // struct, one []raft.Log and one []*raft.Log per AppendEntries frame (none
 // per entry), and the error string of a kindError frame.
 func decodeFrame(buf []byte) (frame, error) {
-	d := decoder{b: buf}
+	c := fieldCodec{d: decoder{b: buf}}
+	d := &c.d
 	var f frame
 	f.kind = d.u8()
 	f.reqID = d.u64()
@@ -247,104 +156,15 @@ func decodeFrame(buf []byte) (frame, error) {
 	if d.err != nil {
 		return frame{}, fmt.Errorf("decode frame header: %w", d.err)
 	}
-	switch f.kind {
-	case kindAppendEntries:
-		m := &raft.AppendEntriesRequest{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.Leader = d.bytes()
-		m.PrevLogEntry = d.uv()
-		m.PrevLogTerm = d.uv()
-		m.LeaderCommitIndex = d.uv()
-		n := d.uv()
-		if d.err == nil && (n > maxEntriesPerFrame || n > uint64(len(d.b))/minEntryLen) {
-			return frame{}, fmt.Errorf("decode append entries: %d entries in %d bytes", n, len(d.b))
+	if f.kind != kindSnapshotAccept {
+		f.msg = newMessage(f.kind)
+		if f.msg == nil {
+			return frame{}, fmt.Errorf("decode frame: unknown kind %#x", f.kind)
 		}
-		if n > 0 && d.err == nil {
-			logs := make([]raft.Log, n)
-			m.Entries = make([]*raft.Log, n)
-			for i := range logs {
-				e := &logs[i]
-				e.Index = d.uv()
-				e.Term = d.uv()
-				e.Type = raft.LogType(d.u8())
-				e.AppendedAt = d.time()
-				e.Extensions = d.bytes()
-				e.Data = d.bytes()
-				m.Entries[i] = e
-			}
-		}
-		f.msg = m
-	case kindAppendEntries | kindResponse:
-		m := &raft.AppendEntriesResponse{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.LastLog = d.uv()
-		m.Success = d.bool()
-		m.NoRetryBackoff = d.bool()
-		f.msg = m
-	case kindRequestVote:
-		m := &raft.RequestVoteRequest{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.Candidate = d.bytes()
-		m.LastLogIndex = d.uv()
-		m.LastLogTerm = d.uv()
-		m.LeadershipTransfer = d.bool()
-		f.msg = m
-	case kindRequestVote | kindResponse:
-		m := &raft.RequestVoteResponse{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.Peers = d.bytes()
-		m.Granted = d.bool()
-		f.msg = m
-	case kindRequestPreVote:
-		m := &raft.RequestPreVoteRequest{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.LastLogIndex = d.uv()
-		m.LastLogTerm = d.uv()
-		f.msg = m
-	case kindRequestPreVote | kindResponse:
-		m := &raft.RequestPreVoteResponse{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.Granted = d.bool()
-		f.msg = m
-	case kindTimeoutNow:
-		f.msg = &raft.TimeoutNowRequest{RPCHeader: d.header()}
-	case kindTimeoutNow | kindResponse:
-		f.msg = &raft.TimeoutNowResponse{RPCHeader: d.header()}
-	case kindInstallSnapshot:
-		m := &raft.InstallSnapshotRequest{}
-		m.RPCHeader = d.header()
-		m.SnapshotVersion = raft.SnapshotVersion(d.int())
-		m.Term = d.uv()
-		m.Leader = d.bytes()
-		m.LastLogIndex = d.uv()
-		m.LastLogTerm = d.uv()
-		m.Peers = d.bytes()
-		m.Configuration = d.bytes()
-		m.ConfigurationIndex = d.uv()
-		size := d.uv()
-		if size > math.MaxInt64 {
-			return frame{}, fmt.Errorf("decode install snapshot: size %d out of range", size)
-		}
-		m.Size = int64(size)
-		f.msg = m
-	case kindInstallSnapshot | kindResponse:
-		m := &raft.InstallSnapshotResponse{}
-		m.RPCHeader = d.header()
-		m.Term = d.uv()
-		m.Success = d.bool()
-		f.msg = m
-	case kindSnapshotAccept:
-	case kindError:
-		code := d.u8()
-		f.msg = &wireError{code: code, msg: string(d.bytes())}
-	default:
-		return frame{}, fmt.Errorf("decode frame: unknown kind %#x", f.kind)
+		c.payload(f.msg)
+	}
+	if c.bad != nil {
+		return frame{}, fmt.Errorf("decode frame kind %#x: %w", f.kind, c.bad)
 	}
 	if d.err != nil {
 		return frame{}, fmt.Errorf("decode frame kind %#x: %w", f.kind, d.err)
@@ -353,6 +173,250 @@ func decodeFrame(buf []byte) (frame, error) {
 		return frame{}, fmt.Errorf("decode frame kind %#x: %d bytes left: %w", f.kind, len(d.b), errTrailing)
 	}
 	return f, nil
+}
+
+// newMessage returns an empty message of a frame kind, nil for an unknown
+// kind (and for kindSnapshotAccept, which has no payload).
+func newMessage(kind uint8) any {
+	switch kind {
+	case kindAppendEntries:
+		return &raft.AppendEntriesRequest{}
+	case kindAppendEntries | kindResponse:
+		return &raft.AppendEntriesResponse{}
+	case kindRequestVote:
+		return &raft.RequestVoteRequest{}
+	case kindRequestVote | kindResponse:
+		return &raft.RequestVoteResponse{}
+	case kindRequestPreVote:
+		return &raft.RequestPreVoteRequest{}
+	case kindRequestPreVote | kindResponse:
+		return &raft.RequestPreVoteResponse{}
+	case kindTimeoutNow:
+		return &raft.TimeoutNowRequest{}
+	case kindTimeoutNow | kindResponse:
+		return &raft.TimeoutNowResponse{}
+	case kindInstallSnapshot:
+		return &raft.InstallSnapshotRequest{}
+	case kindInstallSnapshot | kindResponse:
+		return &raft.InstallSnapshotResponse{}
+	case kindError:
+		return &wireError{}
+	}
+	return nil
+}
+
+// payload is the one description of each message's wire layout: in
+// encoding it appends every field of msg in order, in decoding it fills
+// every field from the input in the same order. It returns false for a
+// message type the transport does not carry.
+func (c *fieldCodec) payload(msg any) bool {
+	switch m := msg.(type) {
+	case *raft.AppendEntriesRequest:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.bytes(&m.Leader)
+		c.uv(&m.PrevLogEntry)
+		c.uv(&m.PrevLogTerm)
+		c.uv(&m.LeaderCommitIndex)
+		c.entries(&m.Entries)
+	case *raft.AppendEntriesResponse:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.uv(&m.LastLog)
+		c.bool(&m.Success)
+		c.bool(&m.NoRetryBackoff)
+	case *raft.RequestVoteRequest:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.bytes(&m.Candidate)
+		c.uv(&m.LastLogIndex)
+		c.uv(&m.LastLogTerm)
+		c.bool(&m.LeadershipTransfer)
+	case *raft.RequestVoteResponse:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.bytes(&m.Peers)
+		c.bool(&m.Granted)
+	case *raft.RequestPreVoteRequest:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.uv(&m.LastLogIndex)
+		c.uv(&m.LastLogTerm)
+	case *raft.RequestPreVoteResponse:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.bool(&m.Granted)
+	case *raft.TimeoutNowRequest:
+		c.header(&m.RPCHeader)
+	case *raft.TimeoutNowResponse:
+		c.header(&m.RPCHeader)
+	case *raft.InstallSnapshotRequest:
+		c.header(&m.RPCHeader)
+		c.int((*int)(&m.SnapshotVersion))
+		c.uv(&m.Term)
+		c.bytes(&m.Leader)
+		c.uv(&m.LastLogIndex)
+		c.uv(&m.LastLogTerm)
+		c.bytes(&m.Peers)
+		c.bytes(&m.Configuration)
+		c.uv(&m.ConfigurationIndex)
+		c.size(&m.Size)
+	case *raft.InstallSnapshotResponse:
+		c.header(&m.RPCHeader)
+		c.uv(&m.Term)
+		c.bool(&m.Success)
+	case *wireError:
+		c.u8(&m.code)
+		c.str(&m.msg)
+	default:
+		return false
+	}
+	return true
+}
+
+// fieldCodec moves one field at a time between a message and the wire: it
+// appends to b (encoding) or reads from d (decoding).
+type fieldCodec struct {
+	encoding bool
+	b        []byte      // encoding: the frame so far
+	bufs     net.Buffers // encoding: finished pieces before b
+	d        decoder     // decoding
+	bad      error       // decoding: a value out of range (not a short read)
+}
+
+func (c *fieldCodec) uv(p *uint64) {
+	if c.encoding {
+		c.b = binary.AppendUvarint(c.b, *p)
+		return
+	}
+	*p = c.d.uv()
+}
+
+func (c *fieldCodec) u8(p *uint8) {
+	if c.encoding {
+		c.b = append(c.b, *p)
+		return
+	}
+	*p = c.d.u8()
+}
+
+func (c *fieldCodec) int(p *int) {
+	if c.encoding {
+		c.b = binary.AppendVarint(c.b, int64(*p))
+		return
+	}
+	*p = c.d.int()
+}
+
+func (c *fieldCodec) bool(p *bool) {
+	if c.encoding {
+		if *p {
+			c.b = append(c.b, 1)
+		} else {
+			c.b = append(c.b, 0)
+		}
+		return
+	}
+	*p = c.d.bool()
+}
+
+func (c *fieldCodec) bytes(p *[]byte) {
+	if c.encoding {
+		c.b = appendBytes(c.b, *p)
+		return
+	}
+	*p = c.d.bytes()
+}
+
+func (c *fieldCodec) str(p *string) {
+	if c.encoding {
+		c.b = binary.AppendUvarint(c.b, uint64(len(*p)))
+		c.b = append(c.b, *p...)
+		return
+	}
+	*p = string(c.d.bytes())
+}
+
+// time carries t as Unix nanoseconds, 0 for the zero time. (The instant
+// 1970-01-01T00:00:00Z therefore decodes as the zero time.)
+func (c *fieldCodec) time(p *time.Time) {
+	if c.encoding {
+		if p.IsZero() {
+			c.b = binary.AppendVarint(c.b, 0)
+		} else {
+			c.b = binary.AppendVarint(c.b, p.UnixNano())
+		}
+		return
+	}
+	*p = c.d.time()
+}
+
+func (c *fieldCodec) header(h *raft.RPCHeader) {
+	c.int((*int)(&h.ProtocolVersion))
+	c.bytes(&h.ID)
+	c.bytes(&h.Addr)
+}
+
+// size carries a snapshot size (never negative; encodeFrame refuses one).
+func (c *fieldCodec) size(p *int64) {
+	u := uint64(*p)
+	c.uv(&u)
+	if c.encoding || c.d.err != nil {
+		return
+	}
+	if u > math.MaxInt64 {
+		c.fail(fmt.Errorf("install snapshot size %d out of range", u))
+		return
+	}
+	*p = int64(u)
+}
+
+func (c *fieldCodec) fail(err error) {
+	if c.bad == nil {
+		c.bad = err
+	}
+	c.d.b = nil
+}
+
+// entries carries an AppendEntries request's log entries. Encoding: entry
+// data up to inlineDataMax is copied next to its header, larger data is
+// queued from the caller's slice (no copy). Decoding: the claimed count is
+// checked against the bytes left before one []raft.Log is allocated.
+func (c *fieldCodec) entries(p *[]*raft.Log) {
+	n := uint64(len(*p))
+	c.uv(&n)
+	if !c.encoding {
+		if c.d.err != nil || n == 0 {
+			return
+		}
+		if n > maxEntriesPerFrame || n > uint64(len(c.d.b))/minEntryLen {
+			c.fail(fmt.Errorf("append entries: %d entries in %d bytes", n, len(c.d.b)))
+			return
+		}
+		logs := make([]raft.Log, n)
+		*p = make([]*raft.Log, n)
+		for i := range logs {
+			(*p)[i] = &logs[i]
+		}
+	}
+	for _, e := range *p {
+		c.uv(&e.Index)
+		c.uv(&e.Term)
+		t := uint8(e.Type)
+		c.u8(&t)
+		e.Type = raft.LogType(t)
+		c.time(&e.AppendedAt)
+		c.bytes(&e.Extensions)
+		if !c.encoding || len(e.Data) <= inlineDataMax {
+			c.bytes(&e.Data)
+			continue
+		}
+		c.b = binary.AppendUvarint(c.b, uint64(len(e.Data)))
+		c.bufs = append(c.bufs, c.b, e.Data)
+		// Keep appending into the unused tail of the same array: the
+		// slice already queued does not see bytes past its length.
+		c.b = c.b[len(c.b):]
+	}
 }
 
 // decoder reads from b; the first failure sticks in err and every later
@@ -453,14 +517,6 @@ func (d *decoder) time() time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, v)
-}
-
-func (d *decoder) header() raft.RPCHeader {
-	var h raft.RPCHeader
-	h.ProtocolVersion = raft.ProtocolVersion(d.int())
-	h.ID = d.bytes()
-	h.Addr = d.bytes()
-	return h
 }
 
 // readFrame reads one length-prefixed frame into a fresh buffer (decoded
