@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/dataplane/celltest/history"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -136,20 +137,20 @@ func firstNonEmpty(s ...string) string {
 // heals everything, reads every partition to the end, checks the history
 // and writes a summary to out. An error means the run could not be
 // completed (it is not a verdict); the Result says what was violated.
-func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Result, error) {
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (history.Result, error) {
 	if err := cfg.validate(); err != nil {
-		return Result{}, err
+		return history.Result{}, err
 	}
 	start := time.Now()
 	log.Info("chaos: starting", "seed", cfg.Seed, "dir", cfg.Dir, "duration", cfg.Duration, "interval", cfg.Interval, "nemeses", cfg.Nemeses)
 	c, err := StartCluster(ctx, cfg, log)
 	if err != nil {
-		return Result{}, err
+		return history.Result{}, err
 	}
 	defer c.Close()
-	chk := NewChecker()
+	chk := history.New()
 	if err := waitReady(ctx, cfg, c, chk, log); err != nil {
-		return Result{}, err
+		return history.Result{}, err
 	}
 	w := StartWorkload(cfg, c, chk, log)
 	nem := NewNemesis(c, cfg.Seed, cfg.Nemeses, log)
@@ -167,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 	<-nemDone
 	if err := c.HealAll(); err != nil {
 		w.Stop()
-		return Result{}, fmt.Errorf("heal: %w", err)
+		return history.Result{}, fmt.Errorf("heal: %w", err)
 	}
 	log.Info("chaos: healed; letting the workload run a quiet spell", "for", cfg.Interval)
 	select {
@@ -187,7 +188,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 		fmt.Fprintf(out, "  fetch errors (retried by the clients): %s\n", k)
 	}
 	fmt.Fprintf(out, "  faults:   %d injected (%s); %d raft connections cut\n", faults, kinds, c.net.Cuts())
-	for _, p := range Properties {
+	for _, p := range history.Properties {
 		fmt.Fprintf(out, "  %-21s %d\n", p+":", res.Counts[p])
 		for _, e := range res.Examples[p] {
 			fmt.Fprintf(out, "      %s\n", e)
@@ -208,7 +209,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Resu
 // every partition of the topic has a leader (one record produced to each
 // partition is acknowledged, and becomes part of the history) and, with
 // group consumers, the group coordinator serves a join, a read and a commit.
-func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *slog.Logger) error {
+func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(cfg.Topic))...)
@@ -223,7 +224,7 @@ func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *s
 			r, err := cl.ProduceSync(pctx, &kgo.Record{Partition: int32(p), Value: []byte(v)}).First()
 			pcancel()
 			if err == nil {
-				chk.Acked(v, r.Partition, r.Offset)
+				chk.Acked(r.Partition, r.Offset, v)
 				break
 			}
 			log.Debug("waiting for partition", "partition", p, "err", err)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/dataplane/celltest/history"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,7 +25,7 @@ import (
 type Workload struct {
 	cfg  Config
 	c    *Cluster
-	chk  *Checker
+	chk  *history.Checker
 	log  *slog.Logger
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -73,7 +74,7 @@ func (c *Cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // StartWorkload starts cfg.Producers producers and cfg.Consumers consumers.
-func StartWorkload(cfg Config, c *Cluster, chk *Checker, log *slog.Logger) *Workload {
+func StartWorkload(cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) *Workload {
 	w := &Workload{cfg: cfg, c: c, chk: chk, log: log, stop: make(chan struct{}), errKinds: map[string]int{}}
 	for i := 0; i < cfg.Producers; i++ {
 		w.wg.Add(1)
@@ -140,7 +141,7 @@ func (w *Workload) produce(id int) {
 				w.log.Debug("produce not acknowledged", "value", value, "err", err)
 				return
 			}
-			w.chk.Acked(value, r.Partition, r.Offset)
+			w.chk.Acked(r.Partition, r.Offset, value)
 		})
 	}
 }
@@ -183,7 +184,7 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 		return false
 	}
 	defer cl.Close()
-	return w.poll(cl, length, func(int32) string { return sess }, func(recs []Record) {
+	return w.poll(cl, length, func(int32) string { return sess }, func(recs []history.Record) {
 		next[recs[0].Part] = recs[len(recs)-1].Offset + 1
 	}, func() {})
 }
@@ -192,7 +193,7 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 // handing every partition's records to the checker in the session sessOf
 // names for that partition; seen gets each non-empty partition's records
 // and afterPoll runs after each poll.
-func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32) string, seen func([]Record), afterPoll func()) bool {
+func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32) string, seen func([]history.Record), afterPoll func()) bool {
 	end := time.Now().Add(length)
 	for time.Now().Before(end) {
 		select {
@@ -212,9 +213,9 @@ func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32)
 			if len(fp.Records) == 0 {
 				return
 			}
-			recs := make([]Record, len(fp.Records))
+			recs := make([]history.Record, len(fp.Records))
 			for i, r := range fp.Records {
-				recs[i] = Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
+				recs[i] = history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
 			}
 			w.chk.Polled(sessOf(fp.Partition), recs)
 			seen(recs)
@@ -287,13 +288,13 @@ func (w *Workload) groupSession(name string, length time.Duration) bool {
 		// the client's own timeouts.
 		cl.Close()
 	}()
-	return w.poll(cl, length, sess, func([]Record) {}, cl.AllowRebalance)
+	return w.poll(cl, length, sess, func([]history.Record) {}, cl.AllowRebalance)
 }
 
 // FinalRead waits until every partition has a leader whose high watermark
 // covers every acknowledged record, then reads each partition from offset
 // 0 to its high watermark with a fresh client and hands it to the checker.
-func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *slog.Logger) error {
+func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.FinalTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts()...)
@@ -341,12 +342,12 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *s
 	}
 	cl.Close()
 	offsets := map[int32]kgo.Offset{}
-	read := map[int32][]Record{}
+	read := map[int32][]history.Record{}
 	for p, h := range hw {
 		if h > 0 {
 			offsets[p] = kgo.NewOffset().AtStart()
 		} else {
-			chk.Final(p, nil)
+			chk.Final(p, nil, 0)
 		}
 	}
 	log.Info("final read", "high_watermarks", hw)
@@ -369,11 +370,11 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *Checker, log *s
 			}
 			for _, r := range fp.Records {
 				if r.Offset < hw[fp.Partition] {
-					read[fp.Partition] = append(read[fp.Partition], Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+					read[fp.Partition] = append(read[fp.Partition], history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 				}
 			}
 			if n := len(read[fp.Partition]); n > 0 && read[fp.Partition][n-1].Offset >= hw[fp.Partition]-1 {
-				chk.Final(fp.Partition, read[fp.Partition])
+				chk.Final(fp.Partition, read[fp.Partition], hw[fp.Partition])
 				delete(offsets, fp.Partition)
 			}
 		})

@@ -148,9 +148,7 @@ func (w *Workload) fetchOnce(part int, epoch int32, pos int64) (recs []Record, h
 	}
 	all, err := Records(b2)
 	if err != nil {
-		w.chk.mu.Lock()
-		w.chk.errorf("partition %d: undecodable fetch at %d: %v", part, pos, err)
-		w.chk.mu.Unlock()
+		w.chk.undecodable(part, pos, err)
 		return nil, 0, epoch, false
 	}
 	for _, rec := range all {
@@ -159,17 +157,6 @@ func (w *Workload) fetchOnce(part int, epoch int32, pos int64) (recs []Record, h
 		}
 	}
 	return recs, res.HighWatermark, res.LeaderEpoch, true
-}
-
-// AckedEnd is the offset after the highest acknowledged record of part.
-func (c *Checker) AckedEnd(part int) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var end int64
-	for _, off := range c.part(part).acked {
-		end = max(end, off+1)
-	}
-	return end
 }
 
 // FinalRead waits until part's leader exposes at least every acknowledged

@@ -1,0 +1,159 @@
+package history
+
+import "testing"
+
+func recs(part int32, from int64, vals ...string) []Record {
+	out := make([]Record, len(vals))
+	for i, v := range vals {
+		out[i] = Record{Part: part, Offset: from + int64(i), Value: v}
+	}
+	return out
+}
+
+// Each property is detected on a history that violates only it, and a
+// valid history counts nothing.
+func TestCheckerProperties(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(c *Checker)
+		want string // the one property violated; "" for none
+	}{
+		{"valid polls", func(c *Checker) {
+			c.Acked(0, 0, "a")
+			c.Acked(0, 1, "b")
+			c.StartSession("s", 0, 0)
+			c.Polled("s", recs(0, 0, "a"))
+			c.Polled("s", recs(0, 1, "b"))
+			c.Final(0, recs(0, 0, "a", "b"), 2)
+		}, ""},
+		{"valid reads", func(c *Checker) {
+			c.Acked(0, 0, "a")
+			c.Acked(0, 1, "b")
+			c.Read("r", 0, 0, recs(0, 0, "a"), 1)
+			c.Read("r", 0, 1, recs(0, 1, "b"), 2)
+			c.Final(0, recs(0, 0, "a", "b", "c"), 3)
+		}, ""},
+		{"lost write", func(c *Checker) {
+			c.Acked(0, 0, "a")
+			c.Acked(0, 1, "b")
+			c.Final(0, recs(0, 0, "a"), 1)
+		}, LostWrite},
+		{"duplicate", func(c *Checker) {
+			c.Acked(0, 0, "a")
+			c.Final(0, recs(0, 0, "a", "a"), 2)
+		}, Duplicate},
+		{"duplicate in reads only", func(c *Checker) {
+			c.Final(0, recs(0, 0, "a", "a"), 2)
+		}, Duplicate},
+		{"inconsistent offsets", func(c *Checker) {
+			c.Acked(0, 0, "a")
+			c.StartSession("s", 0, 0)
+			c.Polled("s", recs(0, 0, "x"))
+			c.Final(0, recs(0, 0, "a"), 1)
+		}, InconsistentOffsets},
+		{"nonmonotonic poll", func(c *Checker) {
+			c.StartSession("s", 0, 0)
+			c.Polled("s", recs(0, 0, "a", "b"))
+			c.Polled("s", recs(0, 1, "b"))
+			c.Final(0, recs(0, 0, "a", "b"), 2)
+		}, NonmonotonicPoll},
+		{"poll skip", func(c *Checker) {
+			c.StartSession("s", 0, 0)
+			c.Polled("s", recs(0, 0, "a"))
+			c.Polled("s", recs(0, 2, "c"))
+			c.Final(0, recs(0, 0, "a", "b", "c"), 3)
+		}, PollSkip},
+		{"offset gap in a read", func(c *Checker) {
+			c.Read("r", 0, 0, []Record{{Offset: 0, Value: "a"}, {Offset: 2, Value: "b"}}, 3)
+			c.Final(0, []Record{{Offset: 0, Value: "a"}, {Offset: 1, Value: "x"}, {Offset: 2, Value: "b"}}, 3)
+		}, PollSkip},
+		{"final read short of the high watermark", func(c *Checker) {
+			c.Final(0, recs(0, 0, "a"), 2)
+		}, PollSkip},
+		{"a new session may start anywhere", func(c *Checker) {
+			c.StartSession("s1", 0, 0)
+			c.Polled("s1", recs(0, 0, "a", "b"))
+			c.StartSession("s2", 0, 1)
+			c.Polled("s2", recs(0, 1, "b", "c"))
+			c.Final(0, recs(0, 0, "a", "b", "c"), 3)
+		}, ""},
+		{"a group member starts where its first record is", func(c *Checker) {
+			c.StartSessionAnywhere("g", 0)
+			c.Polled("g", recs(0, 1, "b", "c"))
+			c.Final(0, recs(0, 0, "a", "b", "c"), 3)
+		}, ""},
+		{"a session's first record must be where it started", func(c *Checker) {
+			c.StartSession("s", 0, 0)
+			c.Polled("s", recs(0, 1, "b"))
+			c.Final(0, recs(0, 0, "a", "b"), 2)
+		}, PollSkip},
+		{"high watermark back", func(c *Checker) {
+			c.Read("r", 0, 0, nil, 5)
+			c.Read("r", 0, 0, nil, 4)
+			c.Final(0, recs(0, 0, "a", "b", "c", "d", "e"), 5)
+		}, HighWatermark},
+		{"read above the high watermark", func(c *Checker) {
+			c.Read("r", 0, 0, recs(0, 0, "a", "b"), 1)
+			c.Final(0, recs(0, 0, "a", "b"), 2)
+		}, HighWatermark},
+		{"read then lost", func(c *Checker) {
+			c.Read("r", 0, 0, recs(0, 0, "a", "b"), 2)
+			c.Final(0, recs(0, 0, "a"), 1)
+		}, HighWatermark},
+		{"failed write appears", func(c *Checker) {
+			c.Failed(0, "a")
+			c.Final(0, recs(0, 0, "a"), 1)
+		}, FailedWritten},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New()
+			tc.run(c)
+			res := c.Result()
+			for _, p := range Properties {
+				if got, want := res.Counts[p] > 0, p == tc.want; got != want {
+					t.Errorf("%s: %d violations, want them %v: %v", p, res.Counts[p], want, res.Examples[p])
+				}
+			}
+			if res.Valid() != (tc.want == "") {
+				t.Errorf("Valid() = %v", res.Valid())
+			}
+			if (len(res.Errors()) == 0) != (tc.want == "") {
+				t.Errorf("Errors() = %v", res.Errors())
+			}
+		})
+	}
+}
+
+// A partition with acknowledged, failed or read writes but no final read
+// makes the result invalid: nothing goes unchecked silently.
+func TestCheckerUncheckedPartition(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(c *Checker)
+	}{
+		{"acked", func(c *Checker) { c.Acked(3, 0, "a") }},
+		{"failed", func(c *Checker) { c.Failed(3, "a") }},
+		{"read", func(c *Checker) { c.Read("r", 3, 0, nil, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New()
+			tc.run(c)
+			if res := c.Result(); res.Valid() || len(res.Unchecked) != 1 || res.Unchecked[0] != 3 || len(res.Errors()) != 1 {
+				t.Fatalf("result %+v: want partition 3 unchecked and the result invalid", res)
+			}
+		})
+	}
+}
+
+// Errors keeps ten examples of a property and counts the rest.
+func TestErrorsBounded(t *testing.T) {
+	c := New()
+	for i := int64(0); i < 25; i++ {
+		c.Acked(0, i, string(rune('a'+i)))
+	}
+	c.Final(0, nil, 0)
+	res := c.Result()
+	if res.Counts[LostWrite] != 25 || len(res.Examples[LostWrite]) != examplesPerProperty || len(res.Errors()) != examplesPerProperty+1 {
+		t.Fatalf("counts %v, %d errors: %v", res.Counts, len(res.Errors()), res.Errors())
+	}
+}
