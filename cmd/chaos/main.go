@@ -49,7 +49,6 @@ type Config struct {
 	SessionLength  time.Duration
 	FinalTimeout   time.Duration // bound on the post-heal read to the end
 	BrokerLogLevel string
-	cellKey        string
 }
 
 func (c *Config) validate() error {

@@ -58,7 +58,7 @@ func (n *Nemesis) Inject() (string, func() error) {
 	n.mu.Lock()
 	n.counts[kind]++
 	n.mu.Unlock()
-	id := n.c.brokers[b].id
+	id := n.c.brokers[b].ID
 	switch kind {
 	case Kill:
 		n.c.KillBroker(b)
@@ -74,7 +74,7 @@ func (n *Nemesis) Inject() (string, func() error) {
 		o := (b + 1 + n.rng.Intn(n.c.Brokers()-1)) % n.c.Brokers()
 		n.c.KillBroker(b)
 		n.c.KillBroker(o)
-		return fmt.Sprintf("SIGKILL %s and %s", id, n.c.brokers[o].id), func() error {
+		return fmt.Sprintf("SIGKILL %s and %s", id, n.c.brokers[o].ID), func() error {
 			return errors.Join(n.c.StartBroker(b), n.c.StartBroker(o))
 		}
 	case KillAll:
@@ -94,7 +94,7 @@ func (n *Nemesis) Inject() (string, func() error) {
 	case Bridge:
 		o := (b + 1 + n.rng.Intn(n.c.Brokers()-1)) % n.c.Brokers()
 		n.c.net.Cut(b, o)
-		return fmt.Sprintf("cut %s-%s", id, n.c.brokers[o].id), func() error { n.c.net.Heal(); return nil }
+		return fmt.Sprintf("cut %s-%s", id, n.c.brokers[o].ID), func() error { n.c.net.Heal(); return nil }
 	}
 	panic("unknown nemesis " + kind)
 }

@@ -12,13 +12,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sluicehq/sluice/cmd/internal/launch"
 )
 
 // natsCluster is three nats-server processes forming one JetStream cluster
 // on loopback, each with file storage under its own directory and
 // sync_interval: always, so a message is fsynced before it is acknowledged.
 type natsCluster struct {
-	servers []*proc
+	servers []*launch.Proc
 	urls    []string
 }
 
@@ -27,7 +28,7 @@ func (n *natsCluster) name() string { return "NATS JetStream" }
 func (n *natsCluster) pids() []int {
 	out := make([]int, len(n.servers))
 	for i, s := range n.servers {
-		out[i] = s.pid()
+		out[i] = s.Pid()
 	}
 	return out
 }
@@ -66,7 +67,7 @@ func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error)
 			n.close()
 		}
 	}()
-	addrs, err := freeAddrs(6)
+	addrs, err := launch.FreeAddrs("127.0.0.1", 6)
 	if err != nil {
 		return nil, err
 	}
@@ -77,16 +78,16 @@ func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error)
 		if err := os.WriteFile(conf, []byte(natsConfig(name, clientAddrs[i], clusterAddrs[i], clusterAddrs, filepath.Join(dir, "nats", name))), 0o644); err != nil {
 			return nil, err
 		}
-		s, err := startProc("nats-server "+name, filepath.Join(dir, name+".log"), nil, bin, "-c", conf)
+		s, err := launch.Start("nats-server "+name, filepath.Join(dir, name+".log"), nil, bin, "-c", conf)
 		if err != nil {
 			return nil, err
 		}
 		n.servers = append(n.servers, s)
 		n.urls = append(n.urls, "nats://"+clientAddrs[i])
 	}
-	if err := waitFor(ctx, "nats jetstream cluster ready", 60*time.Second, func() error {
+	if err := launch.WaitFor(ctx, "nats jetstream cluster ready", 60*time.Second, func() error {
 		for _, s := range n.servers {
-			if err := s.exited(); err != nil {
+			if err := s.Exited(); err != nil {
 				return err
 			}
 		}
@@ -111,7 +112,7 @@ func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error)
 
 func (n *natsCluster) close() {
 	for _, s := range n.servers {
-		s.stop(15 * time.Second)
+		s.Stop(15 * time.Second)
 	}
 }
 

@@ -4,23 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
-	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
 // sluiceConfig says where the Sluice cell's parts come from.
@@ -32,12 +25,13 @@ type sluiceConfig struct {
 }
 
 // sluiceCell is a control plane and a cell of three brokers, each its own
-// tenantd process, over a scratch Postgres database dropped at close.
+// tenantd process (cmd/internal/launch), over a scratch Postgres database
+// dropped at close.
 type sluiceCell struct {
 	cfg       sluiceConfig
-	db        string
-	cp        *proc
-	brokers   []*proc
+	db        *launch.DB
+	cp        *launch.ControlPlane
+	brokers   []*launch.Proc
 	debug     []string // pprof addresses, if cfg.Pprof
 	bootstrap []string
 	user      string // the tenant's API key id and secret (SASL/PLAIN)
@@ -49,161 +43,84 @@ func (c *sluiceCell) name() string { return "Sluice" }
 
 // pids counts the brokers and the control plane (Postgres is left out).
 func (c *sluiceCell) pids() []int {
-	out := []int{c.cp.pid()}
+	out := []int{c.cp.Proc.Pid()}
 	for _, b := range c.brokers {
-		out = append(out, b.pid())
+		out = append(out, b.Pid())
 	}
 	return out
 }
 
-// startSluice creates a scratch database, applies the migrations and makes
-// an operator key (tenantd migrate), starts tenantd controlplane, registers
-// a shared pool with one cell of three brokers on free loopback ports,
-// starts the three tenantd broker processes with the cell's key, and signs
-// up one tenant with an API key for the clients.
+// startSluice creates a scratch database, starts the control plane with an
+// operator key, registers a shared pool with one cell of three brokers on
+// free loopback ports, starts the three tenantd broker processes with the
+// cell's key, and signs up one tenant with an API key for the clients.
 func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err error) {
-	c := &sluiceCell{cfg: cfg, db: fmt.Sprintf("sluice_compare_%d_%d", os.Getpid(), time.Now().Unix())}
+	c := &sluiceCell{cfg: cfg}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
-	admin, err := pgx.Connect(ctx, cfg.AdminURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to postgres at %s: %w", cfg.AdminURL, err)
+	if c.db, err = launch.CreateDB(ctx, cfg.AdminURL, "sluice_compare_"); err != nil {
+		return nil, err
 	}
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+c.db)
-	admin.Close(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("create scratch database: %w", err)
-	}
-	dbURL, err := withDatabase(cfg.AdminURL, c.db)
+	addrs, err := launch.FreeAddrs("127.0.0.1", 1+3*4)
 	if err != nil {
 		return nil, err
 	}
-	keyFile := filepath.Join(cfg.Dir, "operator-key")
-	out, err := exec.CommandContext(ctx, cfg.Tenantd, "migrate", "-database-url", dbURL, "-operator-key-file", keyFile).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("tenantd migrate: %w\n%s", err, out)
-	}
-	opKey, err := os.ReadFile(keyFile)
-	if err != nil {
+	if c.cp, err = launch.StartControlPlane(ctx, cfg.Tenantd, c.db.URL, addrs[0], cfg.Dir, "warn"); err != nil {
 		return nil, err
 	}
-	opID, opSecret, _ := strings.Cut(strings.TrimSpace(string(opKey)), ":")
-
-	addrs, err := freeAddrs(1 + 3*4)
-	if err != nil {
-		return nil, err
-	}
-	apiURL := "http://" + addrs[0]
-	env := []string{"SLUICE_LOG_LEVEL=warn"}
-	c.cp, err = startProc("tenantd controlplane", filepath.Join(cfg.Dir, "controlplane.log"), env,
-		cfg.Tenantd, "controlplane", "-database-url", dbURL, "-listen", addrs[0])
-	if err != nil {
-		return nil, err
-	}
-	if err := waitFor(ctx, "control plane healthy", 60*time.Second, func() error {
-		if err := c.cp.exited(); err != nil {
-			return err
-		}
-		resp, err := http.Get(apiURL + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("healthz: %s", resp.Status)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-
-	op := client.New(apiURL, client.WithAPIKey(opID, opSecret))
-	if _, err := op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "compare", Kind: "shared", Description: "comparison pool"}); err != nil {
-		return nil, fmt.Errorf("create pool: %w", err)
-	}
-	if _, err := op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "compare-cell", PoolID: "compare"}); err != nil {
-		return nil, fmt.Errorf("create cell: %w", err)
-	}
+	op := c.cp.Operator
 	kafkaAddrs, raftAddrs, debugAddrs, httpAddrs := addrs[1:4], addrs[4:7], addrs[7:10], addrs[10:13]
+	var brokers []*launch.Broker
 	for i := range 3 {
-		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: fmt.Sprintf("b%d", i+1), CellID: "compare-cell",
-			NodeID: i + 1, KafkaAddr: kafkaAddrs[i], HTTPAddr: httpAddrs[i], RaftAddr: raftAddrs[i]}); err != nil {
-			return nil, fmt.Errorf("create broker: %w", err)
-		}
-	}
-	cellKey, err := op.AdminCreateCellKey(ctx, "compare-cell")
-	if err != nil {
-		return nil, fmt.Errorf("create cell key: %w", err)
-	}
-	peers, err := peercert.EnsureDir(filepath.Join(cfg.Dir, "peer-certs"), "compare-cell", []string{"1", "2", "3"})
-	if err != nil {
-		return nil, fmt.Errorf("make peer certificates: %w", err)
-	}
-	for i := range 3 {
-		id := fmt.Sprintf("b%d", i+1)
-		peer := peers[strconv.Itoa(i+1)] // the broker's node id
-		args := []string{"broker", "-cell", "compare-cell", "-broker-id", id, "-api", apiURL,
-			"-data-dir", filepath.Join(cfg.Dir, "sluice"),
-			"-peer-ca-file", peer.CA, "-peer-cert-file", peer.Cert, "-peer-key-file", peer.Key}
+		b := &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, Kafka: kafkaAddrs[i], HTTP: httpAddrs[i], Raft: raftAddrs[i],
+			DataDir: filepath.Join(cfg.Dir, "sluice")}
 		if cfg.Pprof {
-			args = append(args, "-debug-listen", debugAddrs[i])
+			b.Debug = debugAddrs[i]
 			c.debug = append(c.debug, debugAddrs[i])
 		}
-		b, err := startProc("tenantd broker "+id, filepath.Join(cfg.Dir, id+".log"),
-			append(env, "SLUICE_CELL_KEY="+cellKey.ID+":"+cellKey.Secret), cfg.Tenantd, args...)
+		brokers = append(brokers, b)
+	}
+	cellKey, err := launch.SeedCell(ctx, op, "compare", "compare-cell", filepath.Join(cfg.Dir, "peer-certs"), brokers)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range brokers {
+		p, err := b.Start(cfg.Tenantd, c.cp.URL, "compare-cell", cellKey, "warn", filepath.Join(cfg.Dir, b.ID+".log"))
 		if err != nil {
 			return nil, err
 		}
-		c.brokers = append(c.brokers, b)
+		c.brokers = append(c.brokers, p)
 	}
 	c.bootstrap = kafkaAddrs
 
-	su, err := client.New(apiURL).Signup(ctx, api.SignupRequest{TenantName: "compare", Email: "bench@compare.test", Password: "compare compare 1"})
+	t, err := launch.SignUp(ctx, c.cp.URL, "compare", "")
 	if err != nil {
-		return nil, fmt.Errorf("sign up: %w", err)
+		return nil, err
 	}
 	// The plan's quotas would cap the run if the brokers enforced them;
 	// lift them so only the servers' own speed counts.
-	if _, err := op.AdminSetQuotas(ctx, su.Tenant.ID, api.Quotas{ProduceBytesPerSec: 1 << 40, ProduceMessagesPerSec: 1 << 30,
+	if _, err := op.AdminSetQuotas(ctx, t.ID, api.Quotas{ProduceBytesPerSec: 1 << 40, ProduceMessagesPerSec: 1 << 30,
 		FetchBytesPerSec: 1 << 40, MaxPartitions: 10_000, MaxTopics: 1_000, MaxConnections: 10_000, MaxStorageBytes: 1 << 50,
 		MaxMessageBytes: 8 << 20, MaxRequestsPerSec: 1 << 30, MaxRetentionMs: 365 * 24 * 3600 * 1000}); err != nil {
 		return nil, fmt.Errorf("set quotas: %w", err)
 	}
-	owner := client.New(apiURL, client.WithSession(su.Session.Token))
-	key, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "compare"})
-	if err != nil {
-		return nil, fmt.Errorf("create api key: %w", err)
-	}
-	c.user, c.pass = key.ID, key.Secret
-	c.tenant = client.New(apiURL, client.WithAPIKey(key.ID, key.Secret))
+	c.user, c.pass, c.tenant = t.KeyID, t.Secret, t.Client
 	return c, nil
-}
-
-// withDatabase returns the Postgres URL u pointing at database db.
-func withDatabase(u, db string) (string, error) {
-	parsed, err := url.Parse(u)
-	if err != nil || (parsed.Scheme != "postgres" && parsed.Scheme != "postgresql") {
-		return "", fmt.Errorf("postgres url %q: want postgres://user@host:port/db", u)
-	}
-	parsed.Path = "/" + db
-	parsed.RawPath = ""
-	return parsed.String(), nil
 }
 
 // close stops the brokers, then the control plane, and drops the database.
 func (c *sluiceCell) close() {
 	for _, b := range c.brokers {
-		b.stop(15 * time.Second)
+		b.Stop(15 * time.Second)
 	}
-	c.cp.stop(15 * time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if admin, err := pgx.Connect(ctx, c.cfg.AdminURL); err == nil {
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+c.db+" WITH (FORCE)")
-		admin.Close(ctx)
+	if c.cp != nil {
+		c.cp.Proc.Stop(15 * time.Second)
+	}
+	if c.db != nil {
+		_ = c.db.Drop()
 	}
 }
 
@@ -333,7 +250,7 @@ func (c *sluiceCell) settle(ctx context.Context, log string, parts int) error {
 		return err
 	}
 	defer cl.Close()
-	return waitFor(ctx, "partitions of "+log+" led by their preferred replicas", 2*time.Minute, func() error {
+	return launch.WaitFor(ctx, "partitions of "+log+" led by their preferred replicas", 2*time.Minute, func() error {
 		for node := int32(1); node <= 3; node++ {
 			req := kmsg.NewPtrMetadataRequest()
 			t := kmsg.NewMetadataRequestTopic()
