@@ -36,27 +36,22 @@ func (s *Server) adminListPools(c echo.Context) error {
 		poolSelect+` WHERE p.id > $1 ORDER BY p.id LIMIT $2`, pg.after, pg.limit+1)
 }
 
-func (s *Server) adminGetPool(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	p, err := scanPool(s.db.QueryRow(c.Request().Context(), poolSelect+` WHERE p.id = $1`, c.Param("id")))
+func (s *Server) adminGetPool(c echo.Context) error { return operatorGet(s, c, s.loadPool) }
+
+func (s *Server) loadPool(ctx context.Context, id string) (api.Pool, error) {
+	p, err := scanPool(s.db.QueryRow(ctx, poolSelect+` WHERE p.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return catalog.NotFound.New("no such pool")
+		return api.Pool{}, catalog.NotFound.New("no such pool")
 	}
 	if err != nil {
-		return dbError("load pool", err)
+		return api.Pool{}, dbError("load pool", err)
 	}
-	return c.JSON(http.StatusOK, p)
+	return p, nil
 }
 
 func (s *Server) adminCreatePool(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.CreatePoolRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.CreatePoolRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := validFleetID("pool", req.ID); err != nil {
@@ -125,27 +120,22 @@ func (s *Server) adminListCells(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.Page[api.Cell]{Items: items, NextPageToken: next})
 }
 
-func (s *Server) adminGetCell(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	cells, err := s.loadCells(c.Request().Context(), `WHERE c.id = $1`, c.Param("id"))
+func (s *Server) adminGetCell(c echo.Context) error { return operatorGet(s, c, s.loadCell) }
+
+func (s *Server) loadCell(ctx context.Context, id string) (api.Cell, error) {
+	cells, err := s.loadCells(ctx, `WHERE c.id = $1`, id)
 	if err != nil {
-		return dbError("load cell", err)
+		return api.Cell{}, dbError("load cell", err)
 	}
 	if len(cells) == 0 {
-		return catalog.NotFound.New("no such cell")
+		return api.Cell{}, catalog.NotFound.New("no such cell")
 	}
-	return c.JSON(http.StatusOK, cells[0])
+	return cells[0], nil
 }
 
 func (s *Server) adminCreateCell(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.CreateCellRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.CreateCellRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := validFleetID("cell", req.ID); err != nil {
@@ -222,24 +212,11 @@ func (s *Server) loadBroker(ctx context.Context, id string) (api.Broker, error) 
 	return bs[0], nil
 }
 
-func (s *Server) adminGetBroker(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	b, err := s.loadBroker(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, b)
-}
+func (s *Server) adminGetBroker(c echo.Context) error { return operatorGet(s, c, s.loadBroker) }
 
 func (s *Server) adminCreateBroker(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.CreateBrokerRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.CreateBrokerRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := validFleetID("broker", req.ID); err != nil {
@@ -279,12 +256,8 @@ func (s *Server) adminCreateBroker(c echo.Context) error {
 }
 
 func (s *Server) adminUpdateBroker(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.UpdateBrokerRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.UpdateBrokerRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if req.Status != nil && *req.Status != "active" && *req.Status != "draining" && *req.Status != "offline" {

@@ -89,24 +89,11 @@ func (s *Server) loadAdminTenant(ctx context.Context, id string) (api.AdminTenan
 	return t, nil
 }
 
-func (s *Server) adminGetTenant(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	t, err := s.loadAdminTenant(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, t)
-}
+func (s *Server) adminGetTenant(c echo.Context) error { return operatorGet(s, c, s.loadAdminTenant) }
 
 func (s *Server) adminUpdateTenant(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.UpdateTenantRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.UpdateTenantRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if req.Status != nil && *req.Status != "active" && *req.Status != "suspended" {

@@ -110,12 +110,8 @@ func (s *Server) createKey(c echo.Context) error {
 }
 
 func (s *Server) adminCreateKey(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, req, err := operatorWrite[api.CreateOperatorKeyRequest](s, c)
 	if err != nil {
-		return err
-	}
-	var req api.CreateOperatorKeyRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	k, err := s.insertKey(c.Request().Context(), p, nil, authz.RoleOperator, req.Description, nil, "operator_key.create")

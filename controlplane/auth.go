@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -209,4 +210,32 @@ func (s *Server) clientKey(c echo.Context) string {
 		}
 	}
 	return "ip:" + c.RealIP()
+}
+
+// operatorWrite authorizes a platform operator's write and decodes its
+// request body into a T: the start of every admin route that changes
+// something.
+func operatorWrite[T any](s *Server, c echo.Context) (*principal, T, error) {
+	var req T
+	p, err := s.operatorCaller(c, authz.ActWrite)
+	if err != nil {
+		return nil, req, err
+	}
+	if err := s.bind(c, &req); err != nil {
+		return nil, req, err
+	}
+	return p, req, nil
+}
+
+// operatorGet answers a platform operator's read of the one resource that
+// load finds by the id in the path.
+func operatorGet[T any](s *Server, c echo.Context, load func(ctx context.Context, id string) (T, error)) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	v, err := load(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }

@@ -99,23 +99,18 @@ func (s *Server) getQuotas(c echo.Context) error {
 }
 
 func (s *Server) adminGetQuotas(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	q, err := loadQuotas(c.Request().Context(), s.db, c.Param("id"))
-	if err != nil {
-		return dbError("load quotas", err)
-	}
-	return c.JSON(http.StatusOK, q)
+	return operatorGet(s, c, func(ctx context.Context, tenantID string) (api.Quotas, error) {
+		q, err := loadQuotas(ctx, s.db, tenantID)
+		if err != nil {
+			return q, dbError("load quotas", err)
+		}
+		return q, nil
+	})
 }
 
 func (s *Server) adminSetQuotas(c echo.Context) error {
-	p, err := s.operatorCaller(c, authz.ActWrite)
+	p, q, err := operatorWrite[api.Quotas](s, c)
 	if err != nil {
-		return err
-	}
-	var q api.Quotas
-	if err := s.bind(c, &q); err != nil {
 		return err
 	}
 	if err := validateQuotas(q); err != nil {
