@@ -18,26 +18,22 @@ func (c *Client) AdminTenants(ctx context.Context, sort string) ([]api.AdminTena
 
 // AdminTenant returns one tenant with its load.
 func (c *Client) AdminTenant(ctx context.Context, id string) (api.AdminTenant, error) {
-	var out api.AdminTenant
-	return out, c.Do(ctx, http.MethodGet, "/v1/admin/tenants/"+esc(id), nil, &out)
+	return call[api.AdminTenant](ctx, c, http.MethodGet, "/v1/admin/tenants/"+esc(id), nil)
 }
 
 // AdminUpdateTenant suspends, resumes or re-plans a tenant.
 func (c *Client) AdminUpdateTenant(ctx context.Context, id string, req api.UpdateTenantRequest) (api.AdminTenant, error) {
-	var out api.AdminTenant
-	return out, c.Do(ctx, http.MethodPatch, "/v1/admin/tenants/"+esc(id), req, &out)
+	return call[api.AdminTenant](ctx, c, http.MethodPatch, "/v1/admin/tenants/"+esc(id), req)
 }
 
 // AdminQuotas returns a tenant's quotas.
 func (c *Client) AdminQuotas(ctx context.Context, tenantID string) (api.Quotas, error) {
-	var out api.Quotas
-	return out, c.Do(ctx, http.MethodGet, "/v1/admin/tenants/"+esc(tenantID)+"/quotas", nil, &out)
+	return call[api.Quotas](ctx, c, http.MethodGet, "/v1/admin/tenants/"+esc(tenantID)+"/quotas", nil)
 }
 
 // AdminSetQuotas replaces a tenant's quotas.
 func (c *Client) AdminSetQuotas(ctx context.Context, tenantID string, q api.Quotas) (api.Quotas, error) {
-	var out api.Quotas
-	return out, c.Do(ctx, http.MethodPut, "/v1/admin/tenants/"+esc(tenantID)+"/quotas", q, &out)
+	return call[api.Quotas](ctx, c, http.MethodPut, "/v1/admin/tenants/"+esc(tenantID)+"/quotas", q)
 }
 
 // AdminPools lists pools.
@@ -47,8 +43,7 @@ func (c *Client) AdminPools(ctx context.Context) ([]api.Pool, error) {
 
 // AdminCreatePool creates a pool.
 func (c *Client) AdminCreatePool(ctx context.Context, req api.CreatePoolRequest) (api.Pool, error) {
-	var out api.Pool
-	return out, c.Do(ctx, http.MethodPost, "/v1/admin/pools", req, &out)
+	return call[api.Pool](ctx, c, http.MethodPost, "/v1/admin/pools", req)
 }
 
 // AdminCells lists cells with their brokers.
@@ -58,14 +53,12 @@ func (c *Client) AdminCells(ctx context.Context) ([]api.Cell, error) {
 
 // AdminCell returns one cell.
 func (c *Client) AdminCell(ctx context.Context, id string) (api.Cell, error) {
-	var out api.Cell
-	return out, c.Do(ctx, http.MethodGet, "/v1/admin/cells/"+esc(id), nil, &out)
+	return call[api.Cell](ctx, c, http.MethodGet, "/v1/admin/cells/"+esc(id), nil)
 }
 
 // AdminCreateCell creates a cell.
 func (c *Client) AdminCreateCell(ctx context.Context, req api.CreateCellRequest) (api.Cell, error) {
-	var out api.Cell
-	return out, c.Do(ctx, http.MethodPost, "/v1/admin/cells", req, &out)
+	return call[api.Cell](ctx, c, http.MethodPost, "/v1/admin/cells", req)
 }
 
 // AdminBrokers lists brokers.
@@ -75,18 +68,15 @@ func (c *Client) AdminBrokers(ctx context.Context) ([]api.Broker, error) {
 
 // AdminCreateBroker adds a broker to a cell.
 func (c *Client) AdminCreateBroker(ctx context.Context, req api.CreateBrokerRequest) (api.Broker, error) {
-	var out api.Broker
-	return out, c.Do(ctx, http.MethodPost, "/v1/admin/brokers", req, &out)
+	return call[api.Broker](ctx, c, http.MethodPost, "/v1/admin/brokers", req)
 }
 
 // AdminUpdateBroker changes a broker.
 func (c *Client) AdminUpdateBroker(ctx context.Context, id string, req api.UpdateBrokerRequest) (api.Broker, error) {
-	var out api.Broker
-	return out, c.Do(ctx, http.MethodPatch, "/v1/admin/brokers/"+esc(id), req, &out)
+	return call[api.Broker](ctx, c, http.MethodPatch, "/v1/admin/brokers/"+esc(id), req)
 }
 
 // AdminCreateKey creates an operator key.
 func (c *Client) AdminCreateKey(ctx context.Context, req api.CreateOperatorKeyRequest) (api.APIKey, error) {
-	var out api.APIKey
-	return out, c.Do(ctx, http.MethodPost, "/v1/admin/api-keys", req, &out)
+	return call[api.APIKey](ctx, c, http.MethodPost, "/v1/admin/api-keys", req)
 }

@@ -16,8 +16,7 @@ const longPollSlack = 15 * time.Second
 
 // AdminCreateCellKey creates a credential for a cell's brokers.
 func (c *Client) AdminCreateCellKey(ctx context.Context, cellID string) (api.CellKey, error) {
-	var out api.CellKey
-	return out, c.Do(ctx, http.MethodPost, "/v1/admin/cells/"+esc(cellID)+"/keys", nil, &out)
+	return call[api.CellKey](ctx, c, http.MethodPost, "/v1/admin/cells/"+esc(cellID)+"/keys", nil)
 }
 
 // CellState long-polls a cell's desired state: it returns once the state's

@@ -158,6 +158,12 @@ func pageQuery(limit int, token string) string {
 	return "?" + v.Encode()
 }
 
+// call makes one request and decodes the answer into a new T.
+func call[T any](ctx context.Context, c *Client, method, path string, body any) (T, error) {
+	var out T
+	return out, c.Do(ctx, method, path, body, &out)
+}
+
 // all follows next-page tokens to the end.
 func all[T any](ctx context.Context, c *Client, path string) ([]T, error) {
 	var out []T

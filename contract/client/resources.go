@@ -9,14 +9,12 @@ import (
 
 // Signup creates a tenant and returns its owner's session.
 func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupResponse, error) {
-	var out api.SignupResponse
-	return out, c.Do(ctx, http.MethodPost, "/v1/signup", req, &out)
+	return call[api.SignupResponse](ctx, c, http.MethodPost, "/v1/signup", req)
 }
 
 // Login creates a session.
 func (c *Client) Login(ctx context.Context, req api.SessionRequest) (api.Session, error) {
-	var out api.Session
-	return out, c.Do(ctx, http.MethodPost, "/v1/sessions", req, &out)
+	return call[api.Session](ctx, c, http.MethodPost, "/v1/sessions", req)
 }
 
 // Logout ends the caller's session.
@@ -26,14 +24,12 @@ func (c *Client) Logout(ctx context.Context) error {
 
 // Me describes the caller.
 func (c *Client) Me(ctx context.Context) (api.Me, error) {
-	var out api.Me
-	return out, c.Do(ctx, http.MethodGet, "/v1/me", nil, &out)
+	return call[api.Me](ctx, c, http.MethodGet, "/v1/me", nil)
 }
 
 // Tenant returns the caller's tenant.
 func (c *Client) Tenant(ctx context.Context) (api.Tenant, error) {
-	var out api.Tenant
-	return out, c.Do(ctx, http.MethodGet, "/v1/tenant", nil, &out)
+	return call[api.Tenant](ctx, c, http.MethodGet, "/v1/tenant", nil)
 }
 
 // Tenants lists every tenant the signed-in user belongs to, with the user's
@@ -45,14 +41,12 @@ func (c *Client) Tenants(ctx context.Context) ([]api.UserTenant, error) {
 // CreateTenant creates another tenant owned by the signed-in user and
 // returns it with a session on it; a session only, not an API key.
 func (c *Client) CreateTenant(ctx context.Context, req api.CreateTenantRequest) (api.CreateTenantResponse, error) {
-	var out api.CreateTenantResponse
-	return out, c.Do(ctx, http.MethodPost, "/v1/tenants", req, &out)
+	return call[api.CreateTenantResponse](ctx, c, http.MethodPost, "/v1/tenants", req)
 }
 
 // Cluster returns the caller's bootstrap endpoints.
 func (c *Client) Cluster(ctx context.Context) (api.Cluster, error) {
-	var out api.Cluster
-	return out, c.Do(ctx, http.MethodGet, "/v1/cluster", nil, &out)
+	return call[api.Cluster](ctx, c, http.MethodGet, "/v1/cluster", nil)
 }
 
 // APIKeys lists every API key of the tenant.
@@ -62,20 +56,17 @@ func (c *Client) APIKeys(ctx context.Context) ([]api.APIKey, error) {
 
 // CreateAPIKey creates a key; the answer holds the secret, once.
 func (c *Client) CreateAPIKey(ctx context.Context, req api.CreateAPIKeyRequest) (api.APIKey, error) {
-	var out api.APIKey
-	return out, c.Do(ctx, http.MethodPost, "/v1/api-keys", req, &out)
+	return call[api.APIKey](ctx, c, http.MethodPost, "/v1/api-keys", req)
 }
 
 // APIKey returns one key.
 func (c *Client) APIKey(ctx context.Context, id string) (api.APIKey, error) {
-	var out api.APIKey
-	return out, c.Do(ctx, http.MethodGet, "/v1/api-keys/"+esc(id), nil, &out)
+	return call[api.APIKey](ctx, c, http.MethodGet, "/v1/api-keys/"+esc(id), nil)
 }
 
 // RevokeAPIKey revokes a key.
 func (c *Client) RevokeAPIKey(ctx context.Context, id string) (api.APIKey, error) {
-	var out api.APIKey
-	return out, c.Do(ctx, http.MethodDelete, "/v1/api-keys/"+esc(id), nil, &out)
+	return call[api.APIKey](ctx, c, http.MethodDelete, "/v1/api-keys/"+esc(id), nil)
 }
 
 // Topics lists every topic of the tenant.
@@ -85,20 +76,17 @@ func (c *Client) Topics(ctx context.Context) ([]api.Topic, error) {
 
 // CreateTopic creates a topic.
 func (c *Client) CreateTopic(ctx context.Context, req api.CreateTopicRequest) (api.Topic, error) {
-	var out api.Topic
-	return out, c.Do(ctx, http.MethodPost, "/v1/topics", req, &out)
+	return call[api.Topic](ctx, c, http.MethodPost, "/v1/topics", req)
 }
 
 // Topic returns one topic.
 func (c *Client) Topic(ctx context.Context, name string) (api.Topic, error) {
-	var out api.Topic
-	return out, c.Do(ctx, http.MethodGet, "/v1/topics/"+esc(name), nil, &out)
+	return call[api.Topic](ctx, c, http.MethodGet, "/v1/topics/"+esc(name), nil)
 }
 
 // UpdateTopic grows partitions or changes config.
 func (c *Client) UpdateTopic(ctx context.Context, name string, req api.UpdateTopicRequest) (api.Topic, error) {
-	var out api.Topic
-	return out, c.Do(ctx, http.MethodPatch, "/v1/topics/"+esc(name), req, &out)
+	return call[api.Topic](ctx, c, http.MethodPatch, "/v1/topics/"+esc(name), req)
 }
 
 // DeleteTopic deletes a topic.
@@ -113,14 +101,12 @@ func (c *Client) ACLs(ctx context.Context) ([]api.ACL, error) {
 
 // CreateACL creates an ACL.
 func (c *Client) CreateACL(ctx context.Context, req api.CreateACLRequest) (api.ACL, error) {
-	var out api.ACL
-	return out, c.Do(ctx, http.MethodPost, "/v1/acls", req, &out)
+	return call[api.ACL](ctx, c, http.MethodPost, "/v1/acls", req)
 }
 
 // ACL returns one ACL.
 func (c *Client) ACL(ctx context.Context, id string) (api.ACL, error) {
-	var out api.ACL
-	return out, c.Do(ctx, http.MethodGet, "/v1/acls/"+esc(id), nil, &out)
+	return call[api.ACL](ctx, c, http.MethodGet, "/v1/acls/"+esc(id), nil)
 }
 
 // DeleteACL deletes an ACL.
@@ -130,8 +116,7 @@ func (c *Client) DeleteACL(ctx context.Context, id string) error {
 
 // Quotas returns the caller's tenant quotas.
 func (c *Client) Quotas(ctx context.Context) (api.Quotas, error) {
-	var out api.Quotas
-	return out, c.Do(ctx, http.MethodGet, "/v1/quotas", nil, &out)
+	return call[api.Quotas](ctx, c, http.MethodGet, "/v1/quotas", nil)
 }
 
 // Members lists the tenant's members.
@@ -141,14 +126,12 @@ func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
 
 // AddMember adds a member.
 func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.Member, error) {
-	var out api.Member
-	return out, c.Do(ctx, http.MethodPost, "/v1/members", req, &out)
+	return call[api.Member](ctx, c, http.MethodPost, "/v1/members", req)
 }
 
 // UpdateMember changes a member's role.
 func (c *Client) UpdateMember(ctx context.Context, userID string, req api.UpdateMemberRequest) (api.Member, error) {
-	var out api.Member
-	return out, c.Do(ctx, http.MethodPatch, "/v1/members/"+esc(userID), req, &out)
+	return call[api.Member](ctx, c, http.MethodPatch, "/v1/members/"+esc(userID), req)
 }
 
 // RemoveMember removes a member.
@@ -163,6 +146,5 @@ func (c *Client) Groups(ctx context.Context) ([]api.Group, error) {
 
 // Group returns one consumer group with its lag per partition.
 func (c *Client) Group(ctx context.Context, name string) (api.Group, error) {
-	var out api.Group
-	return out, c.Do(ctx, http.MethodGet, "/v1/groups/"+esc(name), nil, &out)
+	return call[api.Group](ctx, c, http.MethodGet, "/v1/groups/"+esc(name), nil)
 }
