@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -12,7 +11,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/contract/client"
 )
 
 // aclModel is sluice_acl's state.
@@ -37,7 +35,8 @@ func (m *aclModel) fill(a api.ACL) {
 }
 
 type aclResource struct {
-	c *client.Client
+	resourceBase
+	replaceOnly
 }
 
 var (
@@ -45,14 +44,8 @@ var (
 	_ resource.ResourceWithImportState = (*aclResource)(nil)
 )
 
-func newACLResource() resource.Resource { return &aclResource{} }
-
-func (r *aclResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_acl"
-}
-
-func (r *aclResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newACLResource() resource.Resource {
+	return &aclResource{resourceBase{suffix: "_acl", importBy: "id"}, replaceOnly{what: "ACLs", typ: "sluice_acl"}}
 }
 
 func (r *aclResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -131,11 +124,6 @@ func (r *aclResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// Update is never called: every attribute change replaces the ACL.
-func (r *aclResource) Update(_ context.Context, _ resource.UpdateRequest, resp *resource.UpdateResponse) {
-	resp.Diagnostics.AddError("ACLs cannot be updated", "every change to a sluice_acl replaces it; this is a bug in the Sluice provider")
-}
-
 func (r *aclResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state aclModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
@@ -145,9 +133,4 @@ func (r *aclResource) Delete(ctx context.Context, req resource.DeleteRequest, re
 	if err := r.c.DeleteACL(ctx, state.ID.ValueString()); err != nil && !isGone(err) {
 		addAPIError(&resp.Diagnostics, "delete acl "+state.ID.ValueString(), err)
 	}
-}
-
-// ImportState takes the ACL's id.
-func (r *aclResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
 }

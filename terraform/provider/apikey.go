@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/contract/client"
 )
 
 // apiKeyModel is sluice_api_key's state.
@@ -51,7 +50,8 @@ func (m *apiKeyModel) fill(k api.APIKey) {
 }
 
 type apiKeyResource struct {
-	c *client.Client
+	resourceBase
+	replaceOnly
 }
 
 var (
@@ -60,14 +60,8 @@ var (
 	_ resource.ResourceWithValidateConfig = (*apiKeyResource)(nil)
 )
 
-func newAPIKeyResource() resource.Resource { return &apiKeyResource{} }
-
-func (r *apiKeyResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_api_key"
-}
-
-func (r *apiKeyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newAPIKeyResource() resource.Resource {
+	return &apiKeyResource{resourceBase{suffix: "_api_key", importBy: "id"}, replaceOnly{what: "API keys", typ: "sluice_api_key"}}
 }
 
 func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -170,11 +164,6 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// Update is never called: every attribute change replaces the key.
-func (r *apiKeyResource) Update(_ context.Context, _ resource.UpdateRequest, resp *resource.UpdateResponse) {
-	resp.Diagnostics.AddError("API keys cannot be updated", "every change to a sluice_api_key replaces it; this is a bug in the Sluice provider")
-}
-
 // Delete revokes the key.
 func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state apiKeyModel
@@ -185,9 +174,4 @@ func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	if _, err := r.c.RevokeAPIKey(ctx, state.ID.ValueString()); err != nil && !isGone(err) {
 		addAPIError(&resp.Diagnostics, "revoke api key "+state.ID.ValueString(), err)
 	}
-}
-
-// ImportState takes the key's id; the secret cannot be imported.
-func (r *apiKeyResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
 }

@@ -7,8 +7,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	"github.com/sluicehq/sluice/contract/client"
 )
 
 type clusterModel struct {
@@ -19,20 +17,12 @@ type clusterModel struct {
 	HTTPEndpoints    types.List   `tfsdk:"http_endpoints"`
 }
 
-type clusterDataSource struct {
-	c *client.Client
-}
+type clusterDataSource struct{ dataSourceBase }
 
 var _ datasource.DataSourceWithConfigure = (*clusterDataSource)(nil)
 
-func newClusterDataSource() datasource.DataSource { return &clusterDataSource{} }
-
-func (d *clusterDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_cluster"
-}
-
-func (d *clusterDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newClusterDataSource() datasource.DataSource {
+	return &clusterDataSource{dataSourceBase{suffix: "_cluster"}}
 }
 
 func (d *clusterDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {

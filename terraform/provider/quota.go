@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
@@ -14,7 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/contract/client"
 )
 
 // quotaModel is sluice_quota's state: one tenant's limits.
@@ -92,7 +90,7 @@ func (m *quotaModel) merge(cur api.Quotas) api.Quotas {
 }
 
 type quotaResource struct {
-	c *client.Client
+	resourceBase
 }
 
 var (
@@ -100,14 +98,8 @@ var (
 	_ resource.ResourceWithImportState = (*quotaResource)(nil)
 )
 
-func newQuotaResource() resource.Resource { return &quotaResource{} }
-
-func (r *quotaResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_quota"
-}
-
-func (r *quotaResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newQuotaResource() resource.Resource {
+	return &quotaResource{resourceBase{suffix: "_quota", importBy: "tenant_id"}}
 }
 
 func (r *quotaResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -201,9 +193,4 @@ func (r *quotaResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	resp.Diagnostics.AddWarning("Quotas left as set",
 		"Terraform no longer manages the quotas of tenant "+state.TenantID.ValueString()+
 			"; they keep their current values. Change them with another sluice_quota or the admin API.")
-}
-
-// ImportState takes the tenant's id.
-func (r *quotaResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("tenant_id"), req, resp)
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/topicspec"
 )
 
@@ -80,7 +79,7 @@ func goStringMap(ctx context.Context, v types.Map, diags *diag.Diagnostics) map[
 }
 
 type topicResource struct {
-	c *client.Client
+	resourceBase
 }
 
 var (
@@ -90,14 +89,8 @@ var (
 	_ resource.ResourceWithModifyPlan     = (*topicResource)(nil)
 )
 
-func newTopicResource() resource.Resource { return &topicResource{} }
-
-func (r *topicResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_topic"
-}
-
-func (r *topicResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newTopicResource() resource.Resource {
+	return &topicResource{resourceBase{suffix: "_topic", importBy: "name"}}
 }
 
 func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -247,11 +240,6 @@ func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if err := r.c.DeleteTopic(ctx, state.Name.ValueString()); err != nil && !isGone(err) {
 		addAPIError(&resp.Diagnostics, "delete topic "+state.Name.ValueString(), err)
 	}
-}
-
-// ImportState takes the topic's name.
-func (r *topicResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
 // defaultPartitions is a topic's partition count when the configuration
@@ -436,20 +424,12 @@ func (r *topicResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 }
 
-type topicDataSource struct {
-	c *client.Client
-}
+type topicDataSource struct{ dataSourceBase }
 
 var _ datasource.DataSourceWithConfigure = (*topicDataSource)(nil)
 
-func newTopicDataSource() datasource.DataSource { return &topicDataSource{} }
-
-func (d *topicDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_topic"
-}
-
-func (d *topicDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+func newTopicDataSource() datasource.DataSource {
+	return &topicDataSource{dataSourceBase{suffix: "_topic"}}
 }
 
 func (d *topicDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
