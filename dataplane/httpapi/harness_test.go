@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
@@ -32,6 +31,7 @@ import (
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
@@ -233,22 +233,8 @@ func serverTLS(t testing.TB, host string) (*tls.Config, *x509.CertPool) {
 	return &tls.Config{Certificates: []tls.Certificate{*cert}}, ca.Pool()
 }
 
-// listenOn listens on addr, retrying for a while: a restarted broker
-// takes its old port back, which the kernel may hold briefly.
-func listenOn(t testing.TB, addr string) net.Listener {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", addr)
-		if err == nil {
-			return ln
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listen on %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// listenOn listens on addr, as a restarted broker does.
+func listenOn(t testing.TB, addr string) net.Listener { return cellstack.Listen(t, addr) }
 
 // start runs broker b on its transport and listeners: replicas from its
 // data directory, the state syncer from its cache, the group
@@ -256,11 +242,7 @@ func listenOn(t testing.TB, addr string) net.Listener {
 func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener) {
 	t := c.t
 	t.Helper()
-	syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(b.dir, "state.json"),
-		Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	syncer := cellstack.Syncer(t, c.cp.CellClient(), cptest.Cell, b.dir, 2*time.Second, c.logger)
 	b.syncer = syncer
 	c.startRaft(b, tn)
 	coord, err := groups.New(groups.Config{NodeID: b.node, Logger: c.logger, Offsets: func(p int32) (groups.Log, bool) {
@@ -591,20 +573,10 @@ func (c *cell) as(tn *cptest.Tenant, b int, method, path string, body, out any) 
 // kafkaClient is a franz-go client of the tenant.
 func (c *cell) kafkaClient(tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(c.brokers[0].kafka, c.brokers[1].kafka, c.brokers[2].kafka),
-		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-		kgo.RetryTimeout(wait),
-	}, opts...)
 	if c.o.tls {
 		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: c.caPool}))
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(cl.Close)
-	return cl
+	return cellstack.Client(c.t, cellstack.Key{TenantID: tn.Tenant.ID, ID: tn.KeyID, Secret: tn.Secret}, []string{c.brokers[0].kafka, c.brokers[1].kafka, c.brokers[2].kafka}, wait, opts...)
 }
 
 type apiError struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -102,24 +103,10 @@ func benchProduce(b *testing.B, withTLS bool) {
 func benchConsume(b *testing.B, withTLS bool) {
 	client := benchBroker(b, withTLS)
 	produceN(b, benchProducer(client), b.N)
-	offsets := map[int32]kgo.Offset{}
-	for p := range int32(benchPartitions) {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	b.SetBytes(int64(len(benchRecord)))
 	b.ResetTimer()
 	start := time.Now()
-	cons := client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bench": offsets}))
-	got := 0
-	for got < b.N {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			b.Fatalf("consumed %d of %d", got, b.N)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { b.Fatal(err) })
-		got += fs.NumRecords()
-	}
+	cons := client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bench": cellstack.FromStart(benchPartitions)}))
+	cellstack.ConsumeN(b, cons, b.N)
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }

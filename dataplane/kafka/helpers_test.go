@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,12 +16,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
@@ -66,11 +65,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(&testWriter{t: t, pw: pw}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
-		Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	syncer := cellstack.Syncer(t, cp.CellClient(), cptest.Cell, t.TempDir(), 5*time.Second, logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -157,26 +152,13 @@ func (b *broker) createTopic(t testing.TB, tn *cptest.Tenant, name string, parti
 // waitForTenant waits until the broker knows the tenant's key.
 func (b *broker) waitForKey(t testing.TB, tn *cptest.Tenant) {
 	t.Helper()
-	waitFor(t, "key of "+tn.Tenant.Name+" to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
-		return err == nil
-	})
+	cellstack.WaitKnown(t, 20*time.Second, keyOf(tn), "", b.state)
 }
 
 // client is a franz-go client authenticated with the tenant's key.
 func (b *broker) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(b.addr),
-		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-		kgo.RetryTimeout(20 * time.Second),
-	}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return cellstack.Client(t, keyOf(tn), []string{b.addr}, 20*time.Second, opts...)
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -327,4 +309,9 @@ func apiVersions(t testing.TB, rc *rawConn) *kmsg.ApiVersionsResponse {
 		t.Fatal(err)
 	}
 	return resp.(*kmsg.ApiVersionsResponse)
+}
+
+// keyOf is a cptest tenant's key, as cellstack takes it.
+func keyOf(tn *cptest.Tenant) cellstack.Key {
+	return cellstack.Key{TenantID: tn.Tenant.ID, ID: tn.KeyID, Secret: tn.Secret}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 )
 
 const benchParts = 3
@@ -108,24 +109,10 @@ func BenchmarkProduceReplicated(b *testing.B) {
 func BenchmarkConsumeReplicated(b *testing.B) {
 	_, prod, mk := benchCell(b)
 	produceTimed(b, prod, b.N)
-	offsets := map[int32]kgo.Offset{}
-	for p := int32(0); p < benchParts; p++ {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	b.SetBytes(int64(len(benchValue)))
 	b.ResetTimer()
 	start := time.Now()
-	cons := mk(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bench": offsets}))
-	got := 0
-	for got < b.N {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			b.Fatalf("consumed %d of %d", got, b.N)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { b.Fatal(err) })
-		got += fs.NumRecords()
-	}
+	cons := mk(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bench": cellstack.FromStart(benchParts)}))
+	cellstack.ConsumeN(b, cons, b.N)
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }

@@ -4,18 +4,17 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
@@ -126,11 +125,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for b := 0; b < 3; b++ {
-		st, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(t.TempDir(), "state.json"),
-			Wait: 5 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: c.logger})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := cellstack.Syncer(t, c.cp.CellClient(), cptest.Cell, t.TempDir(), 5*time.Second, c.logger)
 		c.states = append(c.states, st)
 		wg.Add(1)
 		go func() {
@@ -150,20 +145,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	if _, err := tn.Key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	celltest.WaitFor(t, 20*time.Second, "topic and key on every broker", func() bool {
-		for _, st := range c.states {
-			v := st.View()
-			tt, ok := v.Topic(tn.Tenant.ID, topic)
-			if !ok {
-				return false
-			}
-			c.topicID = tt.ID
-			if _, err := v.Authenticate(tn.KeyID, tn.Secret, time.Now()); err != nil {
-				return false
-			}
-		}
-		return true
-	})
+	c.topicID = cellstack.WaitKnown(t, 20*time.Second, keyOf(tn), topic, c.states...)
 	for b := 0; b < 3; b++ {
 		c.startServer(b, lns[b])
 	}
@@ -174,18 +156,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 func (c *cell) startServer(b int, ln net.Listener) {
 	c.t.Helper()
 	if ln == nil {
-		var err error
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			ln, err = net.Listen("tcp", c.addrs[b])
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("listen again on %s: %v", c.addrs[b], err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		ln = cellstack.Listen(c.t, c.addrs[b])
 	}
 	var coord *groups.Coordinator
 	if c.offsets != nil {
@@ -261,18 +232,8 @@ func (c *cell) restart(b int) {
 // client is a franz-go client of the tenant seeded with every broker.
 func (c *cell) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(c.addrs...),
-		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-		kgo.RetryTimeout(60 * time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-	}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return cellstack.Client(t, keyOf(tn), c.addrs, 60*time.Second,
+		append([]kgo.Opt{kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
 }
 
 // partitions is broker b's replicas, as the listener sees them.
@@ -313,4 +274,9 @@ func (c *cell) waitCoordinators() {
 		}
 		return true
 	})
+}
+
+// keyOf is a cptest tenant's key, as cellstack takes it.
+func keyOf(tn *cptest.Tenant) cellstack.Key {
+	return cellstack.Key{TenantID: tn.Tenant.ID, ID: tn.KeyID, Secret: tn.Secret}
 }
