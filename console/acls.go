@@ -33,12 +33,7 @@ func (c *Console) renderACLs(w http.ResponseWriter, r *http.Request, s *session,
 	p := sessionPage(s, "ACLs", "acls")
 	p.Data = aclsData{ACLs: acls, Keys: keys, ResourceTypes: authz.ResourceTypes, PatternTypes: authz.PatternTypes,
 		Operations: authz.Operations, Permissions: authz.Permissions}
-	p.Error, p.Form = ue, form
-	status := http.StatusOK
-	if ue != nil {
-		status = formStatus(ue)
-	}
-	c.render(w, r, status, "acls", p)
+	c.renderForm(w, r, http.StatusOK, "acls", p, ue, form)
 }
 
 func (c *Console) createACL(w http.ResponseWriter, r *http.Request, s *session) {

@@ -103,15 +103,11 @@ func (c *Console) renderAdminTenant(w http.ResponseWriter, r *http.Request, s *s
 		d.Fields = append(d.Fields, quotaInput{Name: f.Name, Label: f.Label, Value: v})
 	}
 	p := sessionPage(s, "Quotas of "+t.Name, "admin-tenants")
-	p.Data, p.Error = d, ue
-	status := http.StatusOK
-	if ue != nil {
-		status = formStatus(ue)
-	}
+	p.Data = d
 	if r.URL.Query().Get("saved") == "1" && ue == nil {
 		p.Notice = "Quotas saved."
 	}
-	c.render(w, r, status, "admin_tenant", p)
+	c.renderForm(w, r, http.StatusOK, "admin_tenant", p, ue, nil)
 }
 
 func (c *Console) adminSetQuotas(w http.ResponseWriter, r *http.Request, s *session) {

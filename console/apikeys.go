@@ -34,11 +34,8 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, s *session,
 	}
 	sort.SliceStable(keys, func(i, j int) bool { return keys[i].CreatedAt.After(keys[j].CreatedAt) })
 	p := sessionPage(s, "API keys", "keys")
-	p.Data, p.Error, p.Form = keysData{Keys: keys, Created: created, Roles: keyRoles}, ue, form
-	if ue != nil {
-		status = formStatus(ue)
-	}
-	c.render(w, r, status, "apikeys", p)
+	p.Data = keysData{Keys: keys, Created: created, Roles: keyRoles}
+	c.renderForm(w, r, status, "apikeys", p, ue, form)
 }
 
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) {

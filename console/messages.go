@@ -63,12 +63,8 @@ func (c *Console) renderMessages(w http.ResponseWriter, r *http.Request, s *sess
 		d.Topic = t
 	}
 	p := sessionPage(s, "Messages of "+t.Name, "topics")
-	p.Data, p.Error, p.Form = d, ue, form
-	status := http.StatusOK
-	if ue != nil {
-		status = formStatus(ue)
-	}
-	c.render(w, r, status, "messages", p)
+	p.Data = d
+	c.renderForm(w, r, http.StatusOK, "messages", p, ue, form)
 }
 
 // readMessages reads one page of a partition from a broker with the key

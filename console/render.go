@@ -126,6 +126,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	_, _ = w.Write(buf.Bytes())
 }
 
+// renderForm renders page p of a form: with the error of the form's last
+// submission (ue, whose status replaces status) and what was typed.
+func (c *Console) renderForm(w http.ResponseWriter, r *http.Request, status int, name string, p page, ue *uiError, form formInput) {
+	p.Error, p.Form = ue, form
+	if ue != nil {
+		status = formStatus(ue)
+	}
+	c.render(w, r, status, name, p)
+}
+
 // sessionPage fills the fields every signed-in page has.
 func sessionPage(s *session, title, nav string) page {
 	p := page{Title: title, Nav: nav}

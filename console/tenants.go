@@ -31,12 +31,8 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 	}
 	p := sessionPage(s, "Your tenants", "tenants")
-	p.Data, p.Error, p.Form = d, ue, form
-	status := http.StatusOK
-	if ue != nil {
-		status = formStatus(ue)
-	}
-	c.render(w, r, status, "tenants", p)
+	p.Data = d
+	c.renderForm(w, r, http.StatusOK, "tenants", p, ue, form)
 }
 
 // createTenant creates another tenant owned by the signed-in user and

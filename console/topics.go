@@ -110,15 +110,11 @@ func (c *Console) renderTopic(w http.ResponseWriter, r *http.Request, s *session
 		d.RetentionHours = form["retention_hours"]
 	}
 	p := sessionPage(s, "Topic "+t.Name, "topics")
-	p.Data, p.Error, p.Form = d, ue, form
-	status := http.StatusOK
-	if ue != nil {
-		status = formStatus(ue)
-	}
+	p.Data = d
 	if r.URL.Query().Get("saved") == "1" && ue == nil {
 		p.Notice = "Changes saved."
 	}
-	c.render(w, r, status, "topic", p)
+	c.renderForm(w, r, http.StatusOK, "topic", p, ue, form)
 }
 
 func (c *Console) updateTopic(w http.ResponseWriter, r *http.Request, s *session) {

@@ -81,12 +81,8 @@ func validateACL(req *api.CreateACLRequest) error {
 }
 
 func (s *Server) createACL(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActWrite)
+	p, req, err := tenantWrite[api.CreateACLRequest](s, c, authz.ObjACLs)
 	if err != nil {
-		return err
-	}
-	var req api.CreateACLRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := validateACL(&req); err != nil {

@@ -79,12 +79,8 @@ func (s *Server) getKey(c echo.Context) error {
 }
 
 func (s *Server) createKey(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjKeys, authz.ActWrite)
+	p, req, err := tenantWrite[api.CreateAPIKeyRequest](s, c, authz.ObjKeys)
 	if err != nil {
-		return err
-	}
-	var req api.CreateAPIKeyRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if req.Role == "" {

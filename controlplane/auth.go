@@ -216,8 +216,21 @@ func (s *Server) clientKey(c echo.Context) string {
 // request body into a T: the start of every admin route that changes
 // something.
 func operatorWrite[T any](s *Server, c echo.Context) (*principal, T, error) {
-	var req T
 	p, err := s.operatorCaller(c, authz.ActWrite)
+	return boundAfter[T](s, c, p, err)
+}
+
+// tenantWrite authorizes a tenant caller's write of obj and decodes its
+// request body into a T.
+func tenantWrite[T any](s *Server, c echo.Context, obj string) (*principal, T, error) {
+	p, err := s.tenantCaller(c, obj, authz.ActWrite)
+	return boundAfter[T](s, c, p, err)
+}
+
+// boundAfter decodes the request body into a T once the caller p is
+// authorized (err nil).
+func boundAfter[T any](s *Server, c echo.Context, p *principal, err error) (*principal, T, error) {
+	var req T
 	if err != nil {
 		return nil, req, err
 	}
