@@ -139,37 +139,25 @@ func run(ctx context.Context, o options) error {
 			order = append(order, systems[:len(systems)-1]...)
 		}
 		for _, s := range order {
-			var profiles func() error
-			var timed func()
-			if c, ok := s.(*sluiceCell); ok && r == 0 && o.profileDir != "" {
-				timed = func() { profiles = startProfiles(ctx, c.debug, o.profileDir, "profile", o.profileSeconds) }
-			}
+			timed, profiles := o.firstSluiceRun(ctx, s, r, o.profileDir, "profile")
 			fmt.Fprintf(os.Stderr, "compare: run %d/%d, %s: %d producers x %d in flight, %d messages, load %s\n",
 				r+1, o.runs, s.name(), o.tp.Producers, o.tp.Window, o.tp.Messages, loadavg())
 			tp, err := runThroughput(ctx, s, fmt.Sprintf("tp%d", r+1), o.tp, pl, timed)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", r+1, s.name(), err)
 			}
-			if profiles != nil {
-				if err := profiles(); err != nil {
-					return err
-				}
+			if err := profiles(); err != nil {
+				return err
 			}
 			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
 				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
-			var traces func() error
-			var latTimed func()
-			if c, ok := s.(*sluiceCell); ok && r == 0 && o.traceDir != "" {
-				latTimed = func() { traces = startProfiles(ctx, c.debug, o.traceDir, "trace", o.profileSeconds) }
-			}
+			latTimed, traces := o.firstSluiceRun(ctx, s, r, o.traceDir, "trace")
 			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl, latTimed)
 			if err != nil {
 				return fmt.Errorf("latency run %d, %s: %w", r+1, s.name(), err)
 			}
-			if traces != nil {
-				if err := traces(); err != nil {
-					return err
-				}
+			if err := traces(); err != nil {
+				return err
 			}
 			fmt.Fprintf(os.Stderr, "compare:   single producer: %d messages, p50 %v p99 %v p99.9 %v\n",
 				lat.Latency.Count, lat.Latency.P50, lat.Latency.P99, lat.Latency.P999)
@@ -204,6 +192,25 @@ func run(ctx context.Context, o options) error {
 		fmt.Fprintf(os.Stderr, "compare: wrote the results into %s\n", o.doc)
 	}
 	return nil
+}
+
+// firstSluiceRun returns, for the first run (r 0) of Sluice when dir is
+// set, a func that starts taking profiles of kind into dir when the timed
+// phase starts and one that waits for them and saves them; otherwise nil
+// and a func that does nothing.
+func (o options) firstSluiceRun(ctx context.Context, s system, r int, dir, kind string) (start func(), finish func() error) {
+	finish = func() error { return nil }
+	c, ok := s.(*sluiceCell)
+	if !ok || r != 0 || dir == "" {
+		return nil, finish
+	}
+	var done func() error
+	return func() { done = startProfiles(ctx, c.debug, dir, kind, o.profileSeconds) }, func() error {
+		if done == nil {
+			return nil
+		}
+		return done()
+	}
 }
 
 // startProfiles fetches a CPU profile (kind "profile") or an execution

@@ -120,21 +120,32 @@ func (n *natsCluster) connect() (*nats.Conn, error) {
 	return nats.Connect(strings.Join(n.urls, ","), nats.Name("sluice-compare"))
 }
 
+// jetStream connects and opens the JetStream API on the connection, which
+// the caller closes.
+func (n *natsCluster) jetStream(opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := n.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
 func streamName(log string, part int) string { return fmt.Sprintf("%s-%d", log, part) }
 func subject(log string, part int) string    { return fmt.Sprintf("%s.%d", log, part) }
 
 // createLog creates one stream per part: file storage, 3 replicas, limits
 // retention, no size limits; everything else NATS's defaults.
 func (n *natsCluster) createLog(ctx context.Context, log string, parts int) error {
-	nc, err := n.connect()
+	nc, js, err := n.jetStream()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	for p := range parts {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := js.CreateStream(cctx, jetstream.StreamConfig{
@@ -221,13 +232,8 @@ type natsSync struct {
 }
 
 func (n *natsCluster) syncPublisher(ctx context.Context, log string, part int) (syncPublisher, error) {
-	nc, err := n.connect()
+	nc, js, err := n.jetStream()
 	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	return &natsSync{nc: nc, js: js, subj: subject(log, part)}, nil
@@ -247,15 +253,11 @@ func (p *natsSync) close() { p.nc.Close() }
 // to a Kafka consumer reading a partition by offset), with the library's
 // default pull settings.
 func (n *natsCluster) consume(ctx context.Context, log string, part int, want int) error {
-	nc, err := n.connect()
+	nc, js, err := n.jetStream()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	cons, err := js.OrderedConsumer(ctx, streamName(log, part), jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return fmt.Errorf("ordered consumer on %s: %w", streamName(log, part), err)
