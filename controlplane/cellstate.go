@@ -237,10 +237,17 @@ func (s *Server) cellReport(c echo.Context) error {
 	default:
 		return catalog.InvalidRequest.Newf("disk_state %q: want ok, soft or hard", r.DiskState)
 	}
+	switch r.HTTPScheme {
+	case "":
+		r.HTTPScheme = "http" // brokers that do not report it
+	case "http", "https":
+	default:
+		return catalog.InvalidRequest.Newf("http_scheme %q: want http or https", r.HTTPScheme)
+	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, last_seen_at = now()
-			WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState)
+		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
+			last_seen_at = now() WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme)
 		if err != nil {
 			return err
 		}

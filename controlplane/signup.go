@@ -337,7 +337,7 @@ func (s *Server) getCluster(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	out := api.Cluster{TenantID: p.tenantID, BootstrapServers: []string{}, HTTPEndpoints: []string{}}
-	rows, err := s.db.Query(ctx, `SELECT t.home_cell_id, b.kafka_addr, b.http_addr FROM tenants t
+	rows, err := s.db.Query(ctx, `SELECT t.home_cell_id, b.kafka_addr, b.http_addr, b.http_scheme FROM tenants t
 		LEFT JOIN brokers b ON b.cell_id = t.home_cell_id AND b.status = 'active'
 		WHERE t.id = $1 ORDER BY b.node_id`, p.tenantID)
 	if err != nil {
@@ -345,15 +345,16 @@ func (s *Server) getCluster(c echo.Context) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var kafka, httpAddr *string
-		if err := rows.Scan(&out.CellID, &kafka, &httpAddr); err != nil {
+		var kafka, httpAddr, scheme *string
+		if err := rows.Scan(&out.CellID, &kafka, &httpAddr, &scheme); err != nil {
 			return dbError("load cluster", err)
 		}
 		if kafka != nil && *kafka != "" {
 			out.BootstrapServers = append(out.BootstrapServers, *kafka)
 		}
 		if httpAddr != nil && *httpAddr != "" {
-			out.HTTPEndpoints = append(out.HTTPEndpoints, "http://"+*httpAddr)
+			// The scheme the broker last reported serving (http until it reports).
+			out.HTTPEndpoints = append(out.HTTPEndpoints, *scheme+"://"+*httpAddr)
 		}
 	}
 	if err := rows.Err(); err != nil {

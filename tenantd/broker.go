@@ -113,6 +113,8 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		Soon:      gl.soon,
 		DiskState: func() string { return iso.adm.DiskState().String() },
 		KeysUsed:  syncer.TakeKeysUsed,
+		// The HTTP data API serves TLS exactly when the listeners do.
+		HTTPScheme: cfg.TLS.scheme(),
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
