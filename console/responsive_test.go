@@ -43,7 +43,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 
 	anon := newTab(t, browser, e.url)
 	tenant := newTab(t, browser, e.url)
-	tenant.signup("phone-width-co")
+	tenant.signup(e, "phone-width-co")
 	// Long names, as real tenants have, stress the tables.
 	const topic = "payments.eu-west-1.settlement-events.v2"
 	const group = "settlement-reconciliation-workers-eu-west-1"

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/mail"
 )
 
 // TestTenantIsolation walks every registered route as tenant B against
@@ -99,11 +100,24 @@ func TestTenantIsolation(t *testing.T) {
 			}
 		},
 		"POST /v1/signup": func() {
-			// Tenant names are global, so a taken name says so; nothing else leaks.
+			// A taken name is answered as any signup (the mail says it is
+			// taken), and the mail names nothing of A's but the name asked for.
 			st, ae, _ := e.raw("POST", "/v1/signup", "", "application/json",
 				`{"tenant_name":"tenant-a","email":"other@x.test","password":"password 123"}`)
-			if st != http.StatusConflict || strings.Contains(ae.Message, a.Tenant.ID) {
+			if st != http.StatusAccepted {
 				t.Fatalf("signup with A's name: %d %+v", st, ae)
+			}
+			text, err := mail.Last(e.mail, "other@x.test")
+			if err != nil || !strings.Contains(text, "taken") || strings.Contains(text, a.Tenant.ID) ||
+				strings.Contains(text, "tenant-a@example.com") || mail.Token(text) != "" {
+				t.Fatalf("the mail for a signup with A's name: %v\n%s", err, text)
+			}
+		},
+		"POST /v1/signup/confirm": func() {
+			// Another's token is as unknown as a made-up one.
+			st, ae, _ := e.raw("POST", "/v1/signup/confirm", "", "application/json", `{"token":"`+a.Session.Token+`"}`)
+			if st != http.StatusNotFound || strings.Contains(ae.Message, a.Tenant.ID) {
+				t.Fatalf("confirm with A's session token: %d %+v", st, ae)
 			}
 		},
 		"POST /v1/sessions": func() {

@@ -81,7 +81,8 @@ func TestDevTLS(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return out
 	}
-	signup := call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 201)
+	call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202)
+	signup := call("POST", d.apiURL+"/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", d.apiURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 )
@@ -114,7 +115,8 @@ func StartCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *Cluster
 	}
 	c.APIURL = "http://" + listen
 	c.cp, err = c.spawn("controlplane", filepath.Join(cfg.Dir, "controlplane.log"),
-		"controlplane", "-database-url", c.dbURL(), "-listen", listen, "-log-level", "warn")
+		"controlplane", "-database-url", c.dbURL(), "-listen", listen, "-log-level", "warn",
+		"-mail-dir", filepath.Join(cfg.Dir, "mail"))
 	if err != nil {
 		return nil, err
 	}
@@ -284,10 +286,19 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 		return fmt.Errorf("seed cell key: %w", err)
 	}
 	c.cfg.cellKey = ck.ID + ":" + ck.Secret
-	su, err := client.New(c.APIURL).Signup(ctx, api.SignupRequest{TenantName: "chaos", Email: "chaos@sluice.test",
-		Password: "chaos chaos chaos 1", Plan: "standard"})
-	if err != nil {
+	anon := client.New(c.APIURL)
+	if _, err := anon.Signup(ctx, api.SignupRequest{TenantName: "chaos", Email: "chaos@sluice.test",
+		Password: "chaos chaos chaos 1", Plan: "standard"}); err != nil {
 		return fmt.Errorf("sign up the tenant: %w", err)
+	}
+	// The control plane sends no mail: its -mail-dir has the token.
+	text, err := mail.Last(filepath.Join(c.cfg.Dir, "mail"), "chaos@sluice.test")
+	if err != nil {
+		return fmt.Errorf("read the signup mail: %w", err)
+	}
+	su, err := anon.ConfirmSignup(ctx, mail.Token(text))
+	if err != nil {
+		return fmt.Errorf("confirm the signup: %w", err)
 	}
 	owner := client.New(c.APIURL, client.WithSession(su.Session.Token))
 	key, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "chaos workload"})

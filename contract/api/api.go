@@ -26,7 +26,23 @@ type SignupRequest struct {
 	Plan       string `json:"plan,omitempty"` // free (default) or standard
 }
 
-// SignupResponse answers a signup with a session for the new owner.
+// SignupAccepted answers every well-formed signup, whether or not the
+// email or tenant name is taken (POST /v1/signup, 202): what happens next
+// is mailed to the address. A new address gets a token to confirm with
+// (POST /v1/signup/confirm); a registered one, or a taken tenant name, gets
+// the news instead.
+type SignupAccepted struct {
+	Status  string `json:"status"` // "pending"
+	Message string `json:"message"`
+}
+
+// ConfirmSignupRequest finishes a signup with the mailed token.
+type ConfirmSignupRequest struct {
+	Token string `json:"token"`
+}
+
+// SignupResponse answers a confirmed signup with a session for the new
+// owner (POST /v1/signup/confirm, 201).
 type SignupResponse struct {
 	Tenant  Tenant  `json:"tenant"`
 	User    User    `json:"user"`

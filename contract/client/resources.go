@@ -7,10 +7,19 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 )
 
-// Signup creates a tenant and returns its owner's session.
-func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupResponse, error) {
-	var out api.SignupResponse
+// Signup asks for a tenant and its owner; the answer is the same whether
+// or not the email or name is taken, and the next step is mailed to the
+// address (ConfirmSignup with its token).
+func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupAccepted, error) {
+	var out api.SignupAccepted
 	return out, c.Do(ctx, http.MethodPost, "/v1/signup", req, &out)
+}
+
+// ConfirmSignup creates the tenant and owner a signup asked for, with the
+// token mailed to its address, and returns the owner's session.
+func (c *Client) ConfirmSignup(ctx context.Context, token string) (api.SignupResponse, error) {
+	var out api.SignupResponse
+	return out, c.Do(ctx, http.MethodPost, "/v1/signup/confirm", api.ConfirmSignupRequest{Token: token}, &out)
 }
 
 // Login creates a session.

@@ -1,0 +1,44 @@
+package cptest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/controlplane/mail"
+)
+
+// SignUp signs up through anon as a user would: POST /v1/signup, then the
+// token of the newest mail to req.Email in mailDir (the control plane's
+// mail.Dir mailer), then POST /v1/signup/confirm. The error is the
+// signup's, the confirmation's, or that the mail carried no token (the
+// address or name was taken: the mail's text says which).
+func SignUp(ctx context.Context, anon *client.Client, mailDir string, req api.SignupRequest) (api.SignupResponse, error) {
+	if _, err := anon.Signup(ctx, req); err != nil {
+		return api.SignupResponse{}, err
+	}
+	text, err := mail.Last(mailDir, req.Email)
+	if err != nil {
+		return api.SignupResponse{}, err
+	}
+	token := mail.Token(text)
+	if token == "" {
+		return api.SignupResponse{}, fmt.Errorf("the signup mail to %s has no token:\n%s", req.Email, text)
+	}
+	return anon.ConfirmSignup(ctx, token)
+}
+
+// Mailer returns a mail.Dir mailer writing into a temporary directory, and
+// that directory, for a control plane a test builds itself (SignUp reads
+// its mail).
+func Mailer(t testing.TB) (*mail.Dir, string) {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := mail.NewDir(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, dir
+}
