@@ -139,7 +139,7 @@ func TestRoles(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("roles")
-	if _, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "viewer@roles.test", Role: "viewer", Password: "viewer password 1"}); err != nil {
+	if _, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "viewer@roles.test", Role: "viewer", Password: "viewer password 1"}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := e.anon.Login(ctx, api.SessionRequest{Email: "viewer@roles.test", Password: "viewer password 1"})
@@ -152,13 +152,13 @@ func TestRoles(t *testing.T) {
 	}
 	_, err = viewer.CreateTopic(ctx, api.CreateTopicRequest{Name: "nope"})
 	wantCode(t, err, "permission_denied")
-	_, err = viewer.AddMember(ctx, api.AddMemberRequest{Email: "x@roles.test", Role: "viewer", Password: "viewer password 1"})
+	_, err = e.addMember(ctx, viewer, api.AddMemberRequest{Email: "x@roles.test", Role: "viewer", Password: "viewer password 1"})
 	wantCode(t, err, "permission_denied")
 	// The last owner cannot be removed or demoted.
 	err = a.owner.RemoveMember(ctx, a.User.ID)
 	wantCode(t, err, "invalid_request")
 	// An admin cannot grant owner.
-	adm, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "admin@roles.test", Role: "admin", Password: "admin password 1"})
+	adm, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "admin@roles.test", Role: "admin", Password: "admin password 1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,11 @@ func (e *env) signUp(ctx context.Context, req api.SignupRequest) (api.SignupResp
 	return cptest.SignUp(ctx, e.anon, e.mail, req)
 }
 
+// addMember invites through by and accepts with the mailed token.
+func (e *env) addMember(ctx context.Context, by *client.Client, req api.AddMemberRequest) (api.Member, error) {
+	return cptest.AddMember(ctx, by, e.anon, e.mail, req)
+}
+
 func (e *env) signup(name string) *tenant {
 	e.t.Helper()
 	ctx := context.Background()

@@ -30,7 +30,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "developer", Password: "dev password 1"})
+	member, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "developer", Password: "dev password 1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,9 +254,31 @@ func TestTenantIsolation(t *testing.T) {
 
 		"GET /v1/members": func() { listed("/v1/members", member.UserID, a.User.ID, "dev@tenant-a.test") },
 		"POST /v1/members": func() {
-			m, err := b.owner.AddMember(ctx, api.AddMemberRequest{Email: "viewer@tenant-b.test", Role: "viewer", Password: "viewer password 1"})
+			m, err := e.addMember(ctx, b.owner, api.AddMemberRequest{Email: "viewer@tenant-b.test", Role: "viewer", Password: "viewer password 1"})
 			if err != nil || m.Role != "viewer" {
 				t.Fatalf("B adds a member: %+v %v", m, err)
+			}
+		},
+		"POST /v1/invitations/accept": func() {
+			// B invites; A's member cannot take the invitation with anything
+			// but its mailed token, and accepting it adds to B only.
+			if _, err := b.owner.AddMember(ctx, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "viewer", Password: "viewer password 1"}); err != nil {
+				t.Fatal(err)
+			}
+			st, ae, _ := e.raw("POST", "/v1/invitations/accept", "", "application/json", `{"token":"`+a.Session.Token+`"}`)
+			if st != http.StatusNotFound || strings.Contains(ae.Message, a.Tenant.ID) {
+				t.Fatalf("accept with A's session token: %d %+v", st, ae)
+			}
+			text, _ := mail.Last(e.mail, "dev@tenant-a.test")
+			if strings.Contains(text, a.Tenant.ID) || strings.Contains(text, "tenant-a\"") {
+				t.Fatalf("B's invitation names A:\n%s", text)
+			}
+			m, err := e.anon.AcceptInvitation(ctx, mail.Token(text))
+			if err != nil || m.Role != "viewer" {
+				t.Fatalf("accept B's invitation: %+v %v", m, err)
+			}
+			if ms, _ := a.owner.Members(ctx); len(ms) != 2 {
+				t.Fatalf("A's members after B's invitation: %+v", ms)
 			}
 		},
 		"PATCH /v1/members/:user_id": func() {

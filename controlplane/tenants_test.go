@@ -211,7 +211,7 @@ func TestCreateTenantLimits(t *testing.T) {
 		t.Fatalf("the user owns %d tenants (%v), want 3", owned, err)
 	}
 	// Giving up ownership of one makes room.
-	if _, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "second-owner@limits-a.test", Role: "owner", Password: "owner password 1"}); err != nil {
+	if _, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "second-owner@limits-a.test", Role: "owner", Password: "owner password 1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.owner.UpdateMember(ctx, a.User.ID, api.UpdateMemberRequest{Role: "viewer"}); err != nil {

@@ -242,11 +242,28 @@ type Member struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// AddMemberRequest adds a new user to the tenant with an initial password.
+// AddMemberRequest invites an address to the tenant with a role and an
+// initial password, used only if the address has no account yet (POST
+// /v1/members).
 type AddMemberRequest struct {
 	Email    string `json:"email"`
 	Role     string `json:"role"`
 	Password string `json:"password"`
+}
+
+// MemberInvited answers every well-formed POST /v1/members alike (202),
+// whether or not the address has an account or is a member: the address
+// is mailed a token (AcceptInvitationRequest) or the news that it is a
+// member already.
+type MemberInvited struct {
+	Status  string `json:"status"` // "invited"
+	Message string `json:"message"`
+}
+
+// AcceptInvitationRequest accepts an invitation with its mailed token
+// (POST /v1/invitations/accept).
+type AcceptInvitationRequest struct {
+	Token string `json:"token"`
 }
 
 // UpdateMemberRequest changes a member's role.

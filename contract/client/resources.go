@@ -148,10 +148,19 @@ func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
 	return all[api.Member](ctx, c, "/v1/members")
 }
 
-// AddMember adds a member.
-func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.Member, error) {
-	var out api.Member
+// AddMember invites an address to the tenant; the answer is the same
+// whether or not it has an account, and the invitation's token is mailed
+// to it (AcceptInvitation).
+func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.MemberInvited, error) {
+	var out api.MemberInvited
 	return out, c.Do(ctx, http.MethodPost, "/v1/members", req, &out)
+}
+
+// AcceptInvitation makes the invited address a member with the mailed
+// token (no credentials needed: the token is one).
+func (c *Client) AcceptInvitation(ctx context.Context, token string) (api.Member, error) {
+	var out api.Member
+	return out, c.Do(ctx, http.MethodPost, "/v1/invitations/accept", api.AcceptInvitationRequest{Token: token}, &out)
 }
 
 // UpdateMember changes a member's role.

@@ -42,3 +42,21 @@ func Mailer(t testing.TB) (*mail.Dir, string) {
 	}
 	return m, dir
 }
+
+// AddMember invites req.Email through by (POST /v1/members) and accepts
+// with the token of the newest mail to it in mailDir, through anon, as the
+// invited person would; it returns the member.
+func AddMember(ctx context.Context, by, anon *client.Client, mailDir string, req api.AddMemberRequest) (api.Member, error) {
+	if _, err := by.AddMember(ctx, req); err != nil {
+		return api.Member{}, err
+	}
+	text, err := mail.Last(mailDir, req.Email)
+	if err != nil {
+		return api.Member{}, err
+	}
+	token := mail.Token(text)
+	if token == "" {
+		return api.Member{}, fmt.Errorf("the invitation mail to %s has no token:\n%s", req.Email, text)
+	}
+	return anon.AcceptInvitation(ctx, token)
+}
