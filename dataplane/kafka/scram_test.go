@@ -82,7 +82,7 @@ func TestSASLMechanismsProduceConsume(t *testing.T) {
 // scramLogin runs SaslHandshake v1 and the SCRAM exchange over
 // SaslAuthenticate on rc with franz-go's SCRAM client, and returns the
 // first answer with an error, or the last one.
-func scramLogin(t *testing.T, rc *rawConn, mechanism, user, pass string) *kmsg.SASLAuthenticateResponse {
+func scramLogin(t testing.TB, rc *rawConn, mechanism, user, pass string) *kmsg.SASLAuthenticateResponse {
 	t.Helper()
 	auth := scram.Auth{User: user, Pass: pass}
 	mech := auth.AsSha256Mechanism()
