@@ -278,8 +278,10 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		State:        syncer,
 		Partitions:   replicaPartitions{m},
 		ControlPlane: client.New(cfg.APIURL, client.WithHTTPClient(cfg.TLS.httpClient())),
-		ProducerIDs:  ids,
-		Groups:       coord,
+		// Administration over SCRAM acts for the key with the cell key.
+		CellControlPlane: cell,
+		ProducerIDs:      ids,
+		Groups:           coord,
 		// Keys of other cells' tenants: the control plane checks them and
 		// says where they live, so any broker sends a client home.
 		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {

@@ -26,6 +26,14 @@ type SignupRequest struct {
 	Plan       string `json:"plan,omitempty"` // free (default) or standard
 }
 
+// OnBehalfOfHeader names the API key a broker acts for on /v1: with the
+// broker's cell key as the credential (Authorization: Basic <cell key
+// id:secret>), the request is served as that key would be, with its role
+// and ACLs, if the key is active and its tenant lives on the cell key's
+// cell. Brokers use it for Kafka administration over SCRAM, which never
+// sends the key's secret.
+const OnBehalfOfHeader = "X-Sluice-On-Behalf-Of"
+
 // SignupAccepted answers every well-formed signup, whether or not the
 // email or tenant name is taken (POST /v1/signup, 202): what happens next
 // is mailed to the address. A new address gets a token to confirm with
