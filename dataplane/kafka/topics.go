@@ -22,7 +22,7 @@ import (
 const adminWait = 30 * time.Second
 
 // adminAPIs are served only when Config.ControlPlane is set.
-var adminAPIs = map[int16]bool{19: true, 20: true, 37: true}
+var adminAPIs = map[int16]bool{19: true, 20: true, 33: true, 37: true, 44: true}
 
 // callerAPI is the control-plane client acting as the caller: with the
 // key's secret after PLAIN, or on the key's behalf with the cell key after
