@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 )
 
 // TestAlterConfigs: kadm changes topic settings through IncrementalAlter-
@@ -159,5 +161,62 @@ func TestAlterConfigs(t *testing.T) {
 				t.Errorf("ApiVersions lacks key %d", key)
 			}
 		}
+	}
+}
+
+// TestTopicSettingsRefusedOverKafka: CreateTopics, AlterConfigs and
+// IncrementalAlterConfigs refuse bad topic settings with /v1's rules and
+// a specific Kafka code and message: a retention above the plan
+// (POLICY_VIOLATION), Kafka's -1 "keep forever", negative and non-numeric
+// values and a segment.bytes below 1 MiB (INVALID_CONFIG); nothing is
+// created or changed.
+func TestTopicSettingsRefusedOverKafka(t *testing.T) {
+	b := startBroker(t, brokerOpts{controlPlane: true})
+	a := b.cp.Signup("badsettings", "admin")
+	b.waitForKey(t, a)
+	b.createTopic(t, a, "kept", 1, map[string]string{"retention.ms": "3600000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(b.client(t, a))
+	for _, tc := range []struct {
+		name, key, value string
+		want             error
+		message          string
+	}{
+		{"retention above the plan", "retention.ms", "604800001", kerr.PolicyViolation, "above the tenant's limit"},
+		{"retention forever", "retention.ms", "-1", kerr.InvalidConfig, "keep forever"},
+		{"retention negative", "retention.ms", "-60000", kerr.InvalidConfig, "at least 1000"},
+		{"retention not a number", "retention.ms", "7d", kerr.InvalidConfig, "whole number"},
+		{"segment below the floor", "segment.bytes", "1024", kerr.InvalidConfig, "1 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.value
+			created, err := adm.CreateTopics(ctx, 1, -1, map[string]*string{tc.key: &v}, "fresh")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := created["fresh"]; !errors.Is(r.Err, tc.want) || !strings.Contains(r.ErrMessage, tc.message) {
+				t.Fatalf("CreateTopics: %v %q, want %v with %q", r.Err, r.ErrMessage, tc.want, tc.message)
+			}
+			for name, alter := range map[string]func() (kadm.AlterConfigsResponses, error){
+				"IncrementalAlterConfigs": func() (kadm.AlterConfigsResponses, error) {
+					return adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: tc.key, Value: &v}}, "kept")
+				},
+				"AlterConfigs": func() (kadm.AlterConfigsResponses, error) {
+					return adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: tc.key, Value: &v}}, "kept")
+				},
+			} {
+				rs, err := alter()
+				if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, tc.want) || !strings.Contains(rs[0].ErrMessage, tc.message) {
+					t.Fatalf("%s: %v %+v, want %v with %q", name, err, rs, tc.want, tc.message)
+				}
+			}
+			if _, err := a.Key.Topic(ctx, "fresh"); !client.IsCode(err, "topic_not_found") {
+				t.Fatalf("a refused CreateTopics left a topic: %v", err)
+			}
+			if tp, err := a.Key.Topic(ctx, "kept"); err != nil || !maps.Equal(tp.Config, map[string]string{"retention.ms": "3600000"}) {
+				t.Fatalf("the topic after refused changes: %+v %v", tp.Config, err)
+			}
+		})
 	}
 }
