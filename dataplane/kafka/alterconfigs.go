@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/topicspec"
 )
 
 // alterConfigs (key 33) replaces the dynamic configuration of the caller's
@@ -112,6 +113,11 @@ func (c *conn) alterTopicConfig(ctx context.Context, cpc *client.Client, apiErr 
 			}
 			req.Config[o.name] = o.value
 		case kmsg.IncrementalAlterConfigOpDelete:
+			// /v1 takes a null for a key it does not know as a no-op; Kafka
+			// calls it an unknown config.
+			if _, known := configTypes[o.name]; !known {
+				return entryCode(catalog.InvalidConfig, fmt.Sprintf("unknown topic config %q; supported: %s", o.name, strings.Join(topicspec.Keys, ", ")))
+			}
 			req.Config[o.name] = nil
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 			if typ, ok := configTypes[o.name]; ok && typ != kmsg.ConfigTypeList {

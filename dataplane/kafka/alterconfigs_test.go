@@ -134,6 +134,7 @@ func TestAlterConfigs(t *testing.T) {
 		{"unknown key", adm, "settings", kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.minutes", Value: str("1")}, kerr.InvalidConfig, "retention.minutes"},
 		{"bad value", adm, "settings", kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms", Value: str("soon")}, kerr.InvalidConfig, "retention.ms"},
 		{"SET without a value", adm, "settings", kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms"}, kerr.InvalidConfig, "SET needs a value"},
+		{"DELETE of an unknown key", adm, "settings", kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "retention.minutes"}, kerr.InvalidConfig, "retention.minutes"},
 		{"denied alter_configs", kadm.NewClient(devCl), "settings", kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms", Value: str("1000")}, kerr.TopicAuthorizationFailed, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
