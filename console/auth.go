@@ -22,12 +22,32 @@ func (c *Console) signup(w http.ResponseWriter, r *http.Request, csrf string) {
 		Password:   r.PostFormValue("password"),
 		Plan:       r.PostFormValue("plan"),
 	}
-	res, err := c.anonAPI(r).Signup(r.Context(), req)
-	if err != nil {
+	if _, err := c.anonAPI(r).Signup(r.Context(), req); err != nil {
 		ue := c.toUIError(r, err, "signup")
 		p := page{Title: "Sign up", CSRF: csrf, Error: ue, Data: signupData{credential.MinPasswordLen, credential.MaxPasswordLen},
 			Form: formInput{"tenant_name": req.TenantName, "email": req.Email, "plan": req.Plan}}
 		c.render(w, r, formStatus(ue), "signup", p)
+		return
+	}
+	// The API answers every signup alike; the mail says what happened.
+	p := page{Title: "Confirm your signup", CSRF: csrf, Notice: "We sent a message to " + req.Email + "."}
+	c.render(w, r, http.StatusOK, "signup_confirm", p)
+}
+
+// confirmSignupPage asks for the mailed token (prefilled from ?token=).
+func (c *Console) confirmSignupPage(w http.ResponseWriter, r *http.Request) {
+	p := page{Title: "Confirm your signup", CSRF: c.preToken(w, r), Form: formInput{"token": r.URL.Query().Get("token")}}
+	c.render(w, r, http.StatusOK, "signup_confirm", p)
+}
+
+// confirmSignup finishes a signup with its token and signs the owner in.
+func (c *Console) confirmSignup(w http.ResponseWriter, r *http.Request, csrf string) {
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	res, err := c.anonAPI(r).ConfirmSignup(r.Context(), token)
+	if err != nil {
+		ue := c.toUIError(r, err, "confirm-signup")
+		p := page{Title: "Confirm your signup", CSRF: csrf, Error: ue, Form: formInput{"token": token}}
+		c.render(w, r, formStatus(ue), "signup_confirm", p)
 		return
 	}
 	c.log.Info("console signup", "tenant_id", res.Tenant.ID)

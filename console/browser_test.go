@@ -184,7 +184,9 @@ func (p *tab) screenshot(name string) {
 	}
 }
 
-func (p *tab) signup(tenant string) {
+// signup signs up as a user does: the form, then the token from the mail
+// (e's mail directory) pasted into the confirmation form.
+func (p *tab) signup(e *env, tenant string) {
 	p.t.Helper()
 	p.open("/signup", "#signup-form")
 	p.do("sign up "+tenant,
@@ -192,6 +194,11 @@ func (p *tab) signup(tenant string) {
 		chromedp.SendKeys(chromedp.ID("email"), tenant+"@example.com"),
 		chromedp.SendKeys(chromedp.ID("password"), "password-"+tenant+"-1"),
 		chromedp.Click(chromedp.ID("signup-submit")),
+		chromedp.WaitVisible(chromedp.ID("confirm-form")),
+	)
+	p.do("confirm the signup of "+tenant,
+		chromedp.SendKeys(chromedp.ID("token"), e.mailToken(tenant+"@example.com")),
+		chromedp.Click(chromedp.ID("confirm-submit")),
 		chromedp.WaitVisible(chromedp.ID("overview-tenant")),
 	)
 }
@@ -206,7 +213,7 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	if !run(alice, "htmx loaded", chromedp.Evaluate[bool]("typeof htmx === 'object'")) {
 		t.Fatal("htmx did not load from the embedded assets")
 	}
-	alice.signup("alice-co")
+	alice.signup(e, "alice-co")
 	if got := run(alice, "tenant name", chromedp.Text(chromedp.ID("overview-tenant"))); got != "alice-co" {
 		t.Fatalf("overview shows tenant %q", got)
 	}
@@ -336,7 +343,7 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 
 	// Another tenant, in its own cookie jar, sees none of it.
 	bob := newTab(t, browser, e.url)
-	bob.signup("bob-co")
+	bob.signup(e, "bob-co")
 	bob.open("/topics", "#topics-empty")
 	if page := bob.html(); strings.Contains(page, "orders") {
 		t.Fatal("another tenant's topic is visible")
@@ -359,7 +366,7 @@ func TestBrowserOperator(t *testing.T) {
 	e := newEnv(t)
 	browser := newBrowser(t)
 	dev := newTab(t, browser, e.url)
-	dev.signup("busy-co")
+	dev.signup(e, "busy-co")
 	e.operator("ops@example.com", "operator-password-1")
 
 	op := newTab(t, browser, e.url)

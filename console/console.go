@@ -150,6 +150,8 @@ func (c *Console) routes() {
 
 	m.HandleFunc("GET /signup", c.signupPage)
 	m.HandleFunc("POST /signup", c.anonPOST(c.signup))
+	m.HandleFunc("GET /signup/confirm", c.confirmSignupPage)
+	m.HandleFunc("POST /signup/confirm", c.anonPOST(c.confirmSignup))
 	m.HandleFunc("GET /login", c.loginPage)
 	m.HandleFunc("POST /login", c.anonPOST(c.login))
 	m.HandleFunc("POST /login/operator", c.anonPOST(c.operatorLogin))

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/credential"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -36,6 +37,8 @@ type env struct {
 	console *Console
 	// opKey is the operator key, "id:secret", as tenantd dev prints it.
 	opKey string
+	// mail is the directory the control plane writes its mail to.
+	mail string
 }
 
 // tlog sends a logger's lines to the test log.
@@ -62,7 +65,8 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	if _, err := rand.Read(consoleSecret); err != nil {
 		t.Fatal(err)
 	}
-	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger, ConsoleSecret: consoleSecret}
+	mailer, mailDir := cptest.Mailer(t)
+	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger, ConsoleSecret: consoleSecret, Mailer: mailer}
 	for _, o := range opts {
 		if o.plane != nil {
 			o.plane(&pcfg)
@@ -97,10 +101,24 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con, opKey: id + ":" + secret,
+	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con, opKey: id + ":" + secret, mail: mailDir,
 		op: client.New(hs.URL, client.WithAPIKey(id, secret))}
 	cptest.SeedFleet(t, e.op, cptest.Brokers{KafkaAddrs: cptest.TestAddrs.KafkaAddrs})
 	return e
+}
+
+// mailToken is the token of the newest mail the control plane sent to.
+func (e *env) mailToken(to string) string {
+	e.t.Helper()
+	text, err := mail.Last(e.mail, to)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tok := mail.Token(text)
+	if tok == "" {
+		e.t.Fatalf("the newest mail to %s has no token:\n%s", to, text)
+	}
+	return tok
 }
 
 func (e *env) must(_ any, err error) {
@@ -207,8 +225,12 @@ func (b *browser) signup(tenant string) {
 	b.get("/signup")
 	resp, body := b.post("/signup", url.Values{"tenant_name": {tenant}, "email": {tenant + "@example.com"},
 		"password": {"password-" + tenant + "-1"}})
-	if resp.StatusCode != http.StatusSeeOther {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="confirm-form"`) {
 		b.t.Fatalf("signup %s: status %d: %s", tenant, resp.StatusCode, body)
+	}
+	resp, body = b.post("/signup/confirm", url.Values{"token": {b.e.mailToken(tenant + "@example.com")}})
+	if resp.StatusCode != http.StatusSeeOther {
+		b.t.Fatalf("confirm signup %s: status %d: %s", tenant, resp.StatusCode, body)
 	}
 	b.get("/") // pick up the session's CSRF token
 }

@@ -124,7 +124,14 @@ func TestTenantForms(t *testing.T) {
 		wantStatus(t, resp, body, http.StatusBadRequest)
 		wantContains(t, body, `id="add-member-error"`, `value="dev@example.com"`)
 		resp, body = b.post("/members", url.Values{"email": {"dev@example.com"}, "role": {"developer"}, "password": {"dev-password-1"}})
-		wantStatus(t, resp, body, http.StatusSeeOther)
+		wantStatus(t, resp, body, http.StatusOK)
+		wantContains(t, body, `id="notice"`, "We mailed an invitation to dev@example.com")
+		if ms, _ := b.api().Members(ctx); len(ms) != 1 {
+			t.Fatalf("a member listed before accepting: %+v", ms)
+		}
+		if _, err := client.New(b.e.url).AcceptInvitation(ctx, b.e.mailToken("dev@example.com")); err != nil {
+			t.Fatal(err)
+		}
 		ms, err := b.api().Members(ctx)
 		if err != nil {
 			t.Fatal(err)

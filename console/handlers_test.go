@@ -50,10 +50,17 @@ func TestSessionCookieFlags(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPost, "/signup", strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.AddCookie(pre)
+			if resp := serve(req); resp.StatusCode != http.StatusOK {
+				t.Fatalf("signup: status %d", resp.StatusCode)
+			}
+			form = url.Values{"token": {e.mailToken("cookie@example.com")}, csrfField: {e.console.csrfToken("pre:" + pre.Value)}}
+			req = httptest.NewRequest(http.MethodPost, "/signup/confirm", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.AddCookie(pre)
 			before := e.clock.Now()
 			resp := serve(req)
 			if resp.StatusCode != http.StatusSeeOther {
-				t.Fatalf("signup: status %d", resp.StatusCode)
+				t.Fatalf("confirm signup: status %d", resp.StatusCode)
 			}
 			var sess *http.Cookie
 			for _, c := range resp.Cookies() {

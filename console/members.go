@@ -23,6 +23,10 @@ func (c *Console) membersPage(w http.ResponseWriter, r *http.Request, s *session
 }
 
 func (c *Console) renderMembers(w http.ResponseWriter, r *http.Request, s *session, ue *uiError, form formInput) {
+	c.renderMembersNotice(w, r, s, ue, form, "")
+}
+
+func (c *Console) renderMembersNotice(w http.ResponseWriter, r *http.Request, s *session, ue *uiError, form formInput, notice string) {
 	ms, err := s.api.Members(r.Context())
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -30,7 +34,7 @@ func (c *Console) renderMembers(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	p := sessionPage(s, "Members", "members")
 	p.Data = membersData{Members: ms, Roles: memberRoles, MinLen: credential.MinPasswordLen, MaxLen: credential.MaxPasswordLen}
-	p.Error, p.Form = ue, form
+	p.Error, p.Form, p.Notice = ue, form, notice
 	status := http.StatusOK
 	if ue != nil {
 		status = formStatus(ue)
@@ -48,7 +52,9 @@ func (c *Console) addMember(w http.ResponseWriter, r *http.Request, s *session) 
 		c.renderMembers(w, r, s, c.toUIError(r, err, "add-member"), form)
 		return
 	}
-	c.redirect(w, r, "/members")
+	// The API answers alike whether or not the address has an account.
+	c.renderMembersNotice(w, r, s, nil, nil, "We mailed an invitation to "+req.Email+
+		" (or, if it is a member already, the news that it is); it is listed here once accepted.")
 }
 
 func (c *Console) changeMemberRole(w http.ResponseWriter, r *http.Request, s *session) {

@@ -20,7 +20,7 @@ func TestBrowserNewTenantAndSwitch(t *testing.T) {
 	ctx := context.Background()
 
 	u := newTab(t, browser, e.url)
-	u.signup("first-co")
+	u.signup(e, "first-co")
 	u.do("open the new tenant form from the header",
 		chromedp.Click(chromedp.ID("new-tenant-link")),
 		chromedp.WaitVisible(chromedp.ID("new-tenant")),

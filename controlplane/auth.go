@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
@@ -41,7 +42,14 @@ const principalKey = "sluice.principal"
 // or "Basic base64(key id:secret)". Routes that need no caller skip it.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, err := s.principalFrom(c.Request().Context(), c.Request().Header.Get(echo.HeaderAuthorization))
+		h := c.Request().Header
+		var p *principal
+		var err error
+		if key := h.Get(api.OnBehalfOfHeader); key != "" {
+			p, err = s.onBehalfOf(c.Request().Context(), h.Get(echo.HeaderAuthorization), key)
+		} else {
+			p, err = s.principalFrom(c.Request().Context(), h.Get(echo.HeaderAuthorization))
+		}
 		if err != nil {
 			return err
 		}

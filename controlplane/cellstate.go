@@ -59,7 +59,20 @@ func (s *Server) adminCreateCellKey(c echo.Context) error {
 // cellCaller checks a cell key against the cell named in the path.
 func (s *Server) cellCaller(c echo.Context) (string, error) {
 	cell := c.Param("cell")
-	scheme, cred, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+	keyCell, err := s.cellKeyCell(c.Request().Context(), c.Request().Header.Get(echo.HeaderAuthorization))
+	if err != nil {
+		return "", err
+	}
+	if keyCell != cell {
+		return "", catalog.PermissionDenied.New("this key belongs to another cell")
+	}
+	return cell, nil
+}
+
+// cellKeyCell checks an Authorization header holding a cell key and
+// returns the key's cell.
+func (s *Server) cellKeyCell(ctx context.Context, header string) (string, error) {
+	scheme, cred, _ := strings.Cut(header, " ")
 	raw, err := base64.StdEncoding.DecodeString(cred)
 	if !strings.EqualFold(scheme, "basic") || err != nil {
 		return "", catalog.Unauthenticated.New("send Authorization: Basic <cell key id:secret>")
@@ -70,7 +83,7 @@ func (s *Server) cellCaller(c echo.Context) (string, error) {
 	}
 	var hash []byte
 	var keyCell string
-	err = s.db.QueryRow(c.Request().Context(), `SELECT secret_hash, cell_id FROM cell_keys WHERE id = $1 AND revoked_at IS NULL`, id).
+	err = s.db.QueryRow(ctx, `SELECT secret_hash, cell_id FROM cell_keys WHERE id = $1 AND revoked_at IS NULL`, id).
 		Scan(&hash, &keyCell)
 	if errors.Is(err, pgx.ErrNoRows) {
 		credential.CheckSecret(make([]byte, 32), secret)
@@ -82,10 +95,7 @@ func (s *Server) cellCaller(c echo.Context) (string, error) {
 	if !credential.CheckSecret(hash, secret) {
 		return "", catalog.Unauthenticated.New("the cell key is wrong")
 	}
-	if keyCell != cell {
-		return "", catalog.PermissionDenied.New("this key belongs to another cell")
-	}
-	return cell, nil
+	return keyCell, nil
 }
 
 // cellState answers with the cell's desired state once its version exceeds
@@ -237,10 +247,17 @@ func (s *Server) cellReport(c echo.Context) error {
 	default:
 		return catalog.InvalidRequest.Newf("disk_state %q: want ok, soft or hard", r.DiskState)
 	}
+	switch r.HTTPScheme {
+	case "":
+		r.HTTPScheme = "http" // brokers that do not report it
+	case "http", "https":
+	default:
+		return catalog.InvalidRequest.Newf("http_scheme %q: want http or https", r.HTTPScheme)
+	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, last_seen_at = now()
-			WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState)
+		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
+			last_seen_at = now() WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -176,5 +177,52 @@ func TestReportNotesKeyUse(t *testing.T) {
 		case c.cell == "cell-1" && (got == nil || got.Sub(e.now.Now()).Abs() > time.Millisecond): // stored to the microsecond
 			t.Fatalf("the home cell's report: last_used_at %v, want %v", got, e.now.Now())
 		}
+	}
+}
+
+// TestClusterEndpointScheme: /v1/cluster lists the HTTP data endpoints with
+// the scheme each broker reports serving (http until it reports), and a
+// report naming any other scheme is refused and changes nothing.
+func TestClusterEndpointScheme(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.signup("schemes")
+	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+	endpoints := func() []string {
+		t.Helper()
+		c, err := a.key.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.HTTPEndpoints
+	}
+	want := []string{"http://127.0.0.1:18092", "http://127.0.0.1:18093", "http://127.0.0.1:18094"}
+	if got := endpoints(); !slices.Equal(got, want) {
+		t.Fatalf("before any report: %v, want %v", got, want)
+	}
+	report := func(broker, scheme string) error {
+		return cell.CellReport(ctx, "cell-1", wire.Report{Version: wire.Version, BrokerID: broker, HTTPScheme: scheme,
+			Partitions: []wire.PartitionStatus{}})
+	}
+	for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3"} {
+		if err := report(b, "https"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = []string{"https://127.0.0.1:18092", "https://127.0.0.1:18093", "https://127.0.0.1:18094"}
+	if got := endpoints(); !slices.Equal(got, want) {
+		t.Fatalf("after https reports: %v, want %v", got, want)
+	}
+	wantCode(t, report("cell-1-b1", "ftp"), "invalid_request")
+	if err := report("cell-1-b2", ""); err != nil { // a broker that does not say: plain http
+		t.Fatal(err)
+	}
+	want[1] = "http://127.0.0.1:18093"
+	if got := endpoints(); !slices.Equal(got, want) {
+		t.Fatalf("after a refused and an empty report: %v, want %v", got, want)
 	}
 }

@@ -51,7 +51,7 @@ func TestDiskPressurePlacement(t *testing.T) {
 	}
 
 	// Signup avoids the cell: with no other cell there is none to take.
-	_, err = e.anon.Signup(ctx, api.SignupRequest{TenantName: "nocell", Email: "nocell@example.com", Password: "password-nocell-1"})
+	_, err = e.signUp(ctx, api.SignupRequest{TenantName: "nocell", Email: "nocell@example.com", Password: "password-nocell-1"})
 	if !client.IsCode(err, "no_capacity") {
 		t.Fatalf("signup with the only cell above soft: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestDiskPressurePlacement(t *testing.T) {
 	if _, err := e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-2-b1", CellID: "cell-2", NodeID: 1}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.anon.Signup(ctx, api.SignupRequest{TenantName: "elsewhere", Email: "elsewhere@example.com", Password: "password-elsewhere-1"})
+	res, err := e.signUp(ctx, api.SignupRequest{TenantName: "elsewhere", Email: "elsewhere@example.com", Password: "password-elsewhere-1"})
 	if err != nil || res.Tenant.HomeCellID != "cell-2" {
 		t.Fatalf("signup with cell-1 above soft: %+v %v", res.Tenant, err)
 	}

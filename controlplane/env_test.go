@@ -31,6 +31,7 @@ type env struct {
 	logs *syncBuffer
 	srv  *controlplane.Server
 	now  *cptest.Clock
+	mail string // the mail.Dir the control plane writes its mail to
 }
 
 type syncBuffer struct {
@@ -58,7 +59,8 @@ func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 		c.Now = clk.Now
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}}, tweak...)...)
-	return &env{t: t, url: cp.URL, db: cp.DB, logs: logs, srv: cp.Server, now: clk, op: cp.Operator, anon: cp.Anon}
+	return &env{t: t, url: cp.URL, db: cp.DB, logs: logs, srv: cp.Server, now: clk, op: cp.Operator, anon: cp.Anon,
+		mail: cp.MailDir}
 }
 
 func (e *env) must(_ any, err error) {
@@ -77,10 +79,20 @@ type tenant struct {
 	secret string
 }
 
+// signUp signs up as a user would: the request, then the mailed token.
+func (e *env) signUp(ctx context.Context, req api.SignupRequest) (api.SignupResponse, error) {
+	return cptest.SignUp(ctx, e.anon, e.mail, req)
+}
+
+// addMember invites through by and accepts with the mailed token.
+func (e *env) addMember(ctx context.Context, by *client.Client, req api.AddMemberRequest) (api.Member, error) {
+	return cptest.AddMember(ctx, by, e.anon, e.mail, req)
+}
+
 func (e *env) signup(name string) *tenant {
 	e.t.Helper()
 	ctx := context.Background()
-	res, err := e.anon.Signup(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
+	res, err := e.signUp(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
 	if err != nil {
 		e.t.Fatalf("signup %s: %v", name, err)
 	}

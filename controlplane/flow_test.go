@@ -14,7 +14,7 @@ import (
 func TestReadmeFlow(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	res, err := e.anon.Signup(ctx, api.SignupRequest{TenantName: "acme", Email: "ops@acme.test", Password: "correct horse 9"})
+	res, err := e.signUp(ctx, api.SignupRequest{TenantName: "acme", Email: "ops@acme.test", Password: "correct horse 9"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func BenchmarkCellReportGroups(b *testing.B) {
 	const parts, groupsPer = 100, 10
 	cp := cptest.Start(b, cptest.Brokers{})
 	ctx := context.Background()
-	res, err := cp.Anon.Signup(ctx, api.SignupRequest{TenantName: "bench", Email: "bench@example.com", Password: "password-bench-1", Plan: "standard"})
+	res, err := cptest.SignUp(ctx, cp.Anon, cp.MailDir, api.SignupRequest{TenantName: "bench", Email: "bench@example.com", Password: "password-bench-1", Plan: "standard"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/mail"
 )
 
 // TestTenantIsolation walks every registered route as tenant B against
@@ -29,7 +30,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "developer", Password: "dev password 1"})
+	member, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "developer", Password: "dev password 1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +100,24 @@ func TestTenantIsolation(t *testing.T) {
 			}
 		},
 		"POST /v1/signup": func() {
-			// Tenant names are global, so a taken name says so; nothing else leaks.
+			// A taken name is answered as any signup (the mail says it is
+			// taken), and the mail names nothing of A's but the name asked for.
 			st, ae, _ := e.raw("POST", "/v1/signup", "", "application/json",
 				`{"tenant_name":"tenant-a","email":"other@x.test","password":"password 123"}`)
-			if st != http.StatusConflict || strings.Contains(ae.Message, a.Tenant.ID) {
+			if st != http.StatusAccepted {
 				t.Fatalf("signup with A's name: %d %+v", st, ae)
+			}
+			text, err := mail.Last(e.mail, "other@x.test")
+			if err != nil || !strings.Contains(text, "taken") || strings.Contains(text, a.Tenant.ID) ||
+				strings.Contains(text, "tenant-a@example.com") || mail.Token(text) != "" {
+				t.Fatalf("the mail for a signup with A's name: %v\n%s", err, text)
+			}
+		},
+		"POST /v1/signup/confirm": func() {
+			// Another's token is as unknown as a made-up one.
+			st, ae, _ := e.raw("POST", "/v1/signup/confirm", "", "application/json", `{"token":"`+a.Session.Token+`"}`)
+			if st != http.StatusNotFound || strings.Contains(ae.Message, a.Tenant.ID) {
+				t.Fatalf("confirm with A's session token: %d %+v", st, ae)
 			}
 		},
 		"POST /v1/sessions": func() {
@@ -240,9 +254,31 @@ func TestTenantIsolation(t *testing.T) {
 
 		"GET /v1/members": func() { listed("/v1/members", member.UserID, a.User.ID, "dev@tenant-a.test") },
 		"POST /v1/members": func() {
-			m, err := b.owner.AddMember(ctx, api.AddMemberRequest{Email: "viewer@tenant-b.test", Role: "viewer", Password: "viewer password 1"})
+			m, err := e.addMember(ctx, b.owner, api.AddMemberRequest{Email: "viewer@tenant-b.test", Role: "viewer", Password: "viewer password 1"})
 			if err != nil || m.Role != "viewer" {
 				t.Fatalf("B adds a member: %+v %v", m, err)
+			}
+		},
+		"POST /v1/invitations/accept": func() {
+			// B invites; A's member cannot take the invitation with anything
+			// but its mailed token, and accepting it adds to B only.
+			if _, err := b.owner.AddMember(ctx, api.AddMemberRequest{Email: "dev@tenant-a.test", Role: "viewer", Password: "viewer password 1"}); err != nil {
+				t.Fatal(err)
+			}
+			st, ae, _ := e.raw("POST", "/v1/invitations/accept", "", "application/json", `{"token":"`+a.Session.Token+`"}`)
+			if st != http.StatusNotFound || strings.Contains(ae.Message, a.Tenant.ID) {
+				t.Fatalf("accept with A's session token: %d %+v", st, ae)
+			}
+			text, _ := mail.Last(e.mail, "dev@tenant-a.test")
+			if strings.Contains(text, a.Tenant.ID) || strings.Contains(text, "tenant-a\"") {
+				t.Fatalf("B's invitation names A:\n%s", text)
+			}
+			m, err := e.anon.AcceptInvitation(ctx, mail.Token(text))
+			if err != nil || m.Role != "viewer" {
+				t.Fatalf("accept B's invitation: %+v %v", m, err)
+			}
+			if ms, _ := a.owner.Members(ctx); len(ms) != 2 {
+				t.Fatalf("A's members after B's invitation: %+v", ms)
 			}
 		},
 		"PATCH /v1/members/:user_id": func() {

@@ -22,7 +22,8 @@ import (
 // key check.
 func BenchmarkKeyHome(b *testing.B) {
 	db := pgtest.Pool(b)
-	srv, err := controlplane.New(controlplane.Config{DB: db})
+	mailer, mailDir := cptest.Mailer(b)
+	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func BenchmarkKeyHome(b *testing.B) {
 	op := client.New(hs.URL, client.WithAPIKey(id, secret))
 	cptest.SeedFleet(b, op, cptest.TestAddrs)
 	anon := client.New(hs.URL)
-	res, err := anon.Signup(ctx, api.SignupRequest{TenantName: "benchco", Email: "bench@example.com", Password: "password-bench-1"})
+	res, err := cptest.SignUp(ctx, anon, mailDir, api.SignupRequest{TenantName: "benchco", Email: "bench@example.com", Password: "password-bench-1"})
 	if err != nil {
 		b.Fatal(err)
 	}

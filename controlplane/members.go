@@ -2,7 +2,10 @@ package controlplane
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -11,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/controlplane/mail"
 )
 
 const memberSelect = `SELECT m.user_id, u.email, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id`
@@ -35,7 +39,13 @@ func (s *Server) listMembers(c echo.Context) error {
 		memberSelect+` WHERE m.tenant_id = $1 AND m.user_id > $2 ORDER BY m.user_id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
 }
 
-// addMember creates a new user with the given password as a member.
+// addMember invites an address to the tenant. Every well-formed request
+// gets the same answer (202, the same body, one password hash and one mail
+// on every path), so the caller does not learn whether the address has an
+// account or is a member already: the mail to the address says, with a
+// token for acceptInvitation unless it is a member. The password is the
+// new user's if the address has no account when it accepts; an existing
+// user keeps theirs.
 func (s *Server) addMember(c echo.Context) error {
 	p, err := s.tenantCaller(c, authz.ObjMembers, authz.ActWrite)
 	if err != nil {
@@ -52,37 +62,99 @@ func (s *Server) addMember(c echo.Context) error {
 	if err := s.checkGrant(p, req.Role); err != nil {
 		return err
 	}
+	if err := credential.CheckPasswordRules(req.Password); err != nil {
+		return catalog.InvalidRequest.New(err.Error())
+	}
+	ctx := c.Request().Context()
+	hash := credential.HashPassword(req.Password) // on every path, kept on one
+	var msg mail.Message
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var name string
+		var member bool
+		if err := tx.QueryRow(ctx, `SELECT t.name, EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
+			WHERE m.tenant_id = t.id AND u.email = $2) FROM tenants t WHERE t.id = $1`, p.tenantID, email).Scan(&name, &member); err != nil {
+			return err
+		}
+		if member {
+			msg = mail.Message{To: email, Subject: "Sluice: you are already a member of " + name,
+				Body: fmt.Sprintf("Someone in the Sluice tenant %q asked to add this address, which is a member already.\n"+
+					"Nothing changed.", name)}
+			return nil
+		}
+		token := credential.NewToken()
+		expires := s.cfg.Now().Add(s.cfg.SignupTTL)
+		if _, err := tx.Exec(ctx, `INSERT INTO member_invitations (token_hash, tenant_id, email, role, password_hash, invited_by, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, credential.HashSecret(token), p.tenantID, email, req.Role, hash, p.actor(), expires); err != nil {
+			return err
+		}
+		msg = mail.Message{To: email, Subject: "Sluice: an invitation to the tenant " + name,
+			Body: fmt.Sprintf("You are invited to the Sluice tenant %q as %s. To accept before %s, use this token:\n\n"+
+				"token: %s\n\nPOST it to /v1/invitations/accept as {\"token\": \"...\"}. Without a Sluice account, one is made\n"+
+				"with the password the person who invited you chose; with one, you sign in with your own.\n"+
+				"If you did not expect this, ignore this message.", name, req.Role, expires.UTC().Format(time.RFC3339), token)}
+		return audit(ctx, tx, p, "member.invite", email, map[string]any{"role": req.Role})
+	})
+	if err := txError("invite member", err); err != nil {
+		return err
+	}
+	if err := s.cfg.Mailer.Send(ctx, msg); err != nil {
+		return catalog.Unavailable.Wrap(fmt.Errorf("mail invitation: %w", err), "the invitation could not be mailed; retry later")
+	}
+	return c.JSON(http.StatusAccepted, api.MemberInvited{Status: "invited", Message: invitedMessage})
+}
+
+const invitedMessage = "we sent a message to this address: it has the token that accepts the invitation, " +
+	"or says why there is none; the member is listed once they accept"
+
+// acceptInvitation makes the invited address a member of the tenant, with
+// the role of its mailed token, making the user (with the inviter's
+// initial password) if the address has no account. A token works once.
+func (s *Server) acceptInvitation(c echo.Context) error {
+	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+		return rateLimited(wait, "too many requests from this address; retry later")
+	}
+	var req api.AcceptInvitationRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	token := strings.TrimSpace(req.Token)
+	if token == "" {
+		return catalog.InvalidRequest.New(`"token" is required: the token from the invitation mail`)
+	}
 	ctx := c.Request().Context()
 	var out api.Member
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if err := credential.CheckPasswordRules(req.Password); err != nil {
-			return catalog.InvalidRequest.New(err.Error())
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var tenantID, email, role, hash, by string
+		var expires time.Time
+		err := tx.QueryRow(ctx, `DELETE FROM member_invitations WHERE token_hash = $1
+			RETURNING tenant_id, email, role, password_hash, invited_by, expires_at`, credential.HashSecret(token)).
+			Scan(&tenantID, &email, &role, &hash, &by, &expires)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !s.cfg.Now().Before(expires)) {
+			return catalog.NotFound.New("this invitation token is unknown, used or expired: ask for a new invitation")
 		}
-		userID := credential.NewID("us_")
-		if _, err := tx.Exec(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
-			userID, email, credential.HashPassword(req.Password)); err != nil {
-			if isUniqueViolation(err) {
-				// Adding a user who exists would need their consent (an
-				// invitation); until then members are new users.
-				return catalog.AlreadyExists.New("a user with that email already exists; members are added as new users")
-			}
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, $3)`,
-			userID, p.tenantID, req.Role); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("that user is already a member")
-			}
-			return err
-		}
-		var err error
-		out, err = scanMember(tx.QueryRow(ctx, memberSelect+` WHERE m.tenant_id = $1 AND m.user_id = $2`, p.tenantID, userID))
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "member.add", userID, map[string]any{"role": req.Role})
+		userID := credential.NewID("us_")
+		if err := tx.QueryRow(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)
+			ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id`, userID, email, hash).Scan(&userID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, $3)`,
+			userID, tenantID, role); err != nil {
+			if isUniqueViolation(err) {
+				return catalog.AlreadyExists.New("you are already a member of this tenant")
+			}
+			return err
+		}
+		out, err = scanMember(tx.QueryRow(ctx, memberSelect+` WHERE m.tenant_id = $1 AND m.user_id = $2`, tenantID, userID))
+		if err != nil {
+			return err
+		}
+		actor := &principal{kind: "user", userID: userID, tenantID: tenantID}
+		return audit(ctx, tx, actor, "member.add", userID, map[string]any{"role": role, "invited_by": by})
 	})
-	if err := txError("add member", err); err != nil {
+	if err := txError("accept invitation", err); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, out)

@@ -31,6 +31,8 @@ func (s *Server) routes() *echo.Echo {
 	v1 := e.Group("/v1")
 	v1.GET("/openapi.json", s.openAPI)
 	v1.POST("/signup", s.signup)
+	v1.POST("/signup/confirm", s.confirmSignup)
+	v1.POST("/invitations/accept", s.acceptInvitation)
 	v1.POST("/sessions", s.createSession)
 
 	a := v1.Group("", s.authenticate)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/controlplane/mail"
 )
 
 // Config configures a control plane server.
@@ -72,6 +73,14 @@ type Config struct {
 	// tenants, topics and groups, so no tenant and no anonymous caller may
 	// read them. Default: no /metrics route.
 	Metrics http.Handler
+	// Mailer sends the signup confirmations and the news signup keeps out
+	// of its answers (an address or tenant name already taken). Production
+	// plugs a real mailer in here; default mail.Log, which sends nothing
+	// and writes each message to Logger.
+	Mailer mail.Mailer
+	// SignupTTL is how long a signup's mailed token stays valid (default
+	// 24h).
+	SignupTTL time.Duration
 }
 
 func (c *Config) validate() error {
@@ -80,6 +89,12 @@ func (c *Config) validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Mailer == nil {
+		c.Mailer = mail.Log{Logger: c.Logger}
+	}
+	if c.SignupTTL == 0 {
+		c.SignupTTL = 24 * time.Hour
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20

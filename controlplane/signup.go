@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -14,10 +15,18 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/controlplane/mail"
 )
 
-// signup creates a tenant on the least-loaded cell of a shared pool, its
-// owner, and the plan's quotas, and signs the owner in.
+// signup asks for a tenant and its owner. Every well-formed request gets
+// the same answer (202, the same body, one password hash and one mail on
+// every path), so the answer tells nobody whether the email or the tenant
+// name is taken: the mail to the address says. A new address with a free
+// name gets a token to confirm with (confirmSignup); a registered address
+// gets the news that it is registered, and a taken name the news that it
+// is taken. Tenant names are not secret (sign-in names them), but telling
+// a taken name apart in the answer would also tell that the address is
+// free, so the name's news goes by mail too.
 func (s *Server) signup(c echo.Context) error {
 	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
@@ -36,39 +45,116 @@ func (s *Server) signup(c echo.Context) error {
 	if err := credential.CheckPasswordRules(req.Password); err != nil {
 		return catalog.InvalidRequest.New(err.Error())
 	}
-	plan, quotas, err := signupPlan(req.Plan)
+	plan, _, err := signupPlan(req.Plan)
 	if err != nil {
 		return err
 	}
-
 	ctx := c.Request().Context()
-	user := api.User{ID: credential.NewID("us_"), Email: email}
+	// Hashed on every path, kept only on the one that stores a request.
 	hash := credential.HashPassword(req.Password)
+	msg, err := s.signupMail(ctx, email, req.TenantName, plan, hash)
+	if err != nil {
+		return dbError("sign up", err)
+	}
+	if err := s.cfg.Mailer.Send(ctx, msg); err != nil {
+		return catalog.Unavailable.Wrap(fmt.Errorf("mail signup: %w", err), "the signup mail could not be sent; retry later")
+	}
+	return c.JSON(http.StatusAccepted, api.SignupAccepted{Status: "pending", Message: signupPendingMessage})
+}
+
+const signupPendingMessage = "we sent a message to this address: it has the token that finishes the signup " +
+	"(POST /v1/signup/confirm), or says why there is none"
+
+// signupMail decides what the address hears about a signup, storing the
+// request (hashed token, hashed password) when it can go ahead.
+func (s *Server) signupMail(ctx context.Context, email, name, plan, hash string) (mail.Message, error) {
+	now := s.cfg.Now()
+	if _, err := s.db.Exec(ctx, `DELETE FROM signup_requests WHERE expires_at < $1`, now); err != nil {
+		s.log.Warn("sweep signup requests", "err", err)
+	}
+	var emailTaken, nameTaken bool
+	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE email = $1),
+		EXISTS (SELECT 1 FROM tenants WHERE name = $2)`, email, name).Scan(&emailTaken, &nameTaken); err != nil {
+		return mail.Message{}, err
+	}
+	switch {
+	case emailTaken:
+		return mail.Message{To: email, Subject: "Sluice: this address already has an account",
+			Body: "Someone, perhaps you, asked to sign up to Sluice with this address, which already has an account.\n" +
+				"Nothing was created. Sign in with your password (POST /v1/sessions or the console); a signed-in\n" +
+				"user adds tenants with POST /v1/tenants or the console's New tenant page.\n" +
+				"If it was not you, there is nothing to do."}, nil
+	case nameTaken:
+		return mail.Message{To: email, Subject: "Sluice: that tenant name is taken",
+			Body: fmt.Sprintf("Someone, perhaps you, asked to sign up to Sluice with this address and the tenant name %q,\n"+
+				"which another tenant has. Nothing was created: sign up again with another name.", name)}, nil
+	}
+	token := credential.NewToken()
+	expires := now.Add(s.cfg.SignupTTL)
+	if _, err := s.db.Exec(ctx, `INSERT INTO signup_requests (token_hash, email, tenant_name, plan, password_hash, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, credential.HashSecret(token), email, name, plan, hash, expires); err != nil {
+		return mail.Message{}, err
+	}
+	return mail.Message{To: email, Subject: "Sluice: confirm your signup",
+		Body: fmt.Sprintf("To create the tenant %q with this address as its owner, confirm before %s with this token:\n\n"+
+			"token: %s\n\nPOST it to /v1/signup/confirm as {\"token\": \"...\"}, or paste it into the console's\n"+
+			"Confirm signup page (/signup/confirm). If you did not ask for this, ignore this message.",
+			name, expires.UTC().Format(time.RFC3339), token)}, nil
+}
+
+// confirmSignup creates the tenant on the least-loaded cell of a shared
+// pool, its owner, and the plan's quotas, from the signup its mailed token
+// names, and signs the owner in. A token works once.
+func (s *Server) confirmSignup(c echo.Context) error {
+	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+		return rateLimited(wait, "too many signups from this address; retry later")
+	}
+	var req api.ConfirmSignupRequest
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Token) == "" {
+		return catalog.InvalidRequest.New(`"token" is required: the token from the signup mail`)
+	}
+	ctx := c.Request().Context()
 	var tenant api.Tenant
 	var sess api.Session
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	var user api.User
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var name, plan, hash string
+		var expires time.Time
+		err := tx.QueryRow(ctx, `DELETE FROM signup_requests WHERE token_hash = $1
+			RETURNING email, tenant_name, plan, password_hash, expires_at`, credential.HashSecret(strings.TrimSpace(req.Token))).
+			Scan(&user.Email, &name, &plan, &hash, &expires)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !s.cfg.Now().Before(expires)) {
+			return catalog.NotFound.New("this signup token is unknown, used or expired: sign up again")
+		}
+		if err != nil {
+			return err
+		}
+		_, quotas, err := signupPlan(plan)
+		if err != nil {
+			return err
+		}
+		user.ID = credential.NewID("us_")
 		if _, err := tx.Exec(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
 			user.ID, user.Email, hash); err != nil {
 			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("an account with this email exists: sign in, then create the tenant " +
-					"with POST /v1/tenants or the console's New tenant page")
+				// The mailbox's owner asks, so the answer may say it.
+				return catalog.AlreadyExists.New("an account with this email was made since the signup: sign in, then " +
+					"create the tenant with POST /v1/tenants or the console's New tenant page")
 			}
 			return err
 		}
-		var err error
 		p := &principal{kind: "user", userID: user.ID}
-		tenant, sess, err = s.placeTenant(ctx, tx, p, req.TenantName, plan, quotas, "tenant.signup")
+		tenant, sess, err = s.placeTenant(ctx, tx, p, name, plan, quotas, "tenant.signup")
 		return err
 	})
-	if err := txError("sign up", err); err != nil {
+	if err := txError("confirm signup", err); err != nil {
 		return err
 	}
 	s.log.Info("tenant signed up", "tenant_id", tenant.ID, "cell", tenant.HomeCellID)
-	return c.JSON(http.StatusCreated, api.SignupResponse{
-		Tenant:  tenant,
-		User:    user,
-		Session: sess,
-	})
+	return c.JSON(http.StatusCreated, api.SignupResponse{Tenant: tenant, User: user, Session: sess})
 }
 
 // signupPlan checks a plan a tenant may be created on without the platform
@@ -337,7 +423,7 @@ func (s *Server) getCluster(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	out := api.Cluster{TenantID: p.tenantID, BootstrapServers: []string{}, HTTPEndpoints: []string{}}
-	rows, err := s.db.Query(ctx, `SELECT t.home_cell_id, b.kafka_addr, b.http_addr FROM tenants t
+	rows, err := s.db.Query(ctx, `SELECT t.home_cell_id, b.kafka_addr, b.http_addr, b.http_scheme FROM tenants t
 		LEFT JOIN brokers b ON b.cell_id = t.home_cell_id AND b.status = 'active'
 		WHERE t.id = $1 ORDER BY b.node_id`, p.tenantID)
 	if err != nil {
@@ -345,15 +431,16 @@ func (s *Server) getCluster(c echo.Context) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var kafka, httpAddr *string
-		if err := rows.Scan(&out.CellID, &kafka, &httpAddr); err != nil {
+		var kafka, httpAddr, scheme *string
+		if err := rows.Scan(&out.CellID, &kafka, &httpAddr, &scheme); err != nil {
 			return dbError("load cluster", err)
 		}
 		if kafka != nil && *kafka != "" {
 			out.BootstrapServers = append(out.BootstrapServers, *kafka)
 		}
 		if httpAddr != nil && *httpAddr != "" {
-			out.HTTPEndpoints = append(out.HTTPEndpoints, "http://"+*httpAddr)
+			// The scheme the broker last reported serving (http until it reports).
+			out.HTTPEndpoints = append(out.HTTPEndpoints, *scheme+"://"+*httpAddr)
 		}
 	}
 	if err := rows.Err(); err != nil {

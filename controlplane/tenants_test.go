@@ -20,11 +20,10 @@ func TestCreateTenantAsExistingUser(t *testing.T) {
 	a := e.signup("acme")
 	const email, password = "acme@example.com", "password-acme-1"
 
-	// Signup with the same email says how to get another tenant.
-	_, err := e.anon.Signup(ctx, api.SignupRequest{TenantName: "acme-staging", Email: email, Password: password})
-	wantCode(t, err, "already_exists")
-	if !strings.Contains(err.Error(), "POST /v1/tenants") {
-		t.Fatalf("signup with a taken email: %v; want it to point at POST /v1/tenants", err)
+	// Signup with the same email: the mail says how to get another tenant.
+	_, err := e.signUp(ctx, api.SignupRequest{TenantName: "acme-staging", Email: email, Password: password})
+	if err == nil || !strings.Contains(err.Error(), "POST /v1/tenants") {
+		t.Fatalf("signup with a taken email: %v; want its mail to point at POST /v1/tenants", err)
 	}
 
 	res, err := a.owner.CreateTenant(ctx, api.CreateTenantRequest{Name: "acme-staging", Plan: "standard"})
@@ -212,7 +211,7 @@ func TestCreateTenantLimits(t *testing.T) {
 		t.Fatalf("the user owns %d tenants (%v), want 3", owned, err)
 	}
 	// Giving up ownership of one makes room.
-	if _, err := a.owner.AddMember(ctx, api.AddMemberRequest{Email: "second-owner@limits-a.test", Role: "owner", Password: "owner password 1"}); err != nil {
+	if _, err := e.addMember(ctx, a.owner, api.AddMemberRequest{Email: "second-owner@limits-a.test", Role: "owner", Password: "owner password 1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.owner.UpdateMember(ctx, a.User.ID, api.UpdateMemberRequest{Role: "viewer"}); err != nil {

@@ -21,7 +21,7 @@ import (
 // under the older ones, against a real control plane.
 func TestAdminEnv(t *testing.T) {
 	ctx := context.Background()
-	hs, id, secret := adminControlPlane(t)
+	hs, id, secret, _ := adminControlPlane(t)
 	for _, tc := range []struct {
 		name    string
 		env     map[string]string
@@ -55,7 +55,7 @@ func TestAdminEnv(t *testing.T) {
 // lists do, and as JSON with -o json; disk use is in binary units.
 func TestAdminHelpAndTables(t *testing.T) {
 	ctx := context.Background()
-	hs, id, secret := adminControlPlane(t)
+	hs, id, secret, mailDir := adminControlPlane(t)
 	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
 	run := func(args ...string) (string, error) {
 		var out bytes.Buffer
@@ -77,7 +77,7 @@ func TestAdminHelpAndTables(t *testing.T) {
 
 	cp := client.New(hs.URL, client.WithAPIKey(id, secret))
 	cptest.SeedFleet(t, cp, cptest.TestAddrs)
-	res, err := client.New(hs.URL).Signup(ctx, api.SignupRequest{TenantName: "helpco", Email: "ops@helpco.test", Password: "password-helpco-1"})
+	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "helpco", Email: "ops@helpco.test", Password: "password-helpco-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +108,13 @@ func TestAdminHelpAndTables(t *testing.T) {
 }
 
 // adminControlPlane serves a control plane on its own database for
-// tenantd admin to call, with an operator key (id and secret).
-func adminControlPlane(t *testing.T) (*httptest.Server, string, string) {
+// tenantd admin to call, with an operator key (id and secret), and the
+// directory it writes its mail to.
+func adminControlPlane(t *testing.T) (*httptest.Server, string, string, string) {
 	t.Helper()
 	db := pgtest.Pool(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db})
+	mailer, mailDir := cptest.Mailer(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,5 +124,5 @@ func adminControlPlane(t *testing.T) (*httptest.Server, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hs, id, secret
+	return hs, id, secret, mailDir
 }

@@ -113,6 +113,8 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		Soon:      gl.soon,
 		DiskState: func() string { return iso.adm.DiskState().String() },
 		KeysUsed:  syncer.TakeKeysUsed,
+		// The HTTP data API serves TLS exactly when the listeners do.
+		HTTPScheme: cfg.TLS.scheme(),
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
 				return m.Status()
@@ -276,8 +278,10 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		State:        syncer,
 		Partitions:   replicaPartitions{m},
 		ControlPlane: client.New(cfg.APIURL, client.WithHTTPClient(cfg.TLS.httpClient())),
-		ProducerIDs:  ids,
-		Groups:       coord,
+		// Administration over SCRAM acts for the key with the cell key.
+		CellControlPlane: cell,
+		ProducerIDs:      ids,
+		Groups:           coord,
 		// Keys of other cells' tenants: the control plane checks them and
 		// says where they live, so any broker sends a client home.
 		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {

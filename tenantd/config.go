@@ -97,6 +97,13 @@ type Config struct {
 	// watermarks as fractions (defaults 0.80 and 0.90).
 	DiskSoftWatermark float64 `json:"disk_soft_watermark"`
 	DiskHardWatermark float64 `json:"disk_hard_watermark"`
+	// MailDir, for controlplane and dev: also keep every mail the control
+	// plane sends (signup confirmations, the news signup keeps out of its
+	// answers) as a file in this directory. The control plane has no real
+	// mailer: it writes each message to its log (warn) and sends nothing;
+	// production plugs a mailer into controlplane.Config.Mailer. Dev
+	// defaults it to data_dir/mail, where the README's tour reads its token.
+	MailDir string `json:"mail_dir"`
 	// EgressBytesPerSec is each broker's fetch egress budget, beyond which
 	// fetch responses queue for fair egress (default 256 MiB/s).
 	EgressBytesPerSec int64 `json:"egress_bytes_per_sec"`
@@ -205,6 +212,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	redisAddr := fs.String("redis", "", "broker, dev: the cell's Redis for sharing quotas (env SLUICE_REDIS_ADDR; default "+defaultRedisAddr+")")
 	diskSoft := fs.Float64("disk-soft-watermark", 0, "broker, dev: soft disk watermark as a fraction (default 0.80)")
 	diskHard := fs.Float64("disk-hard-watermark", 0, "broker, dev: hard disk watermark as a fraction (default 0.90)")
+	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -247,6 +255,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_TLS_CERT_FILE"}, &cfg.TLSCertFile},
 		{[]string{"SLUICE_TLS_KEY_FILE"}, &cfg.TLSKeyFile},
 		{[]string{"SLUICE_TLS_CA_FILE"}, &cfg.TLSCAFile},
+		{[]string{"SLUICE_MAIL_DIR"}, &cfg.MailDir},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -272,7 +281,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr},
-		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}} {
+		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

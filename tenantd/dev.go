@@ -85,6 +85,15 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 		return err
 	}
 	defer pool.Close()
+	// No mail is sent in dev: the tour and the tests read it from here.
+	mailDir := cfg.MailDir
+	if mailDir == "" {
+		mailDir = filepath.Join(cfg.DataDir, "mail")
+	}
+	mailer, err := newMailer(mailDir, log)
+	if err != nil {
+		return err
+	}
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
 	}
@@ -171,11 +180,12 @@ Sluice is running.
   Operator:  export SLUICE_ENDPOINT=%[1]s SLUICE_API_KEY_ID=%[2]s SLUICE_API_KEY_SECRET=%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
+  Mail:      none is sent (no mailer): each message is logged and written to %[10]s
 %[9]sPress Ctrl-C to stop.
 `, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","),
-			devTLSBanner(lt, cfg.TLSCAFile, kafkaAddrs[0], httpAddrs[0]))
+			devTLSBanner(lt, cfg.TLSCAFile, kafkaAddrs[0], httpAddrs[0]), mailDir)
 	}
-	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg)
+	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg, mailer)
 	if err != nil {
 		return err
 	}

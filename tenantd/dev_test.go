@@ -58,7 +58,10 @@ func TestDevReadmeFlow(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return out
 	}
-	signup := call("POST", "/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 201)
+	if s := call("POST", "/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202); s["status"] != "pending" {
+		t.Fatalf("signup: %v", s)
+	}
+	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"laptop"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -112,4 +114,19 @@ func startDev(t *testing.T, extra ...string) *devProcess {
 	t.Logf("tenantd dev ready in %v at %s", time.Since(start).Round(time.Millisecond), apiURL)
 	return &devProcess{bin: bin, dbURL: dbURL, cmd: cmd, exited: exited, stderr: stderr, apiURL: apiURL, opKey: opKey,
 		opEnv: opEnv, bootstrap: bootstrap, httpData: httpData, httpAddrs: httpAddrs, caFile: caFile, dataDir: dataDir}
+}
+
+// mailToken is the token of the newest mail the dev control plane wrote
+// to its mail directory (it sends none) for to.
+func (d *devProcess) mailToken(t *testing.T, to string) string {
+	t.Helper()
+	text, err := mail.Last(filepath.Join(d.dataDir, "mail"), to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mail.Token(text)
+	if tok == "" {
+		t.Fatalf("the newest mail to %s has no token:\n%s", to, text)
+	}
+	return tok
 }

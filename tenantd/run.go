@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/console"
 	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -68,7 +69,11 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		return serveControlPlane(ctx, pool, log, ln, lt, func() {
+		mailer, err := newMailer(cfg.MailDir, log)
+		if err != nil {
+			return err
+		}
+		return serveControlPlane(ctx, pool, log, ln, lt, mailer, func() {
 			log.Info("control plane ready", "url", lt.scheme()+"://"+ln.Addr().String())
 		})
 	case "dev":
@@ -77,6 +82,16 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		return runBrokerRole(ctx, cfg, lt, log)
 	}
 	return fmt.Errorf("unknown role %q", cmd)
+}
+
+// newMailer is the control plane's mailer: the log (no mail is sent: the
+// project has no real mailer; production plugs one into
+// controlplane.Config.Mailer), and with dir also a file per message there.
+func newMailer(dir string, log *slog.Logger) (mail.Mailer, error) {
+	if dir == "" {
+		return mail.Log{Logger: log}, nil
+	}
+	return mail.NewDir(dir, log)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
@@ -98,8 +113,9 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 // serveControlPlane serves the API on ln until ctx ends, over TLS when lt
 // has a certificate. ready runs once the listener accepts requests.
-func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, lt *listenerTLS, ready func()) error {
-	h, err := controlPlaneHandler(pool, log, selfURL(ln, lt.scheme()), lt.httpClient(), nil)
+func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, lt *listenerTLS,
+	mailer mail.Mailer, ready func()) error {
+	h, err := controlPlaneHandler(pool, log, selfURL(ln, lt.scheme()), lt.httpClient(), nil, mailer)
 	if err != nil {
 		return err
 	}
@@ -126,8 +142,10 @@ func selfURL(ln net.Listener, scheme string) string {
 // on a separate, private address instead). The console reaches the API at
 // apiURL with hc (which trusts the listener's CA when it serves TLS).
 // reg, when set, is the registry to serve (dev mode's brokers
-// register on it too); nil means a new one.
-func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc *http.Client, reg *prometheus.Registry) (http.Handler, error) {
+// register on it too); nil means a new one. mailer sends the control
+// plane's mail; nil logs it (mail.Log).
+func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc *http.Client, reg *prometheus.Registry,
+	mailer mail.Mailer) (http.Handler, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -139,7 +157,7 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc
 		return nil, fmt.Errorf("generate console secret: %w", err)
 	}
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ConsoleSecret: consoleSecret})
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ConsoleSecret: consoleSecret, Mailer: mailer})
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/peercert"
@@ -28,11 +30,13 @@ import (
 // TestDevTLS runs `tenantd dev -tls` and uses every listener over TLS as
 // its banner says: the control plane and console over HTTPS with the CA
 // it names (the console calling the API at its own https address), kcat
-// and franz-go producing and consuming over SASL_SSL with PLAIN, the HTTP
-// data API over HTTPS (reads of partitions other brokers lead forwarded
-// over HTTPS) and tenantd admin with the CA. Plaintext and an untrusted client are refused on the HTTP
-// ports. Then a new certificate in the data dir and a SIGHUP: new
-// connections get it without a restart.
+// and franz-go producing and consuming over SASL_SSL with PLAIN,
+// SCRAM-SHA-256 and SCRAM-SHA-512, /v1/cluster listing https:// data
+// endpoints, the HTTP data API over HTTPS (reads of partitions other
+// brokers lead forwarded over HTTPS) and tenantd admin with the CA.
+// Plaintext and an untrusted client are refused on the HTTP ports. Then a
+// new certificate in the data dir and a SIGHUP: new connections get it
+// without a restart.
 func TestDevTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs tenantd")
@@ -77,7 +81,8 @@ func TestDevTLS(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return out
 	}
-	signup := call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 201)
+	call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202)
+	signup := call("POST", d.apiURL+"/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", d.apiURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)
@@ -107,52 +112,87 @@ func TestDevTLS(t *testing.T) {
 		call("GET", "https://"+addr+"/healthz", "", "", 200)
 	}
 
-	// kcat over SASL_SSL, as the banner says.
-	sasl := []string{"-b", d.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + d.caFile,
-		"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=" + id, "-X", "sasl.password=" + secret}
-	celltest.WaitFor(t, 30*time.Second, "kcat -L over SASL_SSL lists the topic", func() bool {
-		out, err := runBounded(exec.Command(kcat, append(sasl, "-L", "-t", "orders")...), 20*time.Second)
-		return err == nil && strings.Contains(string(out), `topic "orders" with 3 partitions`)
-	})
-	var in strings.Builder
-	for i := range 10 {
-		fmt.Fprintf(&in, "k%d:kcat-%d\n", i%3, i)
+	// kcat and franz-go over SASL_SSL with each mechanism, as the banner
+	// says: each produces under its own prefix and reads everything back.
+	mechanisms := []struct {
+		name string
+		mech func(user, pass string) sasl.Mechanism
+	}{
+		{"PLAIN", func(u, p string) sasl.Mechanism { return plain.Auth{User: u, Pass: p}.AsMechanism() }},
+		{"SCRAM-SHA-256", func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha256Mechanism() }},
+		{"SCRAM-SHA-512", func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha512Mechanism() }},
 	}
-	prod := exec.Command(kcat, append(sasl, "-t", "orders", "-P", "-K:", "-X", "acks=all")...)
-	prod.Stdin = strings.NewReader(in.String())
-	if out, err := runBounded(prod, 60*time.Second); err != nil {
-		t.Fatalf("kcat produce over SASL_SSL: %v\n%s\n%s", err, out, d.stderr.String())
-	}
-	out, err := runBounded(exec.Command(kcat, append(sasl, "-t", "orders", "-C", "-o", "beginning", "-e", "-f", "%s\n")...), 60*time.Second)
-	if err != nil {
-		t.Fatalf("kcat consume over SASL_SSL: %v\n%s", err, out)
-	}
-	if got := regexp.MustCompile(`(?m)^kcat-\d+$`).FindAllString(string(out), -1); len(got) != 10 {
-		t.Fatalf("kcat read %d records over SASL_SSL, want 10:\n%s", len(got), out)
+	produced := 0
+	for _, m := range mechanisms {
+		sasl := []string{"-b", d.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + d.caFile,
+			"-X", "sasl.mechanisms=" + m.name, "-X", "sasl.username=" + id, "-X", "sasl.password=" + secret}
+		celltest.WaitFor(t, 30*time.Second, "kcat -L over SASL_SSL with "+m.name+" lists the topic", func() bool {
+			out, err := runBounded(exec.Command(kcat, append(sasl, "-L", "-t", "orders")...), 20*time.Second)
+			return err == nil && strings.Contains(string(out), `topic "orders" with 3 partitions`)
+		})
+		var in strings.Builder
+		for i := range 10 {
+			fmt.Fprintf(&in, "k%d:kcat-%s-%d\n", i%3, m.name, i)
+		}
+		prod := exec.Command(kcat, append(sasl, "-t", "orders", "-P", "-K:", "-X", "acks=all")...)
+		prod.Stdin = strings.NewReader(in.String())
+		if out, err := runBounded(prod, 60*time.Second); err != nil {
+			t.Fatalf("kcat produce over SASL_SSL with %s: %v\n%s\n%s", m.name, err, out, d.stderr.String())
+		}
+		produced += 10
+		out, err := runBounded(exec.Command(kcat, append(sasl, "-t", "orders", "-C", "-o", "beginning", "-e", "-f", "%s\n")...), 60*time.Second)
+		if err != nil {
+			t.Fatalf("kcat consume over SASL_SSL with %s: %v\n%s", m.name, err, out)
+		}
+		if got := regexp.MustCompile(`(?m)^kcat-`+m.name+`-\d+$`).FindAllString(string(out), -1); len(got) != 10 {
+			t.Fatalf("kcat read %d of its records over SASL_SSL with %s, want 10:\n%s", len(got), m.name, out)
+		}
+
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+			kgo.SASL(m.mech(id, secret)),
+			kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("franz-" + m.name)}).FirstErr(); err != nil {
+			t.Fatalf("franz-go produce over SASL_SSL with %s: %v", m.name, err)
+		}
+		produced++
+		consumed, own := 0, 0
+		for consumed < produced {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("franz-go consumed %d of %d records over SASL_SSL with %s", consumed, produced, m.name)
+			}
+			fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("franz-go fetch over SASL_SSL with %s: %v", m.name, err) })
+			fs.EachRecord(func(r *kgo.Record) {
+				if string(r.Value) == "franz-"+m.name {
+					own++
+				}
+			})
+			consumed += fs.NumRecords()
+		}
+		cancel()
+		cl.Close()
+		if consumed != produced || own != 1 {
+			t.Fatalf("franz-go with %s read %d records (%d its own), want %d (1)", m.name, consumed, own, produced)
+		}
 	}
 
-	// franz-go over SASL_SSL.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
-		kgo.SASL(plain.Auth{User: id, Pass: secret}.AsMechanism()),
-		kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("franz")}).FirstErr(); err != nil {
-		t.Fatalf("franz-go produce over SASL_SSL: %v", err)
-	}
-	consumed := 0
-	for consumed < 11 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("franz-go consumed %d of 11 records over SASL_SSL", consumed)
+	// /v1/cluster lists the HTTPS data endpoints the brokers serve.
+	celltest.WaitFor(t, 30*time.Second, "/v1/cluster to list https:// data endpoints", func() bool {
+		eps, _ := call("GET", d.apiURL+"/v1/cluster", basic, "", 200)["http_endpoints"].([]any)
+		if len(eps) != 3 {
+			return false
 		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("franz-go fetch over SASL_SSL: %v", err) })
-		consumed += fs.NumRecords()
-	}
+		for _, e := range eps {
+			if !strings.HasPrefix(e.(string), "https://") {
+				return false
+			}
+		}
+		return true
+	})
 
 	// The HTTP data API over HTTPS, all partitions through the first
 	// broker: the others' are forwarded to their leaders over HTTPS.
@@ -161,8 +201,8 @@ func TestDevTLS(t *testing.T) {
 		r := call("GET", fmt.Sprintf("https://%s/v1/topics/orders/partitions/%d/messages?offset=0", d.httpData, p), basic, "", 200)
 		read += len(r["messages"].([]any))
 	}
-	if read != 11 {
-		t.Fatalf("read %d records over the HTTPS data API, want 11", read)
+	if read != produced {
+		t.Fatalf("read %d records over the HTTPS data API, want %d", read, produced)
 	}
 
 	// A renewed certificate, then SIGHUP: new connections get it.

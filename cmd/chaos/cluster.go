@@ -107,7 +107,7 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 	if c.cellKey, err = launch.SeedCell(ctx, op, "chaos-shared", cellID, filepath.Join(c.cfg.Dir, "peer-certs"), brokers); err != nil {
 		return err
 	}
-	t, err := launch.SignUp(ctx, c.APIURL, "chaos", "standard")
+	t, err := launch.SignUp(ctx, c.cp, "chaos", "standard")
 	if err != nil {
 		return err
 	}

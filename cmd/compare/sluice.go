@@ -96,7 +96,7 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	}
 	c.bootstrap = kafkaAddrs
 
-	t, err := launch.SignUp(ctx, c.cp.URL, "compare", "")
+	t, err := launch.SignUp(ctx, c.cp, "compare", "")
 	if err != nil {
 		return nil, err
 	}

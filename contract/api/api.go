@@ -26,7 +26,31 @@ type SignupRequest struct {
 	Plan       string `json:"plan,omitempty"` // free (default) or standard
 }
 
-// SignupResponse answers a signup with a session for the new owner.
+// OnBehalfOfHeader names the API key a broker acts for on /v1: with the
+// broker's cell key as the credential (Authorization: Basic <cell key
+// id:secret>), the request is served as that key would be, with its role
+// and ACLs, if the key is active and its tenant lives on the cell key's
+// cell. Brokers use it for Kafka administration over SCRAM, which never
+// sends the key's secret.
+const OnBehalfOfHeader = "X-Sluice-On-Behalf-Of"
+
+// SignupAccepted answers every well-formed signup, whether or not the
+// email or tenant name is taken (POST /v1/signup, 202): what happens next
+// is mailed to the address. A new address gets a token to confirm with
+// (POST /v1/signup/confirm); a registered one, or a taken tenant name, gets
+// the news instead.
+type SignupAccepted struct {
+	Status  string `json:"status"` // "pending"
+	Message string `json:"message"`
+}
+
+// ConfirmSignupRequest finishes a signup with the mailed token.
+type ConfirmSignupRequest struct {
+	Token string `json:"token"`
+}
+
+// SignupResponse answers a confirmed signup with a session for the new
+// owner (POST /v1/signup/confirm, 201).
 type SignupResponse struct {
 	Tenant  Tenant  `json:"tenant"`
 	User    User    `json:"user"`
@@ -226,11 +250,28 @@ type Member struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// AddMemberRequest adds a new user to the tenant with an initial password.
+// AddMemberRequest invites an address to the tenant with a role and an
+// initial password, used only if the address has no account yet (POST
+// /v1/members).
 type AddMemberRequest struct {
 	Email    string `json:"email"`
 	Role     string `json:"role"`
 	Password string `json:"password"`
+}
+
+// MemberInvited answers every well-formed POST /v1/members alike (202),
+// whether or not the address has an account or is a member: the address
+// is mailed a token (AcceptInvitationRequest) or the news that it is a
+// member already.
+type MemberInvited struct {
+	Status  string `json:"status"` // "invited"
+	Message string `json:"message"`
+}
+
+// AcceptInvitationRequest accepts an invitation with its mailed token
+// (POST /v1/invitations/accept).
+type AcceptInvitationRequest struct {
+	Token string `json:"token"`
 }
 
 // UpdateMemberRequest changes a member's role.

@@ -72,6 +72,11 @@ func WithHeader(name, value string) Option {
 	}
 }
 
+// OnBehalfOf makes a client holding a cell key (WithAPIKey with the cell
+// key) act for the named API key of a tenant of that cell, with exactly
+// that key's permissions (api.OnBehalfOfHeader). Default: none.
+func OnBehalfOf(keyID string) Option { return WithHeader(api.OnBehalfOfHeader, keyID) }
+
 // WithHTTPClient sets the HTTP client (default: one with a 30 s timeout).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 

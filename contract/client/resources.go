@@ -7,9 +7,17 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 )
 
-// Signup creates a tenant and returns its owner's session.
-func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupResponse, error) {
-	return call[api.SignupResponse](ctx, c, http.MethodPost, "/v1/signup", req)
+// Signup asks for a tenant and its owner; the answer is the same whether
+// or not the email or name is taken, and the next step is mailed to the
+// address (ConfirmSignup with its token).
+func (c *Client) Signup(ctx context.Context, req api.SignupRequest) (api.SignupAccepted, error) {
+	return call[api.SignupAccepted](ctx, c, http.MethodPost, "/v1/signup", req)
+}
+
+// ConfirmSignup creates the tenant and owner a signup asked for, with the
+// token mailed to its address, and returns the owner's session.
+func (c *Client) ConfirmSignup(ctx context.Context, token string) (api.SignupResponse, error) {
+	return call[api.SignupResponse](ctx, c, http.MethodPost, "/v1/signup/confirm", api.ConfirmSignupRequest{Token: token})
 }
 
 // Login creates a session.
@@ -124,9 +132,17 @@ func (c *Client) Members(ctx context.Context) ([]api.Member, error) {
 	return all[api.Member](ctx, c, "/v1/members")
 }
 
-// AddMember adds a member.
-func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.Member, error) {
-	return call[api.Member](ctx, c, http.MethodPost, "/v1/members", req)
+// AddMember invites an address to the tenant; the answer is the same
+// whether or not it has an account, and the invitation's token is mailed
+// to it (AcceptInvitation).
+func (c *Client) AddMember(ctx context.Context, req api.AddMemberRequest) (api.MemberInvited, error) {
+	return call[api.MemberInvited](ctx, c, http.MethodPost, "/v1/members", req)
+}
+
+// AcceptInvitation makes the invited address a member with the mailed
+// token (no credentials needed: the token is one).
+func (c *Client) AcceptInvitation(ctx context.Context, token string) (api.Member, error) {
+	return call[api.Member](ctx, c, http.MethodPost, "/v1/invitations/accept", api.AcceptInvitationRequest{Token: token})
 }
 
 // UpdateMember changes a member's role.

@@ -141,7 +141,17 @@ func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
 	return nil
 }
 
-// The one parser of each key. Each returns the rule a bad value breaks.
+// The one parser of each key. Each returns the rule a bad value breaks,
+// naming what is wrong: not a number, or which bound.
+
+// errNotWhole is a value that is not a base-10 integer.
+var errNotWhole = errors.New("must be a whole number (digits only, no unit)")
+
+// errForever is retention.ms=-1, Kafka's "keep forever": no plan offers
+// it (every plan has a max_retention_ms), so it is refused rather than
+// quietly capped.
+var errForever = errors.New("-1 (keep forever) is not offered: every plan has a maximum retention " +
+	"(max_retention_ms in GET /v1/quotas); give a number of milliseconds up to it")
 
 func parseCleanupPolicy(v string) error {
 	if strings.Contains(v, "compact") {
@@ -155,31 +165,50 @@ func parseCleanupPolicy(v string) error {
 
 func parseRetentionMs(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1000 {
-		return 0, errors.New("must be a whole number of milliseconds, at least 1000")
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n == -1:
+		return 0, errForever
+	case n < 1000:
+		return 0, errors.New("must be at least 1000 milliseconds")
 	}
 	return n, nil
 }
 
 func parseRetentionBytes(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || (n != -1 && n < 1) {
-		return 0, errors.New("must be -1 (no limit) or a positive number of bytes")
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n != -1 && n < 1:
+		return 0, errors.New("must be -1 (no limit but the tenant's storage quota) or a positive number of bytes")
 	}
 	return n, nil
 }
 
 func parseMaxMessageBytes(v string) (int, error) {
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n < 1:
 		return 0, errors.New("must be a positive number of bytes")
 	}
 	return n, nil
 }
 
+// segment.bytes is bounded to [1 MiB, 1 GiB]. The floor is Kafka 4.0's
+// (Kafka 3.x accepted 14 bytes, a segment file per batch, which costs a
+// file, an index and a descriptor per record batch and is never what a
+// user wants); the ceiling keeps a segment, the unit retention deletes,
+// small enough to be deleted promptly.
 func parseSegmentBytes(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 1<<20 || n > 1<<30 {
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n < 1<<20 || n > 1<<30:
 		return 0, errors.New("must be from 1 MiB (1048576) to 1 GiB (1073741824)")
 	}
 	return n, nil
@@ -187,8 +216,11 @@ func parseSegmentBytes(v string) (int64, error) {
 
 func parseSegmentMs(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 60_000 {
-		return 0, errors.New("must be a whole number of milliseconds, at least 60000")
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n < 60_000:
+		return 0, errors.New("must be at least 60000 milliseconds")
 	}
 	return n, nil
 }

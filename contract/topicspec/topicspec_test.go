@@ -85,6 +85,11 @@ func TestValidateConfig(t *testing.T) {
 		{"compaction", map[string]string{"cleanup.policy": "compact,delete"}, "invalid_config", "invalid_config"},
 		{"retention too short", map[string]string{"retention.ms": "999"}, "invalid_config", "invalid_config"},
 		{"retention not a number", map[string]string{"retention.ms": "1h"}, "invalid_config", "invalid_config"},
+		{"retention forever", map[string]string{"retention.ms": "-1"}, "invalid_config", "invalid_config"},
+		{"retention negative", map[string]string{"retention.ms": "-5000"}, "invalid_config", "invalid_config"},
+		{"retention bytes negative", map[string]string{"retention.bytes": "-2"}, "invalid_config", "invalid_config"},
+		{"retention bytes not a number", map[string]string{"retention.bytes": "1GB"}, "invalid_config", "invalid_config"},
+		{"segment not a number", map[string]string{"segment.bytes": "1MiB"}, "invalid_config", "invalid_config"},
 		{"retention above the quota", map[string]string{"retention.ms": "604800001"}, "quota_exceeded", ""},
 		{"retention bytes zero", map[string]string{"retention.bytes": "0"}, "invalid_config", "invalid_config"},
 		{"retention bytes above the quota", map[string]string{"retention.bytes": "5368709121"}, "quota_exceeded", ""},
@@ -153,5 +158,28 @@ func TestConfigAccessors(t *testing.T) {
 	}
 	if _, ok := (topicspec.Config{}).RetentionBytes(); ok {
 		t.Error("a missing retention.bytes read as valid")
+	}
+}
+
+// TestValidateConfigMessages: each bad value is told what is wrong with it.
+func TestValidateConfigMessages(t *testing.T) {
+	q := free
+	for _, tc := range []struct {
+		cfg  map[string]string
+		want string
+	}{
+		{map[string]string{"retention.ms": "1h"}, `retention.ms="1h": must be a whole number`},
+		{map[string]string{"retention.ms": "-1"}, `retention.ms="-1": -1 (keep forever) is not offered`},
+		{map[string]string{"retention.ms": "-5000"}, `retention.ms="-5000": must be at least 1000 milliseconds`},
+		{map[string]string{"retention.ms": "604800001"}, `retention.ms=604800001 is above the tenant's limit of 604800000 ms`},
+		{map[string]string{"retention.bytes": "-2"}, `retention.bytes="-2": must be -1 (no limit`},
+		{map[string]string{"max.message.bytes": "big"}, `max.message.bytes="big": must be a whole number`},
+		{map[string]string{"segment.bytes": "1024"}, `segment.bytes="1024": must be from 1 MiB (1048576)`},
+		{map[string]string{"segment.ms": "-1"}, `segment.ms="-1": must be at least 60000 milliseconds`},
+	} {
+		err := topicspec.ValidateConfig(tc.cfg, &q)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.cfg, err, tc.want)
+		}
 	}
 }

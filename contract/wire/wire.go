@@ -129,6 +129,11 @@ type Report struct {
 	// or the HTTP data API) since its last report; the control plane sets
 	// their last_used_at. Absent from brokers that do not track them.
 	KeysUsed []string `json:"keys_used,omitempty"`
+	// HTTPScheme is the scheme the broker's HTTP data API serves: "https"
+	// when it has a certificate, "http" otherwise; empty from brokers that
+	// do not report it (taken as http). /v1/cluster lists its endpoints
+	// with it.
+	HTTPScheme string `json:"http_scheme,omitempty"`
 }
 
 // PartitionStatus is one replica's view of its partition.

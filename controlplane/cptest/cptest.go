@@ -33,7 +33,10 @@ type Env struct {
 	Server   *controlplane.Server
 	Operator *client.Client
 	Anon     *client.Client
-	t        testing.TB
+	// MailDir holds the mail the control plane sent (a mail.Dir), unless
+	// a configure callback set another Mailer.
+	MailDir string
+	t       testing.TB
 }
 
 // Brokers describes the seeded brokers: node ids 1..3 with these addresses.
@@ -49,7 +52,8 @@ type Brokers struct {
 func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *Env {
 	t.Helper()
 	db := pgtest.Pool(t)
-	cfg := controlplane.Config{DB: db}
+	mailer, mailDir := Mailer(t)
+	cfg := controlplane.Config{DB: db, Mailer: mailer}
 	for _, f := range configure {
 		f(&cfg)
 	}
@@ -64,7 +68,8 @@ func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *En
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL), t: t}
+	e := &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL),
+		MailDir: mailDir, t: t}
 	SeedFleet(t, e.Operator, b)
 	return e
 }
@@ -154,7 +159,7 @@ type Tenant struct {
 func (e *Env) Signup(name, keyRole string) *Tenant {
 	e.t.Helper()
 	ctx := context.Background()
-	res, err := e.Anon.Signup(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
+	res, err := SignUp(ctx, e.Anon, e.MailDir, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
 	if err != nil {
 		e.t.Fatalf("signup %s: %v", name, err)
 	}

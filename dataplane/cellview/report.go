@@ -35,6 +35,10 @@ type ReporterConfig struct {
 	// the last call (Syncer.TakeKeysUsed); the control plane notes their
 	// use. Keys of a report that fails are noted again on their next use.
 	KeysUsed func() []string
+	// HTTPScheme is the scheme of the broker's HTTP data API ("http" or
+	// "https"), reported so the control plane lists usable endpoints;
+	// empty reports none (taken as http).
+	HTTPScheme string
 	// Every is the reporting interval (default 5 s).
 	Every time.Duration
 	// Soon, when set, asks for a report before the interval ends: each
@@ -113,7 +117,7 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 		return err
 	}
 	rep := wire.Report{Version: wire.Version, BrokerID: r.cfg.BrokerID, DiskUsedBytes: used, DiskTotalBytes: total,
-		Partitions: []wire.PartitionStatus{}}
+		Partitions: []wire.PartitionStatus{}, HTTPScheme: r.cfg.HTTPScheme}
 	if r.cfg.Partitions != nil {
 		rep.Partitions = r.cfg.Partitions()
 	}

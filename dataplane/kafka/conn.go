@@ -203,6 +203,10 @@ func (c *conn) handle(req *request) error {
 		resp = c.createPartitions(r)
 	case *kmsg.DescribeConfigsRequest:
 		resp = c.describeConfigs(r)
+	case *kmsg.AlterConfigsRequest:
+		resp = c.alterConfigs(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		resp = c.incrementalAlterConfigs(r)
 	case *kmsg.DescribeACLsRequest:
 		resp = c.describeACLs(r)
 	case *kmsg.CreateACLsRequest:

@@ -37,6 +37,8 @@ var apis = map[int16]apiRange{
 	22: {0, 4},  // InitProducerId (with Config.ProducerIDs)
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs (with Config.ControlPlane; see alterconfigs.go)
+	44: {0, 1},  // IncrementalAlterConfigs (with Config.ControlPlane)
 	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions (with Config.ControlPlane)
 	29: {0, 3},  // DescribeAcls (with Config.ControlPlane; see acls.go)

@@ -81,6 +81,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, TLS: o.tls}
 	if o.controlPlane {
 		cfg.ControlPlane = client.New(cp.URL)
+		cfg.CellControlPlane = cp.CellClient()
 	}
 	srv, err := kafka.New(cfg)
 	if err != nil {

@@ -114,6 +114,20 @@ func redirectAnswer(req kmsg.Request) kmsg.Response {
 			or.ResourceType, or.ResourceName, or.ErrorCode = rr.ResourceType, rr.ResourceName, redirectAdmin
 			out.Resources = append(out.Resources, or)
 		}
+	case *kmsg.AlterConfigsRequest:
+		out := resp.(*kmsg.AlterConfigsResponse)
+		for _, rr := range r.Resources {
+			or := kmsg.NewAlterConfigsResponseResource()
+			or.ResourceType, or.ResourceName, or.ErrorCode = rr.ResourceType, rr.ResourceName, redirectAdmin
+			out.Resources = append(out.Resources, or)
+		}
+	case *kmsg.IncrementalAlterConfigsRequest:
+		out := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		for _, rr := range r.Resources {
+			or := kmsg.NewIncrementalAlterConfigsResponseResource()
+			or.ResourceType, or.ResourceName, or.ErrorCode = rr.ResourceType, rr.ResourceName, redirectAdmin
+			out.Resources = append(out.Resources, or)
+		}
 	case *kmsg.DescribeACLsRequest:
 		resp.(*kmsg.DescribeACLsResponse).ErrorCode = redirectAdmin
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:

@@ -30,6 +30,10 @@ func redirectRequests() []kmsg.Request {
 	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: topic, Count: 3}}
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: topic}}
+	ac := kmsg.NewPtrAlterConfigsRequest()
+	ac.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: topic}}
+	iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	iac.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: topic}}
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKey, fc.CoordinatorKeys = group, []string{group}
 	jg := kmsg.NewPtrJoinGroupRequest()
@@ -60,7 +64,7 @@ func redirectRequests() []kmsg.Request {
 	as := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 	as.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "SLKAAAAAAAAAAAAAAAA", Mechanism: 1}}
 	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od,
-		kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), as}
+		kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), as, ac, iac}
 }
 
 // Every request a redirect session answers, at every version, carries
@@ -110,7 +114,7 @@ func TestRedirectAnswersAreRetriable(t *testing.T) {
 			t.Errorf("%s is served but has no redirect answer", kmsg.NameForKey(key))
 		}
 	}
-	if redirectAnswer(kmsg.NewPtrAlterConfigsRequest()) != nil {
+	if redirectAnswer(kmsg.NewPtrAlterReplicaLogDirsRequest()) != nil {
 		t.Error("an unknown request got a redirect answer instead of a closed connection")
 	}
 }

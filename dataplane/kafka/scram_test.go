@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -18,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/kafka"
 )
 
 // saslClient is a franz-go client of the broker signing in only with the
@@ -82,7 +86,7 @@ func TestSASLMechanismsProduceConsume(t *testing.T) {
 // scramLogin runs SaslHandshake v1 and the SCRAM exchange over
 // SaslAuthenticate on rc with franz-go's SCRAM client, and returns the
 // first answer with an error, or the last one.
-func scramLogin(t *testing.T, rc *rawConn, mechanism, user, pass string) *kmsg.SASLAuthenticateResponse {
+func scramLogin(t testing.TB, rc *rawConn, mechanism, user, pass string) *kmsg.SASLAuthenticateResponse {
 	t.Helper()
 	auth := scram.Auth{User: user, Pass: pass}
 	mech := auth.AsSha256Mechanism()
@@ -378,32 +382,93 @@ func BenchmarkScramHandshake(b *testing.B) {
 	}
 }
 
-// TestScramAdminAsksForPlain: administration through the control plane
-// needs the key's secret, which SCRAM never sends; a SCRAM connection is
-// told to use PLAIN, and a PLAIN one still creates the topic.
-func TestScramAdminAsksForPlain(t *testing.T) {
+// TestScramAdmin: administration over SCRAM, which never sends the
+// secret, is served on the key's behalf with the broker's cell key: an
+// admin key's kadm creates a topic, adds partitions, creates an ACL and
+// deletes the topic; a client-role key gets no more than its role gives
+// on /v1 (refused, as with PLAIN); and a broker without the cell client
+// tells a SCRAM connection to use PLAIN.
+func TestScramAdmin(t *testing.T) {
 	b := startBroker(t, brokerOpts{controlPlane: true})
 	a := b.cp.Signup("scramadmin", "admin")
+	clientKey, err := a.Owner.CreateAPIKey(context.Background(), api.CreateAPIKeyRequest{Description: "client", Role: "client"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.waitForKey(t, a)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	waitFor(t, "the client key to reach the broker", func() bool {
+		_, err := b.state.View().Authenticate(clientKey.ID, clientKey.Secret, time.Now())
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	create := func(cl *kgo.Client, topic string) kmsg.CreateTopicsResponseTopic {
-		t.Helper()
-		req := kmsg.NewPtrCreateTopicsRequest()
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, -1
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil || len(resp.Topics) != 1 {
-			t.Fatalf("create topics: %v %+v", err, resp)
-		}
-		return resp.Topics[0]
+	for _, m := range saslMechanisms[1:] {
+		t.Run(m.name, func(t *testing.T) {
+			topic := "via" + strings.ToLower(strings.ReplaceAll(m.name, "-", ""))
+			adm := kadm.NewClient(saslClient(t, b, kgo.SASL(m.mech(a.KeyID, a.Secret))))
+			created, err := adm.CreateTopics(ctx, 1, -1, nil, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := created[topic]; r.Err != nil {
+				t.Fatalf("create %s over %s: %v %s", topic, m.name, r.Err, r.ErrMessage)
+			}
+			grown, err := adm.CreatePartitions(ctx, 1, topic)
+			if err != nil || grown[topic].Err != nil {
+				t.Fatalf("add a partition over %s: %v %+v", m.name, err, grown)
+			}
+			if tp, err := a.Key.Topic(ctx, topic); err != nil || tp.Partitions != 2 {
+				t.Fatalf("the topic after CreatePartitions over %s: %+v %v", m.name, tp, err)
+			}
+			acl := kadm.NewACLs().Topics(topic).Allow("User:" + clientKey.ID).AllowHosts().Operations(kadm.OpRead).
+				ResourcePatternType(kadm.ACLPatternLiteral)
+			if res, err := adm.CreateACLs(ctx, acl); err != nil || len(res) != 1 || res[0].Err != nil {
+				t.Fatalf("create an ACL over %s: %v %+v", m.name, err, res)
+			}
+			if acls, err := a.Key.ACLs(ctx); err != nil || !slices.ContainsFunc(acls, func(x api.ACL) bool { return x.ResourceName == topic }) {
+				t.Fatalf("ACLs after CreateACLs over %s: %+v %v", m.name, acls, err)
+			}
+			deleted, err := adm.DeleteTopics(ctx, topic)
+			if err != nil || deleted[topic].Err != nil {
+				t.Fatalf("delete %s over %s: %v %+v", topic, m.name, err, deleted)
+			}
+			if _, err := a.Key.Topic(ctx, topic); !client.IsCode(err, "topic_not_found") {
+				t.Fatalf("the topic after DeleteTopics over %s: %v", m.name, err)
+			}
+		})
 	}
-	scramCl := saslClient(t, b, kgo.SASL(scram.Auth{User: a.KeyID, Pass: a.Secret}.AsSha512Mechanism()))
-	if r := create(scramCl, "viascram"); r.ErrorCode != 31 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "SASL/PLAIN") {
-		t.Fatalf("create over SCRAM: code %d message %v", r.ErrorCode, r.ErrorMessage)
+
+	// A client key gets no more over SCRAM than over /v1: no topic admin.
+	weak := kadm.NewClient(saslClient(t, b, kgo.SASL(scram.Auth{User: clientKey.ID, Pass: clientKey.Secret}.AsSha256Mechanism())))
+	res, err := weak.CreateTopics(ctx, 1, -1, nil, "notallowed")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := create(b.client(t, a), "viaplain"); r.ErrorCode != 0 {
-		t.Fatalf("create over PLAIN: code %d message %v", r.ErrorCode, r.ErrorMessage)
+	if r := res["notallowed"]; r.Err == nil {
+		t.Fatal("a client key created a topic over SCRAM")
+	}
+	if _, err := a.Key.Topic(ctx, "notallowed"); !client.IsCode(err, "topic_not_found") {
+		t.Fatalf("a client key's refused create left a topic: %v", err)
+	}
+
+	// A broker without the cell client asks a SCRAM connection for PLAIN
+	// (a raw connection: a client would follow Metadata to the main one).
+	addr := b.startServer(t, func(c *kafka.Config) { c.ControlPlane = client.New(b.cp.URL) })
+	rc := dialRaw(t, addr)
+	if r := scramLogin(t, rc, "SCRAM-SHA-512", a.KeyID, a.Secret); r.ErrorCode != 0 {
+		t.Fatalf("scram sign-in: code %d", r.ErrorCode)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 4
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "nocellclient", 1, -1
+	req.Topics = append(req.Topics, rt)
+	raw, err := rc.roundTrip(req)
+	resp, _ := raw.(*kmsg.CreateTopicsResponse)
+	if err != nil || resp == nil || len(resp.Topics) != 1 {
+		t.Fatalf("create topics: %v %+v", err, raw)
+	}
+	if r := resp.Topics[0]; r.ErrorCode != 31 || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "SASL/PLAIN") {
+		t.Fatalf("create over SCRAM without a cell client: code %d message %v", r.ErrorCode, r.ErrorMessage)
 	}
 }

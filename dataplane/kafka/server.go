@@ -36,6 +36,13 @@ type Config struct {
 	// by calling it with the caller's own API key. Unset, they are not
 	// advertised.
 	ControlPlane *client.Client
+	// CellControlPlane, when set with ControlPlane, is the control plane's
+	// API with this broker's cell key: administration over a connection
+	// that authenticated without sending the secret (SCRAM) is served by
+	// calling /v1 on behalf of the connection's key (client.OnBehalfOf),
+	// with exactly that key's role and ACLs. Unset, such connections are
+	// refused administration and told to use SASL/PLAIN.
+	CellControlPlane *client.Client
 	// ProducerIDs, when set, serves InitProducerId, so clients produce
 	// idempotently (producer id, epoch and sequence in each batch); the
 	// Partitions must then deduplicate and fence as partition.Replica

@@ -22,16 +22,24 @@ import (
 const adminWait = 30 * time.Second
 
 // adminAPIs are served only when Config.ControlPlane is set.
-var adminAPIs = map[int16]bool{19: true, 20: true, 37: true}
+var adminAPIs = map[int16]bool{19: true, 20: true, 33: true, 37: true, 44: true}
 
-// callerAPI is the control-plane client acting as the caller, or an error
-// for a caller without a key (the DevTenant).
+// callerAPI is the control-plane client acting as the caller: with the
+// key's secret after PLAIN, or on the key's behalf with the cell key after
+// SCRAM (which never sends the secret); either way the control plane
+// applies exactly the key's role and ACLs. An error for a caller without
+// a key (the DevTenant), or after SCRAM on a broker without a cell client.
 func (c *conn) callerAPI() (*client.Client, error) {
 	p := c.principal.Load()
-	if c.dev || c.secret == "" {
-		return nil, catalog.PermissionDenied.New("administration over Kafka (topics, ACLs) needs an API key's secret; authenticate with SASL/PLAIN (SCRAM never sends the secret)")
+	switch {
+	case c.dev:
+		return nil, catalog.PermissionDenied.New("administration over Kafka (topics, ACLs) needs an API key")
+	case c.secret != "":
+		return c.s.cfg.ControlPlane.With(client.WithAPIKey(p.KeyID, c.secret)), nil
+	case c.s.cfg.CellControlPlane != nil:
+		return c.s.cfg.CellControlPlane.With(client.OnBehalfOf(p.KeyID)), nil
 	}
-	return c.s.cfg.ControlPlane.With(client.WithAPIKey(p.KeyID, c.secret)), nil
+	return nil, catalog.PermissionDenied.New("administration over Kafka (topics, ACLs) needs an API key's secret on this broker; authenticate with SASL/PLAIN (SCRAM never sends the secret)")
 }
 
 // apiError maps a control-plane call's failure to a Kafka code and a

@@ -51,7 +51,8 @@ func newEnv(t *testing.T) *env {
 	setupTerraform(t)
 
 	db := pgtest.Pool(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db,
+	mailer, mailDir := cptest.Mailer(t)
+	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer,
 		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
 
 	anon := client.New(hs.URL)
-	res, err := anon.Signup(ctx, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
+	res, err := cptest.SignUp(ctx, anon, mailDir, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
 	if err != nil {
 		t.Fatalf("signup: %v", err)
 	}

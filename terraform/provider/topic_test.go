@@ -394,6 +394,9 @@ func TestTopicPlanTimeErrors(t *testing.T) {
 		{"unknown config key", `name = "t"` + "\n" + `config = { "retention.hours" = "1" }`, `(?s)Invalid topic config \(invalid_config\).*unknown topic config\s+"retention.hours"`},
 		{"config value out of bounds", `name = "t"` + "\n" + `config = { "segment.bytes" = "1024" }`, `(?s)invalid_config.*segment.bytes="1024": must be from 1 MiB`},
 		{"config value above the tenant's quota", `name = "t"` + "\n" + `config = { "retention.ms" = "2592000000" }`, `(?s)quota_exceeded.*retention.ms=2592000000 is above the\s+tenant's limit`},
+		{"retention forever", `name = "t"` + "\n" + `config = { "retention.ms" = "-1" }`, `(?s)invalid_config.*retention.ms="-1": -1 \(keep forever\) is\s+not\s+offered`},
+		{"negative retention", `name = "t"` + "\n" + `config = { "retention.ms" = "-60000" }`, `(?s)invalid_config.*retention.ms="-60000": must be at\s+least\s+1000`},
+		{"retention not a number", `name = "t"` + "\n" + `config = { "retention.bytes" = "10GB" }`, `(?s)invalid_config.*retention.bytes="10GB": must be a\s+whole\s+number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.Test(t, resource.TestCase{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
@@ -80,6 +81,9 @@ type ControlPlane struct {
 	URL      string
 	Proc     *Proc
 	Operator *client.Client // an operator key's client
+	// MailDir keeps the mail the control plane would send (-mail-dir):
+	// signup and invitation tokens.
+	MailDir string
 }
 
 // StartControlPlane applies the migrations to databaseURL and makes an
@@ -97,9 +101,10 @@ func StartControlPlane(ctx context.Context, tenantd, databaseURL, listen, dir, l
 		return nil, fmt.Errorf("read the operator key: %w", err)
 	}
 	opID, opSecret, _ := strings.Cut(strings.TrimSpace(string(opKey)), ":")
-	cp := &ControlPlane{URL: "http://" + listen}
+	cp := &ControlPlane{URL: "http://" + listen, MailDir: filepath.Join(dir, "mail")}
 	cp.Proc, err = Start("tenantd controlplane", filepath.Join(dir, "controlplane.log"), nil,
-		tenantd, "controlplane", "-database-url", databaseURL, "-listen", listen, "-log-level", logLevel)
+		tenantd, "controlplane", "-database-url", databaseURL, "-listen", listen, "-log-level", logLevel,
+		"-mail-dir", cp.MailDir)
 	if err != nil {
 		return nil, err
 	}
@@ -197,11 +202,21 @@ type Tenant struct {
 
 // SignUp signs up a tenant (its owner's email derived from name) on plan
 // ("" for the default) and creates an API key for it.
-func SignUp(ctx context.Context, apiURL, name, plan string) (*Tenant, error) {
-	su, err := client.New(apiURL).Signup(ctx, api.SignupRequest{TenantName: name, Email: name + "@sluice.test",
-		Password: name + " " + name + " password 1", Plan: plan})
-	if err != nil {
+func SignUp(ctx context.Context, cp *ControlPlane, name, plan string) (*Tenant, error) {
+	apiURL, email := cp.URL, name+"@sluice.test"
+	anon := client.New(apiURL)
+	if _, err := anon.Signup(ctx, api.SignupRequest{TenantName: name, Email: email,
+		Password: name + " " + name + " password 1", Plan: plan}); err != nil {
 		return nil, fmt.Errorf("sign up tenant %s: %w", name, err)
+	}
+	// The control plane sends no mail: its mail dir has the token.
+	text, err := mail.Last(cp.MailDir, email)
+	if err != nil {
+		return nil, fmt.Errorf("read the signup mail of tenant %s: %w", name, err)
+	}
+	su, err := anon.ConfirmSignup(ctx, mail.Token(text))
+	if err != nil {
+		return nil, fmt.Errorf("confirm the signup of tenant %s: %w", name, err)
 	}
 	owner := client.New(apiURL, client.WithSession(su.Session.Token))
 	key, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: name + " clients"})
