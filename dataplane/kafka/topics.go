@@ -115,6 +115,7 @@ func (c *conn) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		}
 		return true
 	})
+	c.waitForLeaders(ctx, created)
 	return resp
 }
 

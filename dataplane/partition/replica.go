@@ -92,8 +92,10 @@ type Config struct {
 	Peers []raft.Server
 	// Bootstrap makes a replica with no state write the initial
 	// configuration (Peers). Every replica of a new group may do so: the
-	// preferred replica (Peers[0]) writes it at once, so it alone can
-	// campaign and becomes the first leader; the others wait for it to
+	// preferred replica (Peers[0]) writes it at once and campaigns at once
+	// (if Transport can: transport.GroupTransport.Campaign), so it alone
+	// can campaign and becomes the first leader within milliseconds; the
+	// others wait for it to
 	// reach them and write the configuration themselves only if no
 	// leader has within BootstrapGrace (the preferred replica is down).
 	Bootstrap bool
@@ -285,7 +287,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	deferBootstrap := false
+	deferBootstrap, bootstrapped := false, false
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
@@ -297,6 +299,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 			if err := raft.BootstrapCluster(&rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
 				return nil, fmt.Errorf("bootstrap: %w", err)
 			}
+			bootstrapped = true
 		default:
 			// Without a configuration this replica never campaigns
 			// (hashicorp/raft grants votes to a bootstrapping group),
@@ -331,6 +334,10 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if deferBootstrap {
 		r.wg.Add(1)
 		go r.bootstrapLater()
+	}
+	if bootstrapped {
+		r.wg.Add(1)
+		go r.campaignFirst()
 	}
 	return r, nil
 }

@@ -109,6 +109,13 @@ type Config struct {
 	// InboxSize bounds the RPCs queued for one group before the receiver
 	// answers ErrGroupBusy. Default 64.
 	InboxSize int
+	// OpenWait is how long an RPC for a group this broker has not opened
+	// (or whose membership it does not know yet) waits for it before it is
+	// answered ErrUnknownGroup: the replicas of a new partition open on
+	// the brokers a few milliseconds apart, and the preferred replica's
+	// first vote request must not be lost to that. Default half of
+	// ControlTimeout, at most 1s; negative answers at once.
+	OpenWait time.Duration
 }
 
 func (c *Config) validate() error {
@@ -158,6 +165,9 @@ func (c *Config) validate() error {
 	if c.InboxSize <= 0 {
 		c.InboxSize = 64
 	}
+	if c.OpenWait == 0 {
+		c.OpenWait = min(c.ControlTimeout/2, time.Second)
+	}
 	return nil
 }
 
@@ -188,6 +198,7 @@ type Node struct {
 	peers  map[raft.ServerAddress]*peer
 	conns  map[*conn]struct{}
 	snaps  map[net.Conn]struct{} // live snapshot connections
+	opened chan struct{}         // closed and replaced when a group opens; see hold
 }
 
 // New listens on cfg.ListenAddr and starts accepting peer connections.
@@ -215,6 +226,7 @@ func New(cfg Config) (*Node, error) {
 		peers:  map[raft.ServerAddress]*peer{},
 		conns:  map[*conn]struct{}{},
 		snaps:  map[net.Conn]struct{}{},
+		opened: make(chan struct{}),
 	}
 	n.wg.Add(1)
 	go func() {
@@ -288,6 +300,7 @@ func (n *Node) Group(groupID string) (*GroupTransport, error) {
 		return nil, fmt.Errorf("register raft group %q: already registered", groupID)
 	}
 	n.groups[groupID] = g
+	n.openedLocked()
 	g.wg.Add(1)
 	n.spawnLocked(func() {
 		defer g.wg.Done()
@@ -418,11 +431,20 @@ func (n *Node) handleRequest(c *conn, f frame) {
 	}
 	n.stats.received[f.kind].Add(1)
 	g := n.lookup(f.group)
-	if g == nil {
-		n.stats.unknownGroup.Add(1)
-		c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+	if g == nil || !g.serving() {
+		// Perhaps a new group this broker is about to open: see hold.
+		if !n.hold(c, f) {
+			n.stats.unknownGroup.Add(1)
+			c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+		}
 		return
 	}
+	n.dispatch(c, f, g)
+}
+
+// dispatch hands a request to its open group g: refused unless the peer
+// is a member, heartbeats answered at once, the rest queued.
+func (n *Node) dispatch(c *conn, f frame, g *GroupTransport) {
 	if err := g.admit(c.peer, f.msg); err != nil {
 		n.refuse(c, f, err)
 		return
@@ -629,6 +651,7 @@ type nodeStats struct {
 	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
+	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [4]atomic.Uint64
 }
 

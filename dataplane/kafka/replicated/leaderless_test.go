@@ -21,11 +21,6 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	c, tn := startCell(t, 1, "orphan")
 	l := c.cell.WaitLeader(0, 20*time.Second)
 	survivor := (l + 1) % 3
-	for b := range 3 {
-		if b != survivor {
-			c.kill(b)
-		}
-	}
 	cl := c.client(t, tn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -34,6 +29,16 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = &topic
 	meta.Topics = append(meta.Topics, mt)
+	for b := range 3 { // every listener serving before two stop
+		if _, err := cl.Broker(b+1).Request(ctx, meta); err != nil {
+			t.Fatalf("metadata from node %d: %v", b+1, err)
+		}
+	}
+	for b := range 3 {
+		if b != survivor {
+			c.kill(b)
+		}
+	}
 	var mp kmsg.MetadataResponseTopicPartition
 	celltest.WaitFor(t, 20*time.Second, "metadata without a leader", func() bool {
 		raw, err := cl.Broker(survivor+1).Request(ctx, meta)
