@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -20,22 +21,22 @@ type campaigner interface {
 // themselves and grant the vote; see DESIGN.md, "Leaders in milliseconds".
 func (r *Replica) campaignFirst() {
 	defer r.wg.Done()
-	if r.campaign("new group") {
+	if r.campaign("new group", "") {
 		r.cfg.Logger.Debug("preferred replica of a new group campaigns at once", "replica", r.cfg.ID)
 	}
 }
 
 // campaign starts an election on this replica now if it is a follower
-// that knows no leader and is a voter in its latest configuration; it
-// reports whether it did. Raft's election rules are unchanged (one vote
-// per term, only for an up-to-date log), so this is only ever early, never
-// unsafe.
-func (r *Replica) campaign(why string) bool {
+// that knows no leader (or only dead, the leader it believes in) and is a
+// voter in its latest configuration; it reports whether it did. Raft's
+// election rules are unchanged (one vote per term, only for an up-to-date
+// log), so this is only ever early, never unsafe.
+func (r *Replica) campaign(why string, dead raft.ServerID) bool {
 	c, ok := r.cfg.Transport.(campaigner)
 	if !ok || r.raft.State() != raft.Follower {
 		return false
 	}
-	if _, id := r.raft.LeaderWithID(); id != "" {
+	if _, id := r.raft.LeaderWithID(); id != "" && id != dead {
 		return false
 	}
 	f := r.raft.GetConfiguration()
@@ -71,4 +72,110 @@ func (r *Replica) campaign(why string) bool {
 // looking for another leader.
 func (r *Replica) ElectedHere() bool {
 	return r.raft.State() == raft.Leader && !r.ready()
+}
+
+// peerWatcher is a transport that detects dead peer brokers for all its
+// groups at once (transport.GroupTransport's liveness probe).
+type peerWatcher interface {
+	WatchPeers(servers []raft.Server)
+	OnPeerDown(fn func(id raft.ServerID, down bool))
+	PeerDown(id raft.ServerID) bool
+}
+
+// failoverStagger separates the campaigns of a dead leader's followers:
+// the first live voter in Peers order campaigns at once, the next one this
+// much later and only if no leader came meanwhile, so two followers do not
+// split the vote of one term (a split costs a whole election timeout).
+const failoverStagger = 500 * time.Millisecond
+
+// watchPeers subscribes the replica to its transport's per-broker failure
+// detection. Called once from start.
+func (r *Replica) watchPeers() {
+	w, ok := r.cfg.Transport.(peerWatcher)
+	if !ok {
+		return
+	}
+	r.peers = w
+	w.WatchPeers(r.cfg.Peers)
+	w.OnPeerDown(func(id raft.ServerID, down bool) {
+		if !down {
+			r.mu.Lock()
+			r.peerUp[id] = time.Now()
+			r.mu.Unlock()
+			return
+		}
+		select {
+		case r.peerDown <- id:
+		default: // the monitor has one pending; it re-reads state anyway
+		}
+	})
+}
+
+// onPeerDown runs on the monitor when the transport finds broker id down:
+// if id led this replica's group, the replica schedules its campaign,
+// staggered by its rank among the live voters.
+func (r *Replica) onPeerDown(id raft.ServerID) {
+	if r.raft.State() != raft.Follower {
+		return
+	}
+	if _, leader := r.raft.LeaderWithID(); leader != id && leader != "" {
+		return
+	}
+	rank := 0
+	for _, p := range r.cfg.Peers {
+		if p.ID == r.cfg.ID {
+			break
+		}
+		if p.ID != id && !r.peers.PeerDown(p.ID) {
+			rank++
+		}
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTimer(time.Duration(rank) * failoverStagger)
+		defer t.Stop()
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		if !r.peers.PeerDown(id) {
+			return // it answered again: no election
+		}
+		if r.campaign("leader's broker down", id) {
+			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
+		}
+	}()
+}
+
+// leaderDown reports whether the broker of the leader this replica
+// believes in is found down: the replica then names no leader (Metadata
+// says LEADER_NOT_AVAILABLE, which clients re-ask about quickly) until a
+// new one reaches it.
+func (r *Replica) leaderDown(id raft.ServerID) bool {
+	return id != "" && r.peers != nil && r.peers.PeerDown(id)
+}
+
+// NoQuorum reports whether this replica serves no leader and a majority
+// of its group's voters (itself counted as up) are on brokers the
+// transport finds down: the partition cannot elect a leader until they
+// return, as opposed to a leader moving, which takes about a second. It
+// counts the voters of Peers (the group's configuration as placed; asking
+// Raft would be a round trip through its main loop on an error path).
+func (r *Replica) NoQuorum() bool {
+	if r.peers == nil || r.ready() {
+		return false
+	}
+	voters, up := 0, 0
+	for _, s := range r.cfg.Peers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID == r.cfg.ID || !r.peers.PeerDown(s.ID) {
+			up++
+		}
+	}
+	return voters > 0 && up < voters/2+1
 }

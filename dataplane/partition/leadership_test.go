@@ -7,7 +7,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
@@ -44,4 +46,66 @@ func TestNewGroupLeadsWithoutTimeout(t *testing.T) {
 		}
 	}
 	t.Logf("%d new partitions, each acknowledged a produce %v after the cell started", parts, time.Since(start))
+}
+
+// TestDeadLeaderReplacedWithoutTimeout: when a broker stops, every
+// partition it led gets a new serving leader through per-broker failure
+// detection (the transport's liveness probe), not through Raft's per-group
+// heartbeat timeout, which is an hour here: without the probe the test
+// fails at its deadline. The measured time from the stop to the last new
+// leader is logged (the target is about 2 s: DownAfter 1 s plus the
+// election).
+func TestDeadLeaderReplacedWithoutTimeout(t *testing.T) {
+	const parts = 6
+	c := celltest.New(t, celltest.Options{Partitions: parts, Raft: slowRaft})
+	for p := range parts {
+		c.WaitLeader(p, 60*time.Second)
+	}
+	dead := c.Leader(0)
+	var led []int
+	for p := range parts {
+		if c.Leader(p) == dead {
+			led = append(led, p)
+		}
+	}
+	start := time.Now()
+	c.StopBroker(dead)
+	for _, p := range led {
+		if l := c.WaitLeader(p, 60*time.Second); l == dead {
+			t.Fatalf("partition %d still led by the stopped broker %d", p, dead)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.Produce(ctx, p, celltest.Batch([]byte("after")))
+		cancel()
+		if err != nil {
+			t.Fatalf("produce to partition %d after its leader stopped: %v", p, err)
+		}
+	}
+	t.Logf("broker %d stopped; its %d partitions %v had new serving leaders %v later", dead, len(led), led, time.Since(start))
+}
+
+// TestNoQuorumIsNotAMovingLeader: a replica whose group lost its majority
+// (two of three brokers stopped) says so — NoQuorum, and a produce error
+// the front doors map to not_enough_replicas (Kafka NOT_ENOUGH_REPLICAS)
+// — while a replica whose leader merely moved says not_leader.
+func TestNoQuorumIsNotAMovingLeader(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft})
+	l := c.WaitLeader(0, 60*time.Second)
+	survivor := (l + 1) % 3
+	r := c.Replica(survivor, 0)
+	_, err := r.Produce(context.Background(), celltest.Batch([]byte("x")))
+	if got := frontdoor.Catalogued(err).Entry; got != catalog.NotLeader {
+		t.Fatalf("produce to a follower of a healthy group: %v (%s), want not_leader", err, got.Code)
+	}
+	for b := range 3 {
+		if b != survivor {
+			c.StopBroker(b)
+		}
+	}
+	celltest.WaitFor(t, 60*time.Second, "the survivor to see its majority gone", r.NoQuorum)
+	_, err = r.Produce(context.Background(), celltest.Batch([]byte("x")))
+	ce := frontdoor.Catalogued(err)
+	if ce.Entry != catalog.NotEnoughReplicas || !ce.Entry.Retriable {
+		t.Fatalf("produce without a majority: %v (%s), want retriable not_enough_replicas", err, ce.Entry.Code)
+	}
 }

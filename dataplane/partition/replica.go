@@ -57,9 +57,17 @@ type NotLeaderError struct {
 	Leader raft.ServerID
 	Addr   raft.ServerAddress
 	// Node is the leader's broker node id (Config.NodeID), -1 if unknown.
-	Node  int
-	Cause error
+	Node int
+	// Majority is true when no leader is known and a majority of the
+	// group's voters are on brokers the transport finds down: no leader
+	// can be elected until they return (see Replica.NoQuorum).
+	Majority bool
+	Cause    error
 }
+
+// NoQuorum tells a partition whose majority is gone from one whose leader
+// is merely moving; front doors match it by this method.
+func (e *NotLeaderError) NoQuorum() bool { return e.Majority }
 
 // LeaderNode is the leader's broker node id. Front ends that must not
 // import this package (the Kafka listener) match not-leader errors by
@@ -194,7 +202,9 @@ type Replica struct {
 	obsReg *raft.Observer
 
 	stop      chan struct{}
-	wg        sync.WaitGroup // the monitor, barrier and deferred-bootstrap goroutines
+	peerDown  chan raft.ServerID // peer brokers found down (watchPeers)
+	peers     peerWatcher        // nil without per-broker failure detection
+	wg        sync.WaitGroup     // the monitor, barrier, campaign and deferred-bootstrap goroutines
 	closeOnce sync.Once
 	closeErr  error
 
@@ -202,7 +212,8 @@ type Replica struct {
 	mu         sync.Mutex
 	readyTerm  uint64 // term whose barrier completed while leader; 0 if none
 	leaderFrom time.Time
-	failing    map[raft.ServerID]bool // peers the leader cannot heartbeat
+	failing    map[raft.ServerID]bool      // peers the leader cannot heartbeat
+	peerUp     map[raft.ServerID]time.Time // when a peer broker last answered again after being down
 	removed    bool
 	shutdown   bool
 
@@ -265,7 +276,9 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		notify:   make(chan bool, 8),
 		obs:      make(chan raft.Observation, 64),
 		stop:     make(chan struct{}),
+		peerDown: make(chan raft.ServerID, 4),
 		failing:  map[raft.ServerID]bool{},
+		peerUp:   map[raft.ServerID]time.Time{},
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
 	}
@@ -329,6 +342,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		return false
 	})
 	ra.RegisterObserver(r.obsReg)
+	r.watchPeers()
 	r.wg.Add(1)
 	go r.monitor()
 	if deferBootstrap {
@@ -392,9 +406,14 @@ func (r *Replica) readyEpoch() (uint64, bool) {
 // IsLeader reports whether this replica leads and serves produce and fetch.
 func (r *Replica) IsLeader() bool { return r.ready() }
 
-// LeaderID returns the leader this replica knows of, or "" if none.
+// LeaderID returns the leader this replica knows of, or "" if none,
+// including while the transport finds the leader's broker down (see
+// leaderDown).
 func (r *Replica) LeaderID() (raft.ServerID, raft.ServerAddress) {
 	addr, id := r.raft.LeaderWithID()
+	if r.leaderDown(id) {
+		return "", ""
+	}
 	return id, addr
 }
 
@@ -450,7 +469,7 @@ func (r *Replica) notLeader(cause error) error {
 			node = n
 		}
 	}
-	return &NotLeaderError{Leader: id, Addr: addr, Node: node, Cause: cause}
+	return &NotLeaderError{Leader: id, Addr: addr, Node: node, Majority: id == "" && r.NoQuorum(), Cause: cause}
 }
 
 // Produce appends one client record batch (as ValidateClientBatch accepts
@@ -763,6 +782,8 @@ func (r *Replica) monitor() {
 				delete(r.failing, d.PeerID)
 			}
 			r.mu.Unlock()
+		case id := <-r.peerDown:
+			r.onPeerDown(id)
 		case <-tick.C:
 			if r.checkRemoved() {
 				return
@@ -865,8 +886,15 @@ func (r *Replica) maybeTransfer() {
 	pref := r.cfg.Peers[0]
 	r.mu.Lock()
 	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval
-	healthy := !r.failing[pref.ID]
+	// The transfer refuses writes until it ends, and it ends only when
+	// the target has caught up and won, or after an election timeout: a
+	// target whose broker is down, or came back a moment ago (it may have
+	// far to catch up), would cost that whole outage.
+	healthy := !r.failing[pref.ID] && time.Since(r.peerUp[pref.ID]) >= 3*r.cfg.CheckInterval
 	r.mu.Unlock()
+	if r.peers != nil && r.peers.PeerDown(pref.ID) {
+		healthy = false
+	}
 	if !settled || !healthy {
 		return
 	}

@@ -34,6 +34,7 @@ const (
 	kindRequestPreVote  uint8 = 3
 	kindTimeoutNow      uint8 = 4
 	kindInstallSnapshot uint8 = 5
+	kindPing            uint8 = 6    // liveness probe, no group, no payload (liveness.go)
 	kindSnapshotAccept  uint8 = 0x7e // receiver is ready for snapshot data
 	kindError           uint8 = 0x7f
 	kindResponse        uint8 = 0x80 // or-ed into a request kind
@@ -180,7 +181,7 @@ func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) 
 		b = binary.AppendUvarint(b, m.Term)
 		b = appendBool(b, m.Success)
 	case nil:
-		if kind != kindSnapshotAccept {
+		if kind != kindSnapshotAccept && kind != kindPing && kind != kindPing|kindResponse {
 			return nil, 0, errors.New("encode frame: nil message")
 		}
 	case *wireError:
@@ -339,7 +340,7 @@ func decodeFrame(buf []byte) (frame, error) {
 		m.Term = d.uv()
 		m.Success = d.bool()
 		f.msg = m
-	case kindSnapshotAccept:
+	case kindSnapshotAccept, kindPing, kindPing | kindResponse:
 	case kindError:
 		code := d.u8()
 		f.msg = &wireError{code: code, msg: string(d.bytes())}

@@ -106,6 +106,14 @@ type Config struct {
 	// at most 2×Linger to a heartbeat round trip, nothing to appends that
 	// carry entries or to votes.
 	Linger time.Duration
+	// ProbeInterval is how often the Node probes each watched peer
+	// broker (WatchPeers) with a ping on the control lane. Default 250ms;
+	// negative disables probing (no peer is ever reported down).
+	ProbeInterval time.Duration
+	// DownAfter is how long a watched peer may go without answering a
+	// probe before it is reported down (PeerDown, OnPeerDown). Default
+	// 1s; at least twice ProbeInterval.
+	DownAfter time.Duration
 	// InboxSize bounds the RPCs queued for one group before the receiver
 	// answers ErrGroupBusy. Default 64.
 	InboxSize int
@@ -165,6 +173,15 @@ func (c *Config) validate() error {
 	if c.InboxSize <= 0 {
 		c.InboxSize = 64
 	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = 250 * time.Millisecond
+	}
+	if c.DownAfter <= 0 {
+		c.DownAfter = time.Second
+	}
+	if c.ProbeInterval > 0 && c.DownAfter < 2*c.ProbeInterval {
+		return fmt.Errorf("config: DownAfter %s is below twice ProbeInterval %s", c.DownAfter, c.ProbeInterval)
+	}
 	if c.OpenWait == 0 {
 		c.OpenWait = min(c.ControlTimeout/2, time.Second)
 	}
@@ -199,6 +216,8 @@ type Node struct {
 	conns  map[*conn]struct{}
 	snaps  map[net.Conn]struct{} // live snapshot connections
 	opened chan struct{}         // closed and replaced when a group opens; see hold
+	live   map[raft.ServerID]*liveness
+	onDown map[*GroupTransport]func(raft.ServerID, bool)
 }
 
 // New listens on cfg.ListenAddr and starts accepting peer connections.
@@ -227,12 +246,21 @@ func New(cfg Config) (*Node, error) {
 		conns:  map[*conn]struct{}{},
 		snaps:  map[net.Conn]struct{}{},
 		opened: make(chan struct{}),
+		live:   map[raft.ServerID]*liveness{},
+		onDown: map[*GroupTransport]func(raft.ServerID, bool){},
 	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.acceptLoop()
 	}()
+	if cfg.ProbeInterval > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.watchdog()
+		}()
+	}
 	return n, nil
 }
 
@@ -335,6 +363,7 @@ func (n *Node) removeGroup(g *GroupTransport) {
 	if n.groups[g.id] == g {
 		delete(n.groups, g.id)
 	}
+	delete(n.onDown, g)
 	n.mu.Unlock()
 }
 
@@ -430,6 +459,12 @@ func (n *Node) handleRequest(c *conn, f frame) {
 		return
 	}
 	n.stats.received[f.kind].Add(1)
+	if f.kind == kindPing {
+		// A liveness probe names no group: the connection's mTLS
+		// handshake proved the sender a broker of this cell.
+		c.reply(kindPing|kindResponse, f.reqID, nil, nil, false)
+		return
+	}
 	g := n.lookup(f.group)
 	if g == nil || !g.serving() {
 		// Perhaps a new group this broker is about to open: see hold.
@@ -662,6 +697,7 @@ var kindNames = [8]string{
 	kindRequestPreVote:  "request_pre_vote",
 	kindTimeoutNow:      "timeout_now",
 	kindInstallSnapshot: "install_snapshot",
+	kindPing:            "ping",
 }
 
 // Stats returns a snapshot of the Node's counters.
