@@ -179,3 +179,35 @@ func (r *Replica) NoQuorum() bool {
 	}
 	return voters > 0 && up < voters/2+1
 }
+
+// progressReporter is a transport that tells a leader how far each
+// follower's log is (transport.GroupTransport.PeerLastLog).
+type progressReporter interface {
+	PeerLastLog(id raft.ServerID) (index uint64, at time.Time, ok bool)
+}
+
+// transferLag is how many entries behind the leader's last one a
+// follower may be and still count as caught up for a leadership transfer:
+// the pipeline's window, entries already on their way.
+const transferLag = 2
+
+// caughtUp reports whether follower id answered an AppendEntries lately
+// with a log at most transferLag entries behind
+// this leader's. LeadershipTransferToServer refuses every write until the
+// target has caught up and won, so a transfer to a follower far behind
+// (a broker back from a long stop, with a backlog) would be an outage as
+// long as its catch-up; maybeTransfer waits until replication has caught
+// it up instead. Without progress reports (another transport) it is true.
+func (r *Replica) caughtUp(id raft.ServerID) bool {
+	p, ok := r.cfg.Transport.(progressReporter)
+	if !ok {
+		return true
+	}
+	last, at, ok := p.PeerLastLog(id)
+	// Fresh: newer than two heartbeat intervals (an idle follower answers
+	// only those) or two check intervals.
+	if !ok || time.Since(at) > 2*max(r.cfg.CheckInterval, r.cfg.Raft.HeartbeatTimeout/5) {
+		return false
+	}
+	return last+transferLag >= r.raft.LastIndex()
+}

@@ -895,7 +895,7 @@ func (r *Replica) maybeTransfer() {
 	if r.peers != nil && r.peers.PeerDown(pref.ID) {
 		healthy = false
 	}
-	if !settled || !healthy {
+	if !settled || !healthy || !r.caughtUp(pref.ID) {
 		return
 	}
 	f := r.raft.GetConfiguration()
