@@ -109,7 +109,7 @@ type Config struct {
 	Bootstrap bool
 	// BootstrapGrace is how long a non-preferred replica of a new group
 	// waits for the preferred one before it bootstraps the group itself.
-	// Default three times the Raft election timeout.
+	// Default three times the Raft election timeout, at most 15s.
 	BootstrapGrace time.Duration
 	// Transport carries this group's Raft RPCs. Required.
 	Transport raft.Transport
@@ -161,7 +161,7 @@ func (c *Config) validate() error {
 		c.Raft = DefaultRaftConfig()
 	}
 	if c.BootstrapGrace <= 0 {
-		c.BootstrapGrace = 3 * max(c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout)
+		c.BootstrapGrace = min(3*max(c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout), 15*time.Second)
 	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = time.Second
@@ -182,9 +182,10 @@ func (c *Config) validate() error {
 }
 
 // DefaultRaftConfig returns transport.RaftConfig, the timeouts for hundreds
-// of groups per broker sharing one transport (heartbeat and election 2s,
-// lease 1s, commit 500ms): one definition, so the replicas and the
-// transport's own benchmarks agree. Open sets LocalID.
+// of groups per broker sharing one transport (heartbeat and election 10s,
+// lease 5s, commit 5s; failures are detected per broker, not by these):
+// one definition, so the replicas and the transport's own benchmarks
+// agree. Open sets LocalID.
 func DefaultRaftConfig() *raft.Config { return transport.RaftConfig("") }
 
 // snapshotThreshold: FSM snapshots are a few hundred bytes, so take them
