@@ -115,6 +115,11 @@ func (r *Replica) watchPeers() {
 // if id led this replica's group, the replica schedules its campaign,
 // staggered by its rank among the live voters.
 func (r *Replica) onPeerDown(id raft.ServerID) {
+	if r.NoQuorum() {
+		// Distinct from a leader moving: nothing can be elected until a
+		// majority of the voters' brokers answer again.
+		r.cfg.Logger.Warn("partition has lost its majority: no leader until its replicas' brokers return", "replica", r.cfg.ID, "down", id)
+	}
 	if r.raft.State() != raft.Follower {
 		return
 	}
