@@ -16,7 +16,7 @@ type campaigner interface {
 
 // campaignFirst makes the preferred replica of a group it has just
 // bootstrapped its first leader without waiting out a heartbeat timeout
-// (5 s in production): a new partition serves within milliseconds. The
+// (10 s in production): a new partition serves within milliseconds. The
 // other replicas hold no configuration yet, so they never campaign
 // themselves and grant the vote; see DESIGN.md, "Leaders in milliseconds".
 func (r *Replica) campaignFirst() {
