@@ -7,8 +7,10 @@ import (
 )
 
 // leaderWait bounds how long CreateTopics waits for the new partitions'
-// first leaders: about what the preferred replica's immediate campaign
-// takes when it has to fall back to a Raft election timeout.
+// first leaders. They normally come within milliseconds; if the preferred
+// replica's campaign failed and the group waits for a Raft election
+// timeout (10 s), CreateTopics answers anyway and Metadata says
+// LEADER_NOT_AVAILABLE until then.
 const leaderWait = 5 * time.Second
 
 // waitForLeaders waits, up to leaderWait or ctx, until every partition of
