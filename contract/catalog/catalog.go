@@ -33,6 +33,7 @@ const (
 	kafkaCorruptMessage             int16 = 2
 	kafkaUnknownTopicOrPartition    int16 = 3
 	kafkaInvalidFetchSize           int16 = 4
+	kafkaLeaderNotAvailable         int16 = 5
 	kafkaNotLeaderOrFollower        int16 = 6
 	kafkaMessageTooLarge            int16 = 10
 	kafkaInvalidTopic               int16 = 17
@@ -110,6 +111,7 @@ var (
 	CorruptMessage       = def("corrupt_message", http.StatusBadRequest, kafkaCorruptMessage, false, "a record batch failed validation")
 	NoCapacity           = def("no_capacity", http.StatusServiceUnavailable, kafkaBrokerNotAvailable, true, "no cell can take this placement now")
 	NotLeader            = def("not_leader", http.StatusServiceUnavailable, kafkaNotLeaderOrFollower, true, "this broker does not lead the partition")
+	LeaderNotAvailable   = def("leader_not_available", http.StatusServiceUnavailable, kafkaLeaderNotAvailable, true, "the partition has no serving leader right now (an election is under way); retry shortly")
 	NotEnoughReplicas    = def("not_enough_replicas", http.StatusServiceUnavailable, kafkaNotEnoughReplicas, true, "too few replicas are available")
 	CoordinatorNotReady  = def("coordinator_not_available", http.StatusServiceUnavailable, kafkaCoordinatorNotAvailable, true, "the group coordinator is not available")
 	DiskFull             = def("disk_full", http.StatusInsufficientStorage, kafkaKafkaStorageError, true, "the broker's disk is above its hard watermark")

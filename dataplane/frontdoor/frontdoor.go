@@ -54,6 +54,8 @@ func Catalogued(err error) *catalog.Error {
 	switch {
 	case errors.As(err, &ce):
 		return ce
+	case noQuorum(err):
+		return catalog.NotEnoughReplicas.Wrap(err, "a majority of the partition's replicas is unreachable, so it has no leader until they return; retry")
 	case errors.Is(err, ErrNotLeader), errors.As(err, &ln):
 		return catalog.NotLeader.Wrap(err, "")
 	case errors.Is(err, log.ErrOffsetOutOfRange):
@@ -75,4 +77,13 @@ func Catalogued(err error) *catalog.Error {
 	default:
 		return catalog.Internal.Wrap(err, "")
 	}
+}
+
+// noQuorum reports whether err is a not-leader error of a partition whose
+// majority is gone (dataplane/partition's NotLeaderError.NoQuorum), as
+// opposed to a leader moving: the caller gets not_enough_replicas (Kafka
+// NOT_ENOUGH_REPLICAS, retriable) instead of not_leader.
+func noQuorum(err error) bool {
+	var nq interface{ NoQuorum() bool }
+	return errors.As(err, &nq) && nq.NoQuorum()
 }

@@ -85,7 +85,13 @@ func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
 			if node, ok := p.Leader(); ok {
 				mp.Leader = int32(node)
 			} else {
-				mp.ErrorCode = catalog.NotLeader.KafkaCode // an election is under way
+				// No serving leader (an election, a leader still applying
+				// its predecessor's entries, or no majority): Kafka's
+				// LEADER_NOT_AVAILABLE with leader -1, which every client
+				// retries after a metadata refresh. NOT_LEADER_OR_FOLLOWER
+				// here makes kafkajs's createTopics fail.
+				mp.Leader = -1
+				mp.ErrorCode = catalog.LeaderNotAvailable.KafkaCode
 			}
 		}
 		for _, n := range wp.Replicas {

@@ -103,6 +103,10 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				fail(catalog.NotLeader, "")
 				if ok {
 					op.CurrentLeader.LeaderID, op.CurrentLeader.LeaderEpoch = int32(node), part.LeaderEpoch()
+				} else if electedHere(part) {
+					// Serving in a moment: retry here, not after a
+					// metadata refresh (franz-go's waits up to 5 s).
+					op.CurrentLeader.LeaderID, op.CurrentLeader.LeaderEpoch = int32(c.s.cfg.NodeID), part.LeaderEpoch()
 				}
 				continue
 			}

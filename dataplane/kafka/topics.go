@@ -123,6 +123,7 @@ func (c *conn) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		}
 		return true
 	})
+	c.waitForLeaders(ctx, created)
 	return resp
 }
 

@@ -57,9 +57,17 @@ type NotLeaderError struct {
 	Leader raft.ServerID
 	Addr   raft.ServerAddress
 	// Node is the leader's broker node id (Config.NodeID), -1 if unknown.
-	Node  int
-	Cause error
+	Node int
+	// Majority is true when no leader is known and a majority of the
+	// group's voters are on brokers the transport finds down: no leader
+	// can be elected until they return (see Replica.NoQuorum).
+	Majority bool
+	Cause    error
 }
+
+// NoQuorum tells a partition whose majority is gone from one whose leader
+// is merely moving; front doors match it by this method.
+func (e *NotLeaderError) NoQuorum() bool { return e.Majority }
 
 // LeaderNode is the leader's broker node id. Front ends that must not
 // import this package (the Kafka listener) match not-leader errors by
@@ -92,14 +100,16 @@ type Config struct {
 	Peers []raft.Server
 	// Bootstrap makes a replica with no state write the initial
 	// configuration (Peers). Every replica of a new group may do so: the
-	// preferred replica (Peers[0]) writes it at once, so it alone can
-	// campaign and becomes the first leader; the others wait for it to
+	// preferred replica (Peers[0]) writes it at once and campaigns at once
+	// (if Transport can: transport.GroupTransport.Campaign), so it alone
+	// can campaign and becomes the first leader within milliseconds; the
+	// others wait for it to
 	// reach them and write the configuration themselves only if no
 	// leader has within BootstrapGrace (the preferred replica is down).
 	Bootstrap bool
 	// BootstrapGrace is how long a non-preferred replica of a new group
 	// waits for the preferred one before it bootstraps the group itself.
-	// Default three times the Raft election timeout.
+	// Default three times the Raft election timeout, at most 15s.
 	BootstrapGrace time.Duration
 	// Transport carries this group's Raft RPCs. Required.
 	Transport raft.Transport
@@ -151,7 +161,7 @@ func (c *Config) validate() error {
 		c.Raft = DefaultRaftConfig()
 	}
 	if c.BootstrapGrace <= 0 {
-		c.BootstrapGrace = 3 * max(c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout)
+		c.BootstrapGrace = min(3*max(c.Raft.ElectionTimeout, c.Raft.HeartbeatTimeout), 15*time.Second)
 	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = time.Second
@@ -172,9 +182,10 @@ func (c *Config) validate() error {
 }
 
 // DefaultRaftConfig returns transport.RaftConfig, the timeouts for hundreds
-// of groups per broker sharing one transport (heartbeat and election 2s,
-// lease 1s, commit 500ms): one definition, so the replicas and the
-// transport's own benchmarks agree. Open sets LocalID.
+// of groups per broker sharing one transport (heartbeat and election 10s,
+// lease 5s, commit 5s; failures are detected per broker, not by these):
+// one definition, so the replicas and the transport's own benchmarks
+// agree. Open sets LocalID.
 func DefaultRaftConfig() *raft.Config { return transport.RaftConfig("") }
 
 // snapshotThreshold: FSM snapshots are a few hundred bytes, so take them
@@ -192,7 +203,9 @@ type Replica struct {
 	obsReg *raft.Observer
 
 	stop      chan struct{}
-	wg        sync.WaitGroup // the monitor, barrier and deferred-bootstrap goroutines
+	peerDown  chan raft.ServerID // peer brokers found down (watchPeers)
+	peers     peerWatcher        // nil without per-broker failure detection
+	wg        sync.WaitGroup     // the monitor, barrier, campaign and deferred-bootstrap goroutines
 	closeOnce sync.Once
 	closeErr  error
 
@@ -200,7 +213,8 @@ type Replica struct {
 	mu         sync.Mutex
 	readyTerm  uint64 // term whose barrier completed while leader; 0 if none
 	leaderFrom time.Time
-	failing    map[raft.ServerID]bool // peers the leader cannot heartbeat
+	failing    map[raft.ServerID]bool      // peers the leader cannot heartbeat
+	peerUp     map[raft.ServerID]time.Time // when a peer broker last answered again after being down
 	removed    bool
 	shutdown   bool
 
@@ -263,7 +277,9 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		notify:   make(chan bool, 8),
 		obs:      make(chan raft.Observation, 64),
 		stop:     make(chan struct{}),
+		peerDown: make(chan raft.ServerID, 4),
 		failing:  map[raft.ServerID]bool{},
+		peerUp:   map[raft.ServerID]time.Time{},
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
 	}
@@ -285,7 +301,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	deferBootstrap := false
+	deferBootstrap, bootstrapped := false, false
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
@@ -297,6 +313,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 			if err := raft.BootstrapCluster(&rc, logs, stable, snaps, cfg.Transport, raft.Configuration{Servers: cfg.Peers}); err != nil {
 				return nil, fmt.Errorf("bootstrap: %w", err)
 			}
+			bootstrapped = true
 		default:
 			// Without a configuration this replica never campaigns
 			// (hashicorp/raft grants votes to a bootstrapping group),
@@ -326,11 +343,16 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		return false
 	})
 	ra.RegisterObserver(r.obsReg)
+	r.watchPeers()
 	r.wg.Add(1)
 	go r.monitor()
 	if deferBootstrap {
 		r.wg.Add(1)
 		go r.bootstrapLater()
+	}
+	if bootstrapped {
+		r.wg.Add(1)
+		go r.campaignFirst()
 	}
 	return r, nil
 }
@@ -385,9 +407,14 @@ func (r *Replica) readyEpoch() (uint64, bool) {
 // IsLeader reports whether this replica leads and serves produce and fetch.
 func (r *Replica) IsLeader() bool { return r.ready() }
 
-// LeaderID returns the leader this replica knows of, or "" if none.
+// LeaderID returns the leader this replica knows of, or "" if none,
+// including while the transport finds the leader's broker down (see
+// leaderDown).
 func (r *Replica) LeaderID() (raft.ServerID, raft.ServerAddress) {
 	addr, id := r.raft.LeaderWithID()
+	if r.leaderDown(id) {
+		return "", ""
+	}
 	return id, addr
 }
 
@@ -443,7 +470,7 @@ func (r *Replica) notLeader(cause error) error {
 			node = n
 		}
 	}
-	return &NotLeaderError{Leader: id, Addr: addr, Node: node, Cause: cause}
+	return &NotLeaderError{Leader: id, Addr: addr, Node: node, Majority: id == "" && r.NoQuorum(), Cause: cause}
 }
 
 // Produce appends one client record batch (as ValidateClientBatch accepts
@@ -756,6 +783,8 @@ func (r *Replica) monitor() {
 				delete(r.failing, d.PeerID)
 			}
 			r.mu.Unlock()
+		case id := <-r.peerDown:
+			r.onPeerDown(id)
 		case <-tick.C:
 			if r.checkRemoved() {
 				return
@@ -858,9 +887,16 @@ func (r *Replica) maybeTransfer() {
 	pref := r.cfg.Peers[0]
 	r.mu.Lock()
 	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval
-	healthy := !r.failing[pref.ID]
+	// The transfer refuses writes until it ends, and it ends only when
+	// the target has caught up and won, or after an election timeout: a
+	// target whose broker is down, or came back a moment ago (it may have
+	// far to catch up), would cost that whole outage.
+	healthy := !r.failing[pref.ID] && time.Since(r.peerUp[pref.ID]) >= 3*r.cfg.CheckInterval
 	r.mu.Unlock()
-	if !settled || !healthy {
+	if r.peers != nil && r.peers.PeerDown(pref.ID) {
+		healthy = false
+	}
+	if !settled || !healthy || !r.caughtUp(pref.ID) {
 		return
 	}
 	f := r.raft.GetConfiguration()

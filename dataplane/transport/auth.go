@@ -199,6 +199,7 @@ func dialPeer(n *Node, addr raft.ServerAddress, kind laneKind, peerID string) (n
 // RaftMembers.
 func (g *GroupTransport) SetMembers(fn func() []raft.Server) {
 	g.members.Store(&fn)
+	g.node.groupOpened()
 }
 
 // RaftMembers returns the servers of r's latest configuration (committed

@@ -131,6 +131,7 @@ func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell 
 			}
 			var started atomic.Pointer[raft.Raft]
 			tr.SetMembers(RaftMembers(started.Load, servers))
+			tr.WatchPeers(servers) // the liveness probes, as partition replicas start them
 			conf := RaftConfig(n.ID())
 			conf.Logger = logger
 			fsm := &countFSM{}

@@ -34,6 +34,7 @@ const (
 	kindRequestPreVote  uint8 = 3
 	kindTimeoutNow      uint8 = 4
 	kindInstallSnapshot uint8 = 5
+	kindPing            uint8 = 6    // liveness probe, no group, no payload (liveness.go)
 	kindSnapshotAccept  uint8 = 0x7e // receiver is ready for snapshot data
 	kindError           uint8 = 0x7f
 	kindResponse        uint8 = 0x80 // or-ed into a request kind
@@ -106,7 +107,7 @@ func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) 
 
 	switch m := msg.(type) {
 	case nil:
-		if kind != kindSnapshotAccept {
+		if kind != kindSnapshotAccept && kind != kindPing && kind != kindPing|kindResponse {
 			return nil, 0, errors.New("encode frame: nil message")
 		}
 	case *raft.InstallSnapshotRequest:
@@ -156,7 +157,7 @@ func decodeFrame(buf []byte) (frame, error) {
 	if d.err != nil {
 		return frame{}, fmt.Errorf("decode frame header: %w", d.err)
 	}
-	if f.kind != kindSnapshotAccept {
+	if f.kind != kindSnapshotAccept && f.kind != kindPing && f.kind != kindPing|kindResponse {
 		f.msg = newMessage(f.kind)
 		if f.msg == nil {
 			return frame{}, fmt.Errorf("decode frame: unknown kind %#x", f.kind)

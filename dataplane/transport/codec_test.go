@@ -31,6 +31,8 @@ func codecCases() []struct {
 		msg  any
 	}{
 		{"heartbeat", kindAppendEntries, &raft.AppendEntriesRequest{RPCHeader: testHeader(), Term: 7, Leader: []byte("127.0.0.1:9093")}},
+		{"ping", kindPing, nil},
+		{"pong", kindPing | kindResponse, nil},
 		{"append one small entry", kindAppendEntries, &raft.AppendEntriesRequest{
 			RPCHeader: testHeader(), Term: 7, PrevLogEntry: 10, PrevLogTerm: 6, LeaderCommitIndex: 9,
 			Entries: []*raft.Log{{Index: 11, Term: 7, Type: raft.LogCommand, Data: []byte("hello"), AppendedAt: at}},

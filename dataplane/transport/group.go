@@ -25,6 +25,7 @@ type GroupTransport struct {
 	closeOnce   sync.Once
 	wg          sync.WaitGroup // serveInbox
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
+	progress    sync.Map                             // raft.ServerID → *peerProgress; see PeerLastLog
 	members     atomic.Pointer[func() []raft.Server] // see SetMembers
 
 	// mu guards closed against pushes racing Close.
@@ -112,6 +113,7 @@ func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		return err
 	}
 	*resp = *msg.(*raft.AppendEntriesResponse)
+	g.noteProgress(id, resp)
 	return nil
 }
 
@@ -495,6 +497,7 @@ func (p *pipeline) run() {
 		msg, err := p.g.wait(f.c, f.reqID, f.cl, kindAppendEntries, timeout, p.stop)
 		if err == nil {
 			*f.resp = *msg.(*raft.AppendEntriesResponse)
+			p.g.noteProgress(p.id, f.resp)
 		}
 		f.err = err
 		close(f.done)

@@ -106,9 +106,24 @@ type Config struct {
 	// at most 2×Linger to a heartbeat round trip, nothing to appends that
 	// carry entries or to votes.
 	Linger time.Duration
+	// ProbeInterval is how often the Node probes each watched peer
+	// broker (WatchPeers) with a ping on the control lane. Default 250ms;
+	// negative disables probing (no peer is ever reported down).
+	ProbeInterval time.Duration
+	// DownAfter is how long a watched peer may go without answering a
+	// probe before it is reported down (PeerDown, OnPeerDown). Default
+	// 1s; at least twice ProbeInterval.
+	DownAfter time.Duration
 	// InboxSize bounds the RPCs queued for one group before the receiver
 	// answers ErrGroupBusy. Default 64.
 	InboxSize int
+	// OpenWait is how long an RPC for a group this broker has not opened
+	// (or whose membership it does not know yet) waits for it before it is
+	// answered ErrUnknownGroup: the replicas of a new partition open on
+	// the brokers a few milliseconds apart, and the preferred replica's
+	// first vote request must not be lost to that. Default half of
+	// ControlTimeout, at most 1s; negative answers at once.
+	OpenWait time.Duration
 }
 
 func (c *Config) validate() error {
@@ -158,6 +173,18 @@ func (c *Config) validate() error {
 	if c.InboxSize <= 0 {
 		c.InboxSize = 64
 	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = 250 * time.Millisecond
+	}
+	if c.DownAfter <= 0 {
+		c.DownAfter = time.Second
+	}
+	if c.ProbeInterval > 0 && c.DownAfter < 2*c.ProbeInterval {
+		return fmt.Errorf("config: DownAfter %s is below twice ProbeInterval %s", c.DownAfter, c.ProbeInterval)
+	}
+	if c.OpenWait == 0 {
+		c.OpenWait = min(c.ControlTimeout/2, time.Second)
+	}
 	return nil
 }
 
@@ -188,6 +215,9 @@ type Node struct {
 	peers  map[raft.ServerAddress]*peer
 	conns  map[*conn]struct{}
 	snaps  map[net.Conn]struct{} // live snapshot connections
+	opened chan struct{}         // closed and replaced when a group opens; see hold
+	live   map[raft.ServerID]*liveness
+	onDown map[*GroupTransport]func(raft.ServerID, bool)
 }
 
 // New listens on cfg.ListenAddr and starts accepting peer connections.
@@ -215,12 +245,22 @@ func New(cfg Config) (*Node, error) {
 		peers:  map[raft.ServerAddress]*peer{},
 		conns:  map[*conn]struct{}{},
 		snaps:  map[net.Conn]struct{}{},
+		opened: make(chan struct{}),
+		live:   map[raft.ServerID]*liveness{},
+		onDown: map[*GroupTransport]func(raft.ServerID, bool){},
 	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.acceptLoop()
 	}()
+	if cfg.ProbeInterval > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.watchdog()
+		}()
+	}
 	return n, nil
 }
 
@@ -288,6 +328,7 @@ func (n *Node) Group(groupID string) (*GroupTransport, error) {
 		return nil, fmt.Errorf("register raft group %q: already registered", groupID)
 	}
 	n.groups[groupID] = g
+	n.openedLocked()
 	g.wg.Add(1)
 	n.spawnLocked(func() {
 		defer g.wg.Done()
@@ -322,6 +363,7 @@ func (n *Node) removeGroup(g *GroupTransport) {
 	if n.groups[g.id] == g {
 		delete(n.groups, g.id)
 	}
+	delete(n.onDown, g)
 	n.mu.Unlock()
 }
 
@@ -417,12 +459,27 @@ func (n *Node) handleRequest(c *conn, f frame) {
 		return
 	}
 	n.stats.received[f.kind].Add(1)
-	g := n.lookup(f.group)
-	if g == nil {
-		n.stats.unknownGroup.Add(1)
-		c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+	if f.kind == kindPing {
+		// A liveness probe names no group: the connection's mTLS
+		// handshake proved the sender a broker of this cell.
+		c.reply(kindPing|kindResponse, f.reqID, nil, nil, false)
 		return
 	}
+	g := n.lookup(f.group)
+	if g == nil || !g.serving() {
+		// Perhaps a new group this broker is about to open: see hold.
+		if !n.hold(c, f) {
+			n.stats.unknownGroup.Add(1)
+			c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
+		}
+		return
+	}
+	n.dispatch(c, f, g)
+}
+
+// dispatch hands a request to its open group g: refused unless the peer
+// is a member, heartbeats answered at once, the rest queued.
+func (n *Node) dispatch(c *conn, f frame, g *GroupTransport) {
 	if err := g.admit(c.peer, f.msg); err != nil {
 		n.refuse(c, f, err)
 		return
@@ -629,6 +686,7 @@ type nodeStats struct {
 	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
+	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [4]atomic.Uint64
 }
 
@@ -639,6 +697,7 @@ var kindNames = [8]string{
 	kindRequestPreVote:  "request_pre_vote",
 	kindTimeoutNow:      "timeout_now",
 	kindInstallSnapshot: "install_snapshot",
+	kindPing:            "ping",
 }
 
 // Stats returns a snapshot of the Node's counters.

@@ -10,32 +10,40 @@ import (
 // with timeouts raised for hundreds of groups per broker sharing this
 // transport. An idle group's cost is its heartbeats (each follower every
 // HeartbeatTimeout/10 to /5) and its empty AppendEntries (each follower every
-// CommitTimeout to 2×CommitTimeout), about 65–70 µs of CPU each:
+// CommitTimeout to 2×CommitTimeout), about 65–70 µs of CPU each. Dead
+// brokers are detected per broker, not per group (liveness.go: a follower
+// whose leader's broker stops answering probes for DownAfter campaigns at
+// once), so these timeouts are only the fallback and can be long:
 //
-//   - HeartbeatTimeout 5s (default 1s): 1–2 heartbeats/s per follower.
-//   - ElectionTimeout 5s (≥ HeartbeatTimeout): a dead leader is replaced in
-//     5–10 s, within Kafka clients' default request timeout (30 s), which
-//     retry NOT_LEADER_OR_FOLLOWER; a leader stepping down cleanly
-//     (shutdown, preferred-leader transfer) hands over at once.
-//   - CommitTimeout 2s (default 50ms, where it alone is 27 RPC/s per idle
+//   - HeartbeatTimeout 10s: 0.5–1 heartbeat/s per follower. A follower
+//     whose leader's broker is alive but whose leader replica is gone
+//     (closed alone) campaigns after 10–20 s.
+//   - ElectionTimeout 10s (≥ HeartbeatTimeout): a candidate that lost its
+//     election (a split vote, a log behind) retries after 10–20 s; the
+//     staggered campaigns after a broker failure avoid split votes.
+//   - CommitTimeout 5s (default 50ms, where it alone is 27 RPC/s per idle
 //     group): it only delays when followers learn the commit index of an
 //     idle log; new entries replicate immediately, and reads are served by
 //     leaders.
-//   - LeaderLeaseTimeout 2.5s (≤ HeartbeatTimeout): a partitioned leader
-//     steps down after 2.5 s without a quorum.
+//   - LeaderLeaseTimeout 5s (≤ HeartbeatTimeout, which hashicorp/raft
+//     enforces, and above the 2 s longest heartbeat interval): a
+//     partitioned leader steps down after 5 s without a quorum, while its
+//     followers, finding its broker down, have elected another after
+//     about 1 s.
 //
-// Measured with 300 idle partitions on a 3-broker cell (go test -run '^$'
-// -bench IdleCPU300 -benchtime=2x ./dataplane/partition/): 0.21–0.22 cores
-// at 2 s timeouts, 0.12–0.15 at these.
+// Measured with 1,000 idle groups on a 3-broker cell (go test -run '^$'
+// -bench 'IdleCell/groups=1000$' -benchtime 5x ./dataplane/transport/),
+// same load (5–7): 29.4 % of a core at 5 s/2 s timeouts, 24.0 % at these,
+// with half the RPCs (1,614/s instead of 3,068/s); docs/benchmarks.md.
 //
 // The caller sets Logger (hashicorp/raft logs at debug level to stderr
 // otherwise) and the store-related fields.
 func RaftConfig(id raft.ServerID) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	c.HeartbeatTimeout = 5 * time.Second
-	c.ElectionTimeout = 5 * time.Second
-	c.CommitTimeout = 2 * time.Second
-	c.LeaderLeaseTimeout = 2500 * time.Millisecond
+	c.HeartbeatTimeout = 10 * time.Second
+	c.ElectionTimeout = 10 * time.Second
+	c.CommitTimeout = 5 * time.Second
+	c.LeaderLeaseTimeout = 5 * time.Second
 	return c
 }

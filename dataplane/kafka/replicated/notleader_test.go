@@ -28,8 +28,8 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 	mt.Topic = &topic
 	meta.Topics = append(meta.Topics, mt)
 	// A follower learns the leader from its first append, a moment after
-	// the election WaitLeader saw; until then Metadata names the preferred
-	// replica with NOT_LEADER. Wait until every broker knows.
+	// the election WaitLeader saw; until then Metadata says
+	// LEADER_NOT_AVAILABLE with leader -1. Wait until every broker knows.
 	for node := int32(1); node <= 3; node++ {
 		for {
 			raw, err := cl.Broker(int(node)).Request(ctx, meta)
@@ -44,7 +44,7 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 			if mp.ErrorCode == 0 && mp.Leader == leaderNode {
 				break
 			}
-			if mp.ErrorCode == 0 || mp.ErrorCode != catalog.NotLeader.KafkaCode {
+			if mp.ErrorCode != catalog.LeaderNotAvailable.KafkaCode || mp.Leader != -1 {
 				t.Fatalf("metadata from node %d: leader %d, code %d; want leader %d", node, mp.Leader, mp.ErrorCode, leaderNode)
 			}
 			select {

@@ -1,0 +1,218 @@
+package partition
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// campaigner is a transport that can make its own group's Raft start an
+// election at once (transport.GroupTransport.Campaign).
+type campaigner interface {
+	Campaign(ctx context.Context) error
+}
+
+// campaignFirst makes the preferred replica of a group it has just
+// bootstrapped its first leader without waiting out a heartbeat timeout
+// (10 s in production): a new partition serves within milliseconds. The
+// other replicas hold no configuration yet, so they never campaign
+// themselves and grant the vote; see DESIGN.md, "Leaders in milliseconds".
+func (r *Replica) campaignFirst() {
+	defer r.wg.Done()
+	if r.campaign("new group", "") {
+		r.cfg.Logger.Debug("preferred replica of a new group campaigns at once", "replica", r.cfg.ID)
+	}
+}
+
+// campaign starts an election on this replica now if it is a follower
+// that knows no leader (or only dead, the leader it believes in) and is a
+// voter in its latest configuration; it reports whether it did. Raft's
+// election rules are unchanged (one vote per term, only for an up-to-date
+// log), so this is only ever early, never unsafe.
+func (r *Replica) campaign(why string, dead raft.ServerID) bool {
+	c, ok := r.cfg.Transport.(campaigner)
+	if !ok || r.raft.State() != raft.Follower {
+		return false
+	}
+	if _, id := r.raft.LeaderWithID(); id != "" && id != dead {
+		return false
+	}
+	f := r.raft.GetConfiguration()
+	if stopped, err := r.await(f); stopped || err != nil {
+		return false
+	}
+	if !slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool {
+		return s.ID == r.cfg.ID && s.Suffrage == raft.Voter
+	}) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ApplyTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.Campaign(ctx); err != nil {
+		r.cfg.Logger.Debug("campaign failed", "replica", r.cfg.ID, "why", why, "error", err)
+		return false
+	}
+	return true
+}
+
+// ElectedHere reports whether this replica has won its group's election
+// and is applying the entries of earlier terms before it serves (its
+// barrier): for a moment it is the leader but not yet serving. A front
+// door answers a request in that moment with NOT_LEADER_OR_FOLLOWER that
+// names this broker, so the client retries here shortly instead of
+// looking for another leader.
+func (r *Replica) ElectedHere() bool {
+	return r.raft.State() == raft.Leader && !r.ready()
+}
+
+// peerWatcher is a transport that detects dead peer brokers for all its
+// groups at once (transport.GroupTransport's liveness probe).
+type peerWatcher interface {
+	WatchPeers(servers []raft.Server)
+	OnPeerDown(fn func(id raft.ServerID, down bool))
+	PeerDown(id raft.ServerID) bool
+}
+
+// failoverStagger separates the campaigns of a dead leader's followers:
+// the first live voter in Peers order campaigns at once, the next one this
+// much later and only if no leader came meanwhile, so two followers do not
+// split the vote of one term (a split costs a whole election timeout).
+const failoverStagger = 500 * time.Millisecond
+
+// watchPeers subscribes the replica to its transport's per-broker failure
+// detection. Called once from start.
+func (r *Replica) watchPeers() {
+	w, ok := r.cfg.Transport.(peerWatcher)
+	if !ok {
+		return
+	}
+	r.peers = w
+	w.WatchPeers(r.cfg.Peers)
+	w.OnPeerDown(func(id raft.ServerID, down bool) {
+		if !down {
+			r.mu.Lock()
+			r.peerUp[id] = time.Now()
+			r.mu.Unlock()
+			return
+		}
+		select {
+		case r.peerDown <- id:
+		default: // the monitor has one pending; it re-reads state anyway
+		}
+	})
+}
+
+// onPeerDown runs on the monitor when the transport finds broker id down:
+// if id led this replica's group, the replica schedules its campaign,
+// staggered by its rank among the live voters.
+func (r *Replica) onPeerDown(id raft.ServerID) {
+	if r.NoQuorum() {
+		// Distinct from a leader moving: nothing can be elected until a
+		// majority of the voters' brokers answer again.
+		r.cfg.Logger.Warn("partition has lost its majority: no leader until its replicas' brokers return", "replica", r.cfg.ID, "down", id)
+	}
+	if r.raft.State() != raft.Follower {
+		return
+	}
+	if _, leader := r.raft.LeaderWithID(); leader != id && leader != "" {
+		return
+	}
+	rank := 0
+	for _, p := range r.cfg.Peers {
+		if p.ID == r.cfg.ID {
+			break
+		}
+		if p.ID != id && !r.peers.PeerDown(p.ID) {
+			rank++
+		}
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTimer(time.Duration(rank) * failoverStagger)
+		defer t.Stop()
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		if !r.peers.PeerDown(id) {
+			return // it answered again: no election
+		}
+		if r.campaign("leader's broker down", id) {
+			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
+		}
+	}()
+}
+
+// leaderDown reports whether the broker of the leader this replica
+// believes in is found down: the replica then names no leader (Metadata
+// says LEADER_NOT_AVAILABLE, which clients re-ask about quickly) until a
+// new one reaches it.
+func (r *Replica) leaderDown(id raft.ServerID) bool {
+	return id != "" && r.peers != nil && r.peers.PeerDown(id)
+}
+
+// NoQuorum reports whether this replica serves no leader and a majority
+// of its group's voters (itself counted as up) are on brokers the
+// transport finds down: the partition cannot elect a leader until they
+// return, as opposed to a leader moving, which takes about a second. It
+// counts the voters of Peers (the group's configuration as placed; asking
+// Raft would be a round trip through its main loop on an error path).
+func (r *Replica) NoQuorum() bool {
+	if r.peers == nil || r.ready() {
+		return false
+	}
+	voters, up := 0, 0
+	for _, s := range r.cfg.Peers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		voters++
+		if s.ID == r.cfg.ID || !r.peers.PeerDown(s.ID) {
+			up++
+		}
+	}
+	return voters > 0 && up < voters/2+1
+}
+
+// progressReporter is a transport that tells a leader how far each
+// follower's log is (transport.GroupTransport.PeerLastLog).
+type progressReporter interface {
+	PeerLastLog(id raft.ServerID) (index uint64, at time.Time, ok bool)
+}
+
+// transferLag is how many entries behind the leader's last one a
+// follower may be and still count as caught up for a leadership transfer:
+// the pipeline's window, entries already on their way.
+const transferLag = 2
+
+// caughtUp reports whether follower id answered an AppendEntries lately
+// with a log at most transferLag entries behind
+// this leader's. LeadershipTransferToServer refuses every write until the
+// target has caught up and won, so a transfer to a follower far behind
+// (a broker back from a long stop, with a backlog) would be an outage as
+// long as its catch-up; maybeTransfer waits until replication has caught
+// it up instead. Without progress reports (another transport) it is true.
+func (r *Replica) caughtUp(id raft.ServerID) bool {
+	p, ok := r.cfg.Transport.(progressReporter)
+	if !ok {
+		return true
+	}
+	last, at, ok := p.PeerLastLog(id)
+	// Fresh: newer than two heartbeat intervals (an idle follower answers
+	// only those) or two check intervals.
+	if !ok || time.Since(at) > 2*max(r.cfg.CheckInterval, r.cfg.Raft.HeartbeatTimeout/5) {
+		return false
+	}
+	return last+transferLag >= r.raft.LastIndex()
+}
