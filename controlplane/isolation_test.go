@@ -280,6 +280,11 @@ func TestTenantIsolation(t *testing.T) {
 			if ms, _ := a.owner.Members(ctx); len(ms) != 2 {
 				t.Fatalf("A's members after B's invitation: %+v", ms)
 			}
+			// The other cases run in any order and list B's members: A's
+			// member, legitimately B's now, leaves again.
+			if err := b.owner.RemoveMember(ctx, m.UserID); err != nil {
+				t.Fatalf("B removes the member it invited: %v", err)
+			}
 		},
 		"PATCH /v1/members/:user_id": func() {
 			same("PATCH", "/v1/members/"+member.UserID, "/v1/members/us_nope", `{"role":"viewer"}`)
