@@ -116,7 +116,12 @@ type Config struct {
 	// Committer is the broker's group committer. Required.
 	Committer *raftlog.Committer
 	// Log configures the partition log (segment size, retention, ...).
+	// Its MaxBatchBytes is set to MaxBatchCeiling: the topic's limit is
+	// Settings.MaxBatchBytes, which Produce checks.
 	Log log.Config
+	// Settings are the initial per-topic settings (SetSettings changes
+	// them); their Log part overrides Log's segment and retention fields.
+	Settings Settings
 	// Raft is the base Raft configuration; nil means DefaultRaftConfig.
 	// LocalID, the snapshot and trailing-log settings, ShutdownOnRemove and
 	// NotifyCh are set by the replica.
@@ -156,6 +161,13 @@ func (c *Config) validate() error {
 		return errors.New("config: Committer is required: the broker's group committer")
 	case c.Bootstrap && len(c.Peers) == 0:
 		return errors.New("config: Peers is required to bootstrap a group")
+	}
+	if err := c.Settings.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	c.Log.MaxBatchBytes = MaxBatchCeiling
+	if l := c.Settings.Log; l != (log.Settings{}) {
+		c.Log.SegmentBytes, c.Log.SegmentAge, c.Log.RetentionAge, c.Log.RetentionBytes = l.SegmentBytes, l.SegmentAge, l.RetentionAge, l.RetentionBytes
 	}
 	if c.Raft == nil {
 		c.Raft = DefaultRaftConfig()
@@ -224,6 +236,9 @@ type Replica struct {
 	seqMu    sync.Mutex
 	inflight map[int64][]*pendingBatch // by producer id, in log order
 
+	// maxBatch is Settings.MaxBatchBytes (settings.go).
+	maxBatch atomic.Int64
+
 	// watchMu guards watchers.
 	watchMu  sync.Mutex
 	watchers map[*watcher]struct{}
@@ -283,6 +298,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
 	}
+	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
 	r.fsm = &fsm{store: store.Log(), advanced: r.wake}
 	rc := *cfg.Raft
 	rc.LocalID = cfg.ID
@@ -488,6 +504,9 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	// The one whole validation of the batch on the leader's path: the
 	// front doors check only its framing, and the store does not hash it
 	// again (MarkChecked).
+	if err := r.checkBatchSize(batch); err != nil {
+		return 0, err
+	}
 	h, err := log.ValidateClientBatch(batch)
 	if err != nil {
 		return 0, fmt.Errorf("produce: %w", err)

@@ -56,7 +56,8 @@ type Config struct {
 	// partition.DefaultRaftConfig (timeouts for hundreds of groups).
 	Raft func() *raft.Config
 	// Log configures every partition log; zero is the log package's
-	// defaults.
+	// defaults. Each topic's own settings (segment.bytes, retention, ...)
+	// come from the cell state and override it (settings.go).
 	Log log.Config
 	// CheckInterval is each replica's removal and preferred-leader check
 	// interval; default partition's (1s).
@@ -161,16 +162,24 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		return ErrClosed
 	}
 	want := map[key]wire.Partition{}
+	settings := map[string]partition.Settings{} // by topic id
+	planMax := map[string]int{}
 	for _, t := range v.CellState.Topics {
 		for _, p := range t.Partitions {
 			for _, r := range p.Replicas {
 				if r == m.cfg.NodeID {
 					want[key{t.ID, int32(p.Partition)}] = p
+					if _, ok := settings[t.ID]; !ok {
+						settings[t.ID] = settingsFor(v, &t)
+						planMax[t.ID] = planMaxBatch(v, &t, settings[t.ID])
+					}
 				}
 			}
 		}
 	}
 	m.offsetsWanted(v, want)
+	settings[groups.OffsetsTopicID] = offsetsSettings
+	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
 
 	// Close and delete what is no longer assigned here.
@@ -200,12 +209,20 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 			break
 		}
 		m.mu.RLock()
-		_, open := m.replicas[k]
+		r, open := m.replicas[k]
 		m.mu.RUnlock()
 		if open {
+			// Settings changed in the cell state reach open replicas.
+			if r.Settings() != settings[k.topic] {
+				if err := r.SetSettings(settings[k.topic]); err != nil {
+					errs = append(errs, fmt.Errorf("apply settings to %s partition %d: %w", k.topic, k.part, err))
+				} else {
+					m.cfg.Logger.Info("replica settings changed", "topic_id", k.topic, "partition", k.part)
+				}
+			}
 			continue
 		}
-		r, err := m.open(ctx, v, k, p)
+		r, err := m.open(ctx, v, k, p, settings[k.topic], planMax[k.topic])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("open replica of %s partition %d: %w", k.topic, k.part, err))
 			continue
@@ -223,7 +240,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 // order, so the first is the preferred leader); hashicorp/raft accepts
 // identical bootstraps on all voters, and a replica with existing state
 // ignores it.
-func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition) (*partition.Replica, error) {
+func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition, s partition.Settings, planMax int) (*partition.Replica, error) {
 	peers := make([]raft.Server, 0, len(p.Replicas))
 	for _, node := range p.Replicas {
 		b, ok := v.Broker(node)
@@ -236,6 +253,12 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 	if err != nil {
 		return nil, err
 	}
+	rc := m.cfg.Raft()
+	// Entries as large as the plan allows must fit one transport frame.
+	// Raft takes this at start only, so a plan raised later applies to
+	// replicas opened afterwards; partition.MaxBatchCeiling bounds every
+	// one of them.
+	rc.MaxAppendEntries = maxAppendEntries(planMax, rc.MaxAppendEntries)
 	r, err := partition.Open(ctx, partition.Config{
 		ID:            ServerID(m.cfg.NodeID),
 		Dir:           m.dir(k),
@@ -244,7 +267,8 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Transport:     tr,
 		Committer:     m.cfg.Committer,
 		Log:           m.cfg.Log,
-		Raft:          m.cfg.Raft(),
+		Settings:      s,
+		Raft:          rc,
 		CheckInterval: m.cfg.CheckInterval,
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
 	})
