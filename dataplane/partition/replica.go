@@ -299,7 +299,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		watchers: map[*watcher]struct{}{},
 	}
 	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
-	r.fsm = &fsm{store: store.Log(), advanced: r.wake}
+	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger}
 	rc := *cfg.Raft
 	rc.LocalID = cfg.ID
 	rc.NotifyCh = r.notify
@@ -514,6 +514,9 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	if !r.ready() {
 		return 0, r.notLeader(nil)
 	}
+	if r.fsm.isBehind() {
+		return 0, fmt.Errorf("produce: %w", ErrBehindLogStart)
+	}
 	defer r.store.MarkChecked(batch)()
 	if h.ProducerID >= 0 {
 		return r.produceIdempotent(ctx, h, batch)
@@ -674,14 +677,17 @@ func (r *Replica) Fetch(offset int64, maxBytes int32) (log.Slice, int64, error) 
 	return res.Slice, res.HighWatermark, err
 }
 
-// LogStartOffset is the first offset the partition log still holds.
-func (r *Replica) LogStartOffset() int64 { return r.store.Log().LogStartOffset() }
+// LogStartOffset is the partition's log start offset, the same on every
+// replica that applied the same entries: the first offset Fetch serves.
+// Retention and DeleteRecords move it (retention.go).
+func (r *Replica) LogStartOffset() int64 { return r.fsm.logStart() }
 
 // OffsetForTimestamp returns the base offset of the first batch holding a
 // timestamp ≥ ts; found is false if there is none. Callers bound it by
 // the high watermark.
 func (r *Replica) OffsetForTimestamp(ts int64) (int64, bool, error) {
-	return r.store.Log().OffsetForTimestamp(ts)
+	off, found, err := r.store.Log().OffsetForTimestamp(ts)
+	return max(off, r.LogStartOffset()), found, err
 }
 
 // EpochEnd answers OffsetForLeaderEpoch from the epoch checkpoints: the
@@ -754,7 +760,13 @@ func (r *Replica) FetchEpoch(currentLeaderEpoch int32, offset int64, maxBytes in
 			return res, fmt.Errorf("fetch at epoch %d, leader epoch %d: %w", currentLeaderEpoch, res.LeaderEpoch, ErrUnknownLeaderEpoch)
 		}
 	}
+	if r.fsm.isBehind() {
+		return res, fmt.Errorf("fetch: %w", ErrBehindLogStart)
+	}
 	res.HighWatermark = r.fsm.highWatermark()
+	if start := r.LogStartOffset(); offset < start {
+		return res, fmt.Errorf("fetch offset %d: %w: the log starts at %d", offset, log.ErrOffsetOutOfRange, start)
+	}
 	sl, err := r.store.Log().Read(offset, maxBytes, res.HighWatermark)
 	if err != nil {
 		return res, fmt.Errorf("fetch: %w", err)

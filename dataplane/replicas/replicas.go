@@ -69,6 +69,11 @@ type Config struct {
 	// OffsetsReplicas is each offsets partition's replica count; default
 	// DefaultOffsetsReplicas.
 	OffsetsReplicas int
+	// RetentionInterval is how often a retention pass runs over the
+	// replicas (retention.go); default DefaultRetentionInterval.
+	RetentionInterval time.Duration
+	// RetentionTimeout bounds one replica's part of a pass; default 5s.
+	RetentionTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -94,6 +99,12 @@ func (c *Config) validate() error {
 	}
 	if c.OffsetsReplicas == 0 {
 		c.OffsetsReplicas = DefaultOffsetsReplicas
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
+	if c.RetentionTimeout <= 0 {
+		c.RetentionTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -123,6 +134,11 @@ type Manager struct {
 	// replicas. Lock order: applyMu, then mu.
 	applyMu sync.Mutex
 
+	// stop ends the retention loop, which wg waits for.
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
@@ -137,7 +153,10 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
-	return &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}}, nil
+	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{})}
+	m.wg.Add(1)
+	go m.retentionLoop()
+	return m, nil
 }
 
 // dir is the replica directory of a partition.
@@ -354,7 +373,7 @@ func (m *Manager) Status() []wire.PartitionStatus {
 			st.LeaderNode, _ = strconv.Atoi(string(id))
 		}
 		l := r.Store().Log()
-		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = l.LogStartOffset(), l.NextOffset(), l.Size()
+		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = r.LogStartOffset(), l.NextOffset(), l.Size()
 		out = append(out, st)
 	}
 	return out
@@ -363,6 +382,8 @@ func (m *Manager) Status() []wire.PartitionStatus {
 // Close closes every replica and waits for all of them. Data stays on disk.
 // Apply fails afterwards. Close is idempotent.
 func (m *Manager) Close() error {
+	m.stopOnce.Do(func() { close(m.stop) })
+	m.wg.Wait()
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.mu.Lock()
