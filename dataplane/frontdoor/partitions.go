@@ -54,6 +54,12 @@ type Partition interface {
 	// the high watermark for the current epoch). ok is false when the log
 	// knows no such epoch.
 	EpochEnd(epoch int32) (leaderEpoch int32, endOffset int64, ok bool, err error)
+	// DeleteRecords moves the log start offset forward to offset (-1:
+	// the high watermark), replicated, and returns the new log start once
+	// committed. An offset above the high watermark fails with
+	// log.ErrOffsetOutOfRange and changes nothing; one at or below the
+	// log start changes nothing. Only the serving leader answers.
+	DeleteRecords(ctx context.Context, offset int64) (logStart int64, err error)
 	// Watch arranges a non-blocking send on wake once the high watermark
 	// is above hw, or leadership changes; it sends at once if that is
 	// already so. cancel removes the arrangement and may be called more
