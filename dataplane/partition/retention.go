@@ -147,6 +147,9 @@ func (r *Replica) snapshotCover() (uint64, int64) {
 }
 
 func (r *Replica) compactEntries() (int, error) {
+	if !r.store.Compactable() {
+		return 0, nil
+	}
 	idx, _ := r.snapshotCover()
 	if idx == 0 {
 		return 0, nil

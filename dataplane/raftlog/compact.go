@@ -30,6 +30,16 @@ func (s *Store) KafkaOffsetThrough(index uint64) (int64, bool) {
 	return e.at + e.count, true
 }
 
+// Compactable reports whether the entries file holds a record whose batch
+// lies wholly below the log start, which CompactEntries could drop. It is
+// cheap: it looks at the first entry only.
+func (s *Store) Compactable() bool {
+	start := s.log.LogStartOffset()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.ents) > 1 && s.ents[0].at+s.ents[0].count <= start && start > 0
+}
+
 // CompactEntries checkpoints the entries file: it drops the records of the
 // leading entries up to Raft index upTo whose batches lie wholly below the
 // partition log's start offset (retention deleted them), so that the file
