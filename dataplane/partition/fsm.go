@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -51,13 +52,15 @@ type fsm struct {
 	// watermark after each entry that moved it.
 	advanced func(hw int64)
 
-	// mu guards the fields below.
-	mu sync.Mutex
-	st fsmState
 	// behind is set when a snapshot install brought state for data this
 	// replica's log does not hold (it was behind the leader's log start):
-	// the replica then serves nothing (see DESIGN.md, catch-up).
-	behind bool
+	// the replica then serves nothing (see DESIGN.md, catch-up). Atomic:
+	// every produce and fetch reads it.
+	behind atomic.Bool
+
+	// mu guards the field below.
+	mu sync.Mutex
+	st fsmState
 }
 
 // applyResult is what Apply returns for a data entry.
@@ -131,11 +134,7 @@ func (f *fsm) logStart() int64 {
 	return max(st, f.store.LogStartOffset())
 }
 
-func (f *fsm) isBehind() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.behind
-}
+func (f *fsm) isBehind() bool { return f.behind.Load() }
 
 func (f *fsm) highWatermark() int64 {
 	f.mu.Lock()
@@ -194,7 +193,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
 	st.LogStartOffset = max(st.LogStartOffset, f.st.LogStartOffset)
 	behind := st.HighWatermark > end
-	f.behind = f.behind || behind
+	if behind {
+		f.behind.Store(true)
+	}
 	f.st = st
 	hw := st.HighWatermark
 	f.mu.Unlock()
