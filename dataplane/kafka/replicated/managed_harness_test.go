@@ -13,11 +13,11 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/kafka"
@@ -100,11 +100,7 @@ func startManagedCell(t testing.TB, configure func(*replicas.Config)) *managedCe
 	for i, tn := range nodes {
 		dir := t.TempDir()
 		b := &managedBroker{node: i + 1}
-		syncer, err := cellview.New(cellview.Config{Cell: cptest.Cell, API: c.cp.CellClient(), CacheFile: filepath.Join(dir, "state.json"),
-			Wait: 2 * time.Second, RetryEvery: 100 * time.Millisecond, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
+		syncer := cellstack.Syncer(t, c.cp.CellClient(), cptest.Cell, dir, 2*time.Second, logger)
 		com := raftlog.NewCommitter(dlog.SyncFiles)
 		mc := replicas.Config{NodeID: b.node, DataDir: filepath.Join(dir, "replicas"), Transport: tn, Committer: com,
 			Raft: celltest.TestRaftConfig, CheckInterval: 100 * time.Millisecond, OffsetsPartitions: -1, Logger: logger}
@@ -165,18 +161,12 @@ func (c *managedCell) createTopic(tn *cptest.Tenant, name string, parts int, con
 	if _, err := tn.Key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: name, Partitions: parts, Config: config}); err != nil {
 		c.t.Fatalf("create topic %s: %v", name, err)
 	}
-	var id string
+	syncers := make([]*cellview.Syncer, len(c.brokers))
+	for i, b := range c.brokers {
+		syncers[i] = b.syncer
+	}
+	id := cellstack.WaitKnown(c.t, 30*time.Second, managedKey(tn), name, syncers...)
 	celltest.WaitFor(c.t, 30*time.Second, "topic "+name+" led on every broker's replicas", func() bool {
-		for _, b := range c.brokers {
-			tp, ok := b.syncer.View().Topic(tn.Tenant.ID, name)
-			if !ok {
-				return false
-			}
-			id = tp.ID
-			if _, err := b.syncer.View().Authenticate(tn.KeyID, tn.Secret, time.Now()); err != nil {
-				return false
-			}
-		}
 		for p := range parts {
 			if c.leader(id, p) == nil {
 				return false
@@ -212,16 +202,10 @@ func (c *managedCell) leader(topicID string, part int) *partition.Replica {
 // client is a franz-go client of tn seeded with every broker.
 func (c *managedCell) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	opts = append([]kgo.Opt{
-		kgo.SeedBrokers(c.addrs...),
-		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-		kgo.RetryTimeout(30 * time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-	}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	opts = append([]kgo.Opt{kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)
+	return cellstack.Client(t, managedKey(tn), c.addrs, 30*time.Second, opts...)
+}
+
+func managedKey(tn *cptest.Tenant) cellstack.Key {
+	return cellstack.Key{TenantID: tn.Tenant.ID, ID: tn.KeyID, Secret: tn.Secret}
 }
