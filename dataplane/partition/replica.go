@@ -501,12 +501,13 @@ func (r *Replica) notLeader(cause error) error {
 // appends nothing; a sequence gap fails with ErrOutOfOrderSequence, an
 // older epoch with ErrInvalidProducerEpoch.
 func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
-	// The one whole validation of the batch on the leader's path: the
-	// front doors check only its framing, and the store does not hash it
-	// again (MarkChecked).
+	// max.message.bytes, before Raft sees the batch.
 	if err := r.checkBatchSize(batch); err != nil {
 		return 0, err
 	}
+	// The one whole validation of the batch on the leader's path: the
+	// front doors check only its framing, and the store does not hash it
+	// again (MarkChecked).
 	h, err := log.ValidateClientBatch(batch)
 	if err != nil {
 		return 0, fmt.Errorf("produce: %w", err)
