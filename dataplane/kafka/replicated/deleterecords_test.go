@@ -44,17 +44,17 @@ func deleteTo(t *testing.T, adm *kadm.Client, topic string, offset int64) kadm.D
 // OFFSET_OUT_OF_RANGE and changes nothing; a key without delete on the
 // topic is refused; another tenant does not see the topic at all.
 func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
-	c := startManagedCell(t, nil)
+	c := startLifecycleCell(t, nil)
 	tn := c.cp.Signup("acme", "admin")
 	topicID := c.createTopic(tn, "events", 1, nil)
 	ctx := context.Background()
-	prod := c.client(t, tn, kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := c.client(tn, kgo.DefaultProduceTopic("events"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range 20 {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i)), Partition: 0}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	adm := kadm.NewClient(c.client(t, tn))
+	adm := kadm.NewClient(c.client(tn))
 
 	// Above the high watermark: refused, nothing changes.
 	if r := deleteTo(t, adm, "events", 1000); !errors.Is(r.Err, kerr.OffsetOutOfRange) {
@@ -68,7 +68,7 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 		t.Fatalf("delete records to 12: %+v", r)
 	}
 	celltest.WaitFor(t, 10*time.Second, "log start 12 on every replica", func() bool {
-		for b := range c.brokers {
+		for b := range c.mgrs {
 			if c.replica(b, topicID, 0).LogStartOffset() != 12 {
 				return false
 			}
@@ -90,7 +90,7 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 	// A consumer positioned at 3 (a committed position below the log
 	// start) is out of range, resets to the earliest offset (12) and
 	// reads on from there.
-	cons := c.client(t, tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"events": {0: kgo.NewOffset().At(3)}}),
+	cons := c.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"events": {0: kgo.NewOffset().At(3)}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -104,7 +104,7 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 
 	// A raw fetch below the log start is OFFSET_OUT_OF_RANGE and says
 	// where the log starts.
-	raw := c.client(t, tn)
+	raw := c.client(tn)
 	freq := newFetch("events", 0, 2)
 	node, _ := c.leader(topicID, 0).Leader()
 	kr, err := raw.Broker(node).Request(ctx, freq)
@@ -124,21 +124,21 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 	}
 	viewer := &cptest.Tenant{SignupResponse: tn.SignupResponse, KeyID: key.ID, Secret: key.Secret}
 	celltest.WaitFor(t, 10*time.Second, "the viewer key on every broker", func() bool {
-		for _, b := range c.brokers {
-			if !b.syncer.View().HasKey(key.ID) {
+		for _, st := range c.syncers {
+			if !st.View().HasKey(key.ID) {
 				return false
 			}
 		}
 		return true
 	})
-	if r := deleteTo(t, kadm.NewClient(c.client(t, viewer)), "events", 15); !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+	if r := deleteTo(t, kadm.NewClient(c.client(viewer)), "events", 15); !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("viewer delete records: %+v, want TOPIC_AUTHORIZATION_FAILED", r)
 	}
 	// Another tenant: the topic does not exist for it.
 	other := c.cp.Signup("globex", "admin")
 	celltest.WaitFor(t, 10*time.Second, "the other tenant's key on every broker", func() bool {
-		for _, b := range c.brokers {
-			if !b.syncer.View().HasKey(other.KeyID) {
+		for _, st := range c.syncers {
+			if !st.View().HasKey(other.KeyID) {
 				return false
 			}
 		}
@@ -146,7 +146,7 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 	})
 	o := kadm.Offsets{}
 	o.Add(kadm.Offset{Topic: "events", Partition: 0, At: 15})
-	rs, err := kadm.NewClient(c.client(t, other)).DeleteRecords(ctx, o)
+	rs, err := kadm.NewClient(c.client(other)).DeleteRecords(ctx, o)
 	if r, ok := rs.Lookup("events", 0); ok && r.Err != nil {
 		err = r.Err
 	}
@@ -162,7 +162,7 @@ func TestDeleteRecordsAndOffsetOutOfRange(t *testing.T) {
 	rp.Offset = 15
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	kr, err = c.client(t, other).Broker(node).Request(ctx, req)
+	kr, err = c.client(other).Broker(node).Request(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // records on the same partition sees no error; a batch above the topic's
 // limit is refused with MESSAGE_TOO_LARGE before it reaches Raft.
 func TestLargeBatches(t *testing.T) {
-	c := startManagedCell(t, nil)
+	c := startLifecycleCell(t, nil)
 	tn := c.cp.Signup("acme", "admin")
 	ctx := context.Background()
 	q, err := c.cp.Operator.AdminQuotas(ctx, tn.Tenant.ID)
@@ -37,7 +37,7 @@ func TestLargeBatches(t *testing.T) {
 	const limit = 8 << 20
 	topicID := c.createTopic(tn, "big", 1, map[string]string{"max.message.bytes": strconv.Itoa(limit)})
 	celltest.WaitFor(t, 10*time.Second, "the topic's limit on every replica", func() bool {
-		for b := range c.brokers {
+		for b := range c.mgrs {
 			if r := c.replica(b, topicID, 0); r == nil || r.Settings().MaxBatchBytes != limit {
 				return false
 			}
@@ -45,9 +45,9 @@ func TestLargeBatches(t *testing.T) {
 		return true
 	})
 
-	big := c.client(t, tn, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+	big := c.client(tn, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(limit+(1<<20)), kgo.RecordRetries(0))
-	small := c.client(t, tn, kgo.DefaultProduceTopic("big"))
+	small := c.client(tn, kgo.DefaultProduceTopic("big"))
 
 	// The small producer runs all along.
 	stop := make(chan struct{})
@@ -104,7 +104,7 @@ func TestLargeBatches(t *testing.T) {
 	}
 
 	// Both large records read back whole, and the refused one is absent.
-	cons := c.client(t, tn, kgo.ConsumeTopics("big"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cons := c.client(tn, kgo.ConsumeTopics("big"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(32<<20), kgo.FetchMaxPartitionBytes(32<<20))
 	got := map[string]bool{}
 	total := 0
@@ -129,7 +129,7 @@ func TestLargeBatches(t *testing.T) {
 	if !got["2MiB"] || !got["8MiB"] || total != smallAcked+2 {
 		t.Fatalf("read %d records (large ones %v), want %d", total, got, smallAcked+2)
 	}
-	for b := range c.brokers {
+	for b := range c.mgrs {
 		celltest.WaitFor(t, 10*time.Second, "every replica holds the large records", func() bool {
 			return c.replica(b, topicID, 0).HighWatermark() >= hwBefore
 		})

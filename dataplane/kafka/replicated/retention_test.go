@@ -20,7 +20,7 @@ func fastRetention(c *replicas.Config) { c.RetentionInterval = 100 * time.Millis
 // produceMiB produces n records of 100 KiB to partition 0 of topic.
 func produceMiB(t *testing.T, c *managedCell, tn *cptest.Tenant, topic string, n int) {
 	t.Helper()
-	cl := c.client(t, tn, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+	cl := c.client(tn, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	val := bytes.Repeat([]byte("r"), 100<<10)
 	for i := range n {
@@ -45,7 +45,7 @@ func agreedStart(t *testing.T, c *managedCell, topicID string, cond func(b int) 
 		if start == 0 {
 			return false
 		}
-		for b := range c.brokers {
+		for b := range c.mgrs {
 			r := c.replica(b, topicID, 0)
 			l := r.Store().Log()
 			segs := l.Segments()
@@ -67,11 +67,11 @@ func agreedStart(t *testing.T, c *managedCell, topicID string, cond func(b int) 
 // consumer from the earliest offset starts at, and which stays after a
 // leader change.
 func TestRetentionByTime(t *testing.T) {
-	c := startManagedCell(t, fastRetention)
+	c := startLifecycleCell(t, fastRetention)
 	tn := c.cp.Signup("acme", "admin")
 	topicID := c.createTopic(tn, "short", 1, map[string]string{"segment.bytes": "1048576", "retention.ms": "2000"})
 	produceMiB(t, c, tn, "short", 40) // about 4 MiB: four closed segments
-	for b := range c.brokers {
+	for b := range c.mgrs {
 		if n := len(c.replica(b, topicID, 0).Store().Log().Segments()); n < 4 {
 			t.Fatalf("broker %d has %d segments after 4 MiB with 1 MiB segments", b, n)
 		}
@@ -84,7 +84,7 @@ func TestRetentionByTime(t *testing.T) {
 		t.Fatalf("log start %d above the high watermark %d", start, hw)
 	}
 
-	cons := c.client(t, tn, kgo.ConsumeTopics("short"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons := c.client(tn, kgo.ConsumeTopics("short"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	fs := cons.PollRecords(ctx, 1)
@@ -104,7 +104,7 @@ func TestRetentionByTime(t *testing.T) {
 		l := c.leader(topicID, 0)
 		return l != nil && l != old
 	})
-	for b := range c.brokers {
+	for b := range c.mgrs {
 		if got := c.replica(b, topicID, 0).LogStartOffset(); got < start {
 			t.Fatalf("broker %d's log start went back from %d to %d after a leader change", b, start, got)
 		}
@@ -115,7 +115,7 @@ func TestRetentionByTime(t *testing.T) {
 // the oldest whole segments go while the log stays at least 2 MiB, the
 // same log start on every replica.
 func TestRetentionByBytes(t *testing.T) {
-	c := startManagedCell(t, fastRetention)
+	c := startLifecycleCell(t, fastRetention)
 	tn := c.cp.Signup("acme", "admin")
 	const keep = 2 << 20
 	topicID := c.createTopic(tn, "sized", 1, map[string]string{"segment.bytes": "1048576", "retention.bytes": fmt.Sprint(keep)})

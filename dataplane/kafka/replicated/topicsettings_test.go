@@ -19,7 +19,7 @@ import (
 // the values the replicas apply (segment.bytes defaults to topicspec's one
 // value on both sides).
 func TestTopicSettingsReachReplicas(t *testing.T) {
-	c := startManagedCell(t, nil)
+	c := startLifecycleCell(t, nil)
 	tn := c.cp.Signup("acme", "admin")
 	ctx := context.Background()
 	plain := c.createTopic(tn, "plain", 1, nil)
@@ -27,7 +27,7 @@ func TestTopicSettingsReachReplicas(t *testing.T) {
 
 	settled := func(topicID string, parts int, want func(partition.Settings) bool) func() bool {
 		return func() bool {
-			for b := range c.brokers {
+			for b := range c.mgrs {
 				for p := range parts {
 					r := c.replica(b, topicID, p)
 					if r == nil || !want(r.Settings()) {
@@ -51,7 +51,7 @@ func TestTopicSettingsReachReplicas(t *testing.T) {
 		return s.Log.SegmentBytes == 4<<20 && s.Log.RetentionAge == 2*time.Minute && s.Log.RetentionBytes == 10<<20
 	}))
 
-	adm := kadm.NewClient(c.client(t, tn))
+	adm := kadm.NewClient(c.client(tn))
 	rcs, err := adm.DescribeTopicConfigs(ctx, "plain", "tuned")
 	if err != nil {
 		t.Fatal(err)
