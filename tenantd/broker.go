@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	dlog "github.com/sluicehq/sluice/dataplane/log"
@@ -303,10 +304,11 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 	return ks, nil
 }
 
-// replicaPartitions serves the Kafka listener the broker's replicas.
+// replicaPartitions serves both front doors (the Kafka listener and the
+// HTTP data API) the broker's replicas.
 type replicaPartitions struct{ m *replicas.Manager }
 
-func (p replicaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
+func (p replicaPartitions) Get(topicID string, part int32) (frontdoor.Partition, bool) {
 	r, ok := p.m.Get(topicID, part)
 	if !ok {
 		return nil, false

@@ -40,7 +40,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		Addr:         addr,
 		NodeID:       self.NodeID,
 		State:        syncer,
-		Partitions:   httpPartitions{m},
+		Partitions:   replicaPartitions{m},
 		ProducerIDs:  ids,
 		Groups:       coord,
 		ControlPlane: client.New(cfg.APIURL, client.WithHTTPClient(cfg.TLS.httpClient())),
@@ -71,15 +71,4 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 	}()
 	log.Info("http data api listening", "http_listen", hs.Addr().String(), "tls", cfg.TLS.enabled())
 	return hs, nil
-}
-
-// httpPartitions serves the HTTP data API the broker's replicas.
-type httpPartitions struct{ m *replicas.Manager }
-
-func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
-	r, ok := p.m.Get(topicID, part)
-	if !ok {
-		return nil, false
-	}
-	return r, true
 }

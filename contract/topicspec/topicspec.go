@@ -66,16 +66,25 @@ func ValidPartitions(n int, q *api.Quotas) error {
 	return nil
 }
 
+// The defaults of the keys, before the tenant's quotas bound them: the one
+// definition that DescribeConfigs reports and the replicas apply.
+const (
+	DefaultRetentionMs     int64 = 7 * 24 * 3600 * 1000 // retention.ms: 7 days
+	DefaultMaxMessageBytes       = 1 << 20              // max.message.bytes
+	DefaultSegmentBytes    int64 = 128 << 20            // segment.bytes
+	DefaultSegmentMs       int64 = 7 * 24 * 3600 * 1000 // segment.ms: 7 days
+)
+
 // Defaults are the effective values of keys not set explicitly, given the
 // tenant's quotas.
 func Defaults(q api.Quotas) map[string]string {
 	return map[string]string{
 		CleanupPolicy:   "delete",
-		RetentionMs:     strconv.FormatInt(min(7*24*3600*1000, q.MaxRetentionMs), 10),
+		RetentionMs:     strconv.FormatInt(min(DefaultRetentionMs, q.MaxRetentionMs), 10),
 		RetentionBytes:  "-1",
-		MaxMessageBytes: strconv.Itoa(min(1<<20, q.MaxMessageBytes)),
-		SegmentBytes:    strconv.Itoa(128 << 20),
-		SegmentMs:       strconv.Itoa(7 * 24 * 3600 * 1000),
+		MaxMessageBytes: strconv.Itoa(min(DefaultMaxMessageBytes, q.MaxMessageBytes)),
+		SegmentBytes:    strconv.FormatInt(DefaultSegmentBytes, 10),
+		SegmentMs:       strconv.FormatInt(DefaultSegmentMs, 10),
 	}
 }
 

@@ -109,6 +109,12 @@ func (w *Workload) readLoop(part int, reader string) {
 		if ep > epoch {
 			epoch = ep
 		}
+		if !ok && hw > pos {
+			// Below the log start: on from there (hw carries it).
+			w.chk.Skipped(part, reader, pos, hw)
+			pos = hw
+			continue
+		}
 		if !ok {
 			_ = pause(context.Background())
 			continue
@@ -139,6 +145,10 @@ func (w *Workload) fetchOnce(part int, epoch int32, pos int64) (recs []Record, h
 		if errors.Is(err, partition.ErrFencedLeaderEpoch) {
 			return nil, 0, res.LeaderEpoch, false
 		}
+		if outOfRange(err) {
+			// Where the log starts now, for the reader to move on to.
+			return nil, r.LogStartOffset(), epoch, false
+		}
 		return nil, 0, epoch, false
 	}
 	b2, err := res.Slice.AppendTo(nil)
@@ -160,13 +170,13 @@ func (w *Workload) fetchOnce(part int, epoch int32, pos int64) (recs []Record, h
 }
 
 // FinalRead waits until part's leader exposes at least every acknowledged
-// record, then reads the whole partition from offset 0 and hands it to the
-// checker. It fails t if that does not happen within timeout.
+// record, then reads the whole partition from its log start and hands it
+// to the checker. It fails t if that does not happen within timeout.
 func FinalRead(t testing.TB, c *Cell, chk *Checker, part int, timeout time.Duration) {
 	t.Helper()
 	want := chk.AckedEnd(part)
 	var recs []Record
-	var hw int64
+	var hw, start int64
 	WaitFor(t, timeout, fmt.Sprintf("partition %d: a leader exposing every acknowledged record (high watermark ≥ %d) and a full read", part, want), func() bool {
 		b := c.Leader(part)
 		if b < 0 {
@@ -178,7 +188,8 @@ func FinalRead(t testing.TB, c *Cell, chk *Checker, part int, timeout time.Durat
 		}
 		recs, hw = nil, 0
 		epoch := int32(-1)
-		var pos int64
+		start = r.LogStartOffset()
+		pos := start
 		for {
 			res, err := r.FetchEpoch(epoch, pos, 1<<20)
 			if err != nil {
@@ -216,5 +227,5 @@ func FinalRead(t testing.TB, c *Cell, chk *Checker, part int, timeout time.Durat
 		}
 		return true
 	})
-	chk.Final(part, recs, hw)
+	chk.FinalFrom(part, start, recs, hw)
 }

@@ -1,7 +1,8 @@
 // Package frontdoor is what the broker's two front doors, the Kafka
 // listener (dataplane/kafka) and the HTTP data API (dataplane/httpapi),
-// share about the partitions behind them: the not-leader error and how the
-// partition layer's errors map onto the error catalogue, so that a client
+// share about the partitions behind them: the one Partition interface both
+// serve from, the not-leader error and how the partition layer's errors map
+// onto the error catalogue, so that a client
 // gets the same code for the same failure through either door. It imports
 // only contract/catalog and the data plane's log and records packages; the
 // front doors import it.

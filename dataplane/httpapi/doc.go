@@ -58,6 +58,8 @@
 //
 //	GET /v1/topics/{topic}/partitions/{p}/offsets?timestamp_ms=
 //	  → 200 {"log_start_offset","high_watermark","offset"}   (offset: first at or after the time)
+//	POST /v1/topics/{topic}/partitions/{p}/records:delete {"before_offset":n}
+//	  → 200 {"log_start_offset"}   (Kafka's DeleteRecords; -1: the high watermark; needs delete)
 //
 // # Consumer groups
 //

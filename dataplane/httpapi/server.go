@@ -307,6 +307,7 @@ func (s *Server) routes() *echo.Echo {
 	v1.GET("/topics/:topic/partitions/:partition/messages", s.read)
 	v1.POST("/producer-ids", s.producerID)
 	v1.GET("/topics/:topic/partitions/:partition/offsets", s.partitionOffsets)
+	v1.POST("/topics/:topic/partitions/:partition/records\\:delete", s.deleteRecords)
 	v1.POST("/groups/:group/members", s.join)
 	v1.DELETE("/groups/:group/members/:member", s.leave)
 	v1.POST("/groups/:group/messages\\:fetch", s.groupFetch)

@@ -193,6 +193,8 @@ func (c *conn) handle(req *request) error {
 		return c.fetch(req, r)
 	case *kmsg.ListOffsetsRequest:
 		resp = c.listOffsets(r)
+	case *kmsg.DeleteRecordsRequest:
+		resp = c.deleteRecords(r)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		resp = c.offsetForLeaderEpoch(r)
 	case *kmsg.CreateTopicsRequest:

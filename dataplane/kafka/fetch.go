@@ -162,6 +162,9 @@ func (c *conn) readFetch(v *cellview.View, r *kmsg.FetchRequest) (topics []fetch
 				s, h, err := part.Fetch(rp.FetchOffset, int32(max(limit, 1)))
 				if err != nil {
 					fp.errCode, _ = errCode(err)
+					// OFFSET_OUT_OF_RANGE tells the client where the
+					// log is now, for its auto.offset.reset.
+					fp.hw, fp.logStart = part.HighWatermark(), part.LogStartOffset()
 					failed = true
 					continue
 				}

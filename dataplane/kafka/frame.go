@@ -34,6 +34,7 @@ var apis = map[int16]apiRange{
 	18: {0, 3},  // ApiVersions
 	19: {0, 7},  // CreateTopics (with Config.ControlPlane)
 	20: {0, 6},  // DeleteTopics (with Config.ControlPlane)
+	21: {0, 2},  // DeleteRecords (see deleterecords.go)
 	22: {0, 4},  // InitProducerId (with Config.ProducerIDs)
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs

@@ -1,63 +1,15 @@
 package kafka
 
 import (
-	"context"
-
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
-	"github.com/sluicehq/sluice/dataplane/log"
 )
 
-// Partitions are the partition replicas this broker holds. The replication
-// layer implements it; the Kafka front door only reads and produces through
-// it.
-type Partitions interface {
-	// Get returns the local replica of a topic's partition, if this broker
-	// holds one.
-	Get(topicID string, partition int32) (Partition, bool)
-}
+// Partitions are the partition replicas this broker holds: the one
+// interface both front doors use (frontdoor.Partitions).
+type Partitions = frontdoor.Partitions
 
-// Partition is one local replica of a partition. All methods are safe for
-// concurrent use.
-type Partition interface {
-	// Produce appends one client record batch (already validated by the
-	// caller with log.ValidateClientBatch) and returns once it is committed
-	// (a majority of replicas has it on stable storage), with its base
-	// offset. It fails with a *NotLeaderError when this replica does not
-	// lead, and with ctx's error when ctx ends first; the batch may then
-	// still commit later. Produce owns batch from the call on: it may
-	// stamp it in place and keep it after returning.
-	Produce(ctx context.Context, batch []byte) (baseOffset int64, err error)
-	// Fetch returns committed batches from the one containing offset: whole
-	// batches only, at least one when any is committed at or after offset,
-	// more while they fit in maxBytes, none at or above the high watermark.
-	// It also returns the high watermark the read was bounded by. Offsets
-	// below LogStartOffset or above the log end give log.ErrOffsetOutOfRange;
-	// an offset at or past the high watermark gives an empty Slice.
-	Fetch(offset int64, maxBytes int32) (s log.Slice, hw int64, err error)
-	// HighWatermark is the offset below which everything is committed.
-	HighWatermark() int64
-	// LogStartOffset is the first offset still retained.
-	LogStartOffset() int64
-	// LeaderEpoch is the current leader epoch (the Raft term).
-	LeaderEpoch() int32
-	// Leader is the current leader's broker node id; ok is false while
-	// there is none.
-	Leader() (node int, ok bool)
-	// OffsetForTimestamp returns the first committed offset whose batch
-	// holds a timestamp ≥ ts; found is false if there is none.
-	OffsetForTimestamp(ts int64) (offset int64, found bool, err error)
-	// EpochEnd answers OffsetForLeaderEpoch: for a consumer whose last
-	// record had leader epoch epoch, the largest epoch ≤ epoch in this
-	// log and the offset where it ends (the next epoch's first offset, or
-	// the high watermark for the current epoch). ok is false when the log
-	// knows no such epoch.
-	EpochEnd(epoch int32) (leaderEpoch int32, endOffset int64, ok bool, err error)
-	// Watch arranges a non-blocking send on wake once the high watermark
-	// is above hw, or leadership changes; it sends at once if that is
-	// already so. cancel removes the arrangement and may be called more
-	// than once.
-	Watch(hw int64, wake chan<- struct{}) (cancel func())
-}
+// Partition is one local replica of a partition (frontdoor.Partition).
+type Partition = frontdoor.Partition
 
 // ErrNotLeader is matched by every *NotLeaderError.
 var ErrNotLeader = frontdoor.ErrNotLeader

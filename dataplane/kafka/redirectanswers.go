@@ -69,6 +69,18 @@ func redirectAnswer(req kmsg.Request) kmsg.Response {
 			}
 			out.Topics = append(out.Topics, ot)
 		}
+	case *kmsg.DeleteRecordsRequest:
+		out := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range r.Topics {
+			ot := kmsg.NewDeleteRecordsResponseTopic()
+			ot.Topic = t.Topic
+			for _, p := range t.Partitions {
+				op := kmsg.NewDeleteRecordsResponseTopicPartition()
+				op.Partition, op.ErrorCode, op.LowWatermark = p.Partition, redirectPartition, -1
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			out.Topics = append(out.Topics, ot)
+		}
 	case *kmsg.OffsetForLeaderEpochRequest:
 		out := resp.(*kmsg.OffsetForLeaderEpochResponse)
 		for _, t := range r.Topics {

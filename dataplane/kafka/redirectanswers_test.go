@@ -23,6 +23,8 @@ func redirectRequests() []kmsg.Request {
 	ofle.Topics = []kmsg.OffsetForLeaderEpochRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 1}}}}
 	ct := kmsg.NewPtrCreateTopicsRequest()
 	ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: topic, NumPartitions: 1, ReplicationFactor: -1}}
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	dr.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: topic, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 1, Offset: 5}}}}
 	dt := kmsg.NewPtrDeleteTopicsRequest()
 	dt.TopicNames = []string{topic}
 	dt.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: &topic}}
@@ -63,7 +65,7 @@ func redirectRequests() []kmsg.Request {
 	da.Filters = []kmsg.DeleteACLsRequestFilter{kmsg.NewDeleteACLsRequestFilter()}
 	as := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
 	as.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "SLKAAAAAAAAAAAAAAAA", Mechanism: 1}}
-	return []kmsg.Request{produce, fetch, lo, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od,
+	return []kmsg.Request{produce, fetch, lo, dr, ofle, ct, dt, cp, dc, kmsg.NewPtrDescribeACLsRequest(), ca, da, fc, kmsg.NewPtrListGroupsRequest(), jg, sg, hb, lg, oc, of, dg, del, od,
 		kmsg.NewPtrDescribeUserSCRAMCredentialsRequest(), as, ac, iac}
 }
 

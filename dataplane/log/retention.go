@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -54,14 +55,43 @@ func (l *Log) deleteHead(offset int64) error {
 
 // ApplyRetention deletes the oldest segments that retention.ms or
 // retention.bytes allow, never the active one, and raises the log start
-// offset to the first kept segment. It returns how many were deleted.
+// offset to the first kept segment. It returns how many were deleted. A
+// replicated log does not call it: its leader asks RetentionPoint and
+// replicates the decision, which every replica applies with DeleteHead.
 func (l *Log) ApplyRetention() (int, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	l.mu.RLock()
-	if err := l.usable(); err != nil {
-		l.mu.RUnlock()
+	newStart, k, err := l.retentionPoint(math.MaxInt64)
+	if err != nil {
 		return 0, fmt.Errorf("apply retention: %w", err)
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	if err := l.deleteHead(newStart); err != nil {
+		return 0, fmt.Errorf("apply retention: %w", err)
+	}
+	return k, nil
+}
+
+// RetentionPoint returns the log start offset that retention.ms and
+// retention.bytes allow now: the base offset of the first segment to keep,
+// considering only closed segments that lie wholly below limit (pass the
+// high watermark, so nothing uncommitted or unread by the rule is ever
+// chosen). It is the current log start offset when nothing may go. It
+// deletes nothing.
+func (l *Log) RetentionPoint(limit int64) (int64, error) {
+	start, _, err := l.retentionPoint(limit)
+	return start, err
+}
+
+// retentionPoint is RetentionPoint that also says how many segments lie
+// below the returned offset.
+func (l *Log) retentionPoint(limit int64) (int64, int, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usable(); err != nil {
+		return 0, 0, err
 	}
 	now := l.cfg.Now().UnixMilli()
 	var total int64
@@ -71,6 +101,9 @@ func (l *Log) ApplyRetention() (int, error) {
 	k := 0
 	for ; k < len(l.segs)-1; k++ {
 		s := l.segs[k]
+		if s.next > limit {
+			break
+		}
 		byAge := l.cfg.RetentionAge >= 0 && now-s.maxTS > l.cfg.RetentionAge.Milliseconds()
 		bySize := l.cfg.RetentionBytes > 0 && total-s.size >= l.cfg.RetentionBytes
 		if !byAge && !bySize {
@@ -78,16 +111,10 @@ func (l *Log) ApplyRetention() (int, error) {
 		}
 		total -= s.size
 	}
-	newStart := l.segs[k].base
-	start := l.start
-	l.mu.RUnlock()
-	if k == 0 || newStart <= start {
-		return 0, nil
+	if k == 0 || l.segs[k].base <= l.start {
+		return l.start, 0, nil
 	}
-	if err := l.deleteHead(newStart); err != nil {
-		return 0, fmt.Errorf("apply retention: %w", err)
-	}
-	return k, nil
+	return l.segs[k].base, k, nil
 }
 
 // OffsetForTimestamp returns the first offset at or after the log start

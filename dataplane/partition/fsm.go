@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
 
 // EpochStart is the first Kafka offset written in a leader epoch, for
@@ -24,8 +27,12 @@ type fsmState struct {
 	// HighWatermark is the Kafka offset after the last applied data entry.
 	HighWatermark int64        `json:"high_watermark"`
 	Epochs        []EpochStart `json:"epochs"`
-	// LogStartOffset is the partition's log start offset as of the
-	// snapshot; retention moves it.
+	// LogStartOffset is the partition's log start offset: the first
+	// offset readers may read. It moves only forward, and only by a
+	// replicated control entry (retention's or DeleteRecords' decision),
+	// so every replica has the same one at the same Raft index. The
+	// partition log's own start (what it deleted) lags it until a Raft
+	// snapshot covers the deleted entries (retention.go).
 	LogStartOffset int64 `json:"log_start_offset"`
 	// Producers is the idempotent-producer state by producer id: what the
 	// leader checks sequences against, rebuilt by every replica from the
@@ -36,10 +43,20 @@ type fsmState struct {
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
 // Snapshot; readers call state.
 type fsm struct {
-	store interface{ LogStartOffset() int64 }
+	store interface {
+		LogStartOffset() int64
+		NextOffset() int64
+	}
+	logger *slog.Logger
 	// advanced, if set, is called (outside mu) with the new high
 	// watermark after each entry that moved it.
 	advanced func(hw int64)
+
+	// behind is set when a snapshot install brought state for data this
+	// replica's log does not hold (it was behind the leader's log start):
+	// the replica then serves nothing (see DESIGN.md, catch-up). Atomic:
+	// every produce and fetch reads it.
+	behind atomic.Bool
 
 	// mu guards the field below.
 	mu sync.Mutex
@@ -55,6 +72,9 @@ type applyResult struct {
 func (f *fsm) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if raftlog.IsControl(l.Type, l.Extensions) {
+		return f.applyControl(l)
 	}
 	h, err := log.ParseHeader(l.Data)
 	if err != nil {
@@ -90,6 +110,32 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	return applyResult{base: h.BaseOffset}
 }
 
+// applyControl applies a control entry. A log start decision above the
+// high watermark at its index is refused, the same on every replica.
+func (f *fsm) applyControl(l *raft.Log) interface{} {
+	off, err := raftlog.DecodeLogStart(l.Data)
+	if err != nil {
+		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if off > f.st.HighWatermark {
+		return applyResult{err: fmt.Errorf("apply entry %d: log start %d: %w: high watermark %d", l.Index, off, log.ErrOffsetOutOfRange, f.st.HighWatermark)}
+	}
+	f.st.LogStartOffset = max(f.st.LogStartOffset, off)
+	return applyResult{base: f.st.LogStartOffset}
+}
+
+// logStart is the partition's log start offset.
+func (f *fsm) logStart() int64 {
+	f.mu.Lock()
+	st := f.st.LogStartOffset
+	f.mu.Unlock()
+	return max(st, f.store.LogStartOffset())
+}
+
+func (f *fsm) isBehind() bool { return f.behind.Load() }
+
 func (f *fsm) highWatermark() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -118,7 +164,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		st.Producers[pid] = ps.clone()
 	}
 	f.mu.Unlock()
-	st.LogStartOffset = f.store.LogStartOffset()
+	st.LogStartOffset = max(st.LogStartOffset, f.store.LogStartOffset())
 	return snapshot(st), nil
 }
 
@@ -136,11 +182,27 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			delete(st.Producers, pid)
 		}
 	}
+	// A snapshot from a leader (InstallSnapshot) whose high watermark is
+	// past this replica's log end describes data this log lacks: Raft
+	// wants it when the batches the follower needs are gone (retention).
+	// The store cannot take the entries after the snapshot either (they
+	// do not follow its log), so the replica stops serving rather than
+	// expose offsets it does not hold.
+	end := f.store.NextOffset()
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
+	st.LogStartOffset = max(st.LogStartOffset, f.st.LogStartOffset)
+	behind := st.HighWatermark > end
+	if behind {
+		f.behind.Store(true)
+	}
 	f.st = st
 	hw := st.HighWatermark
 	f.mu.Unlock()
+	if behind && f.logger != nil {
+		f.logger.Error("partition replica is behind the leader's log start and cannot be caught up by log replication; it serves nothing until it is seeded again",
+			"high_watermark", hw, "log_end_offset", end, "log_start_offset", st.LogStartOffset)
+	}
 	if f.advanced != nil {
 		f.advanced(hw)
 	}

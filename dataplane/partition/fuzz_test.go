@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"io"
+	"math"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -13,6 +14,7 @@ import (
 type startAt int64
 
 func (s startAt) LogStartOffset() int64 { return int64(s) }
+func (s startAt) NextOffset() int64     { return math.MaxInt64 }
 
 // memSink is a raft.SnapshotSink into memory.
 type memSink struct{ bytes.Buffer }

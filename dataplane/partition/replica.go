@@ -116,7 +116,12 @@ type Config struct {
 	// Committer is the broker's group committer. Required.
 	Committer *raftlog.Committer
 	// Log configures the partition log (segment size, retention, ...).
+	// Its MaxBatchBytes is set to MaxBatchCeiling: the topic's limit is
+	// Settings.MaxBatchBytes, which Produce checks.
 	Log log.Config
+	// Settings are the initial per-topic settings (SetSettings changes
+	// them); their Log part overrides Log's segment and retention fields.
+	Settings Settings
 	// Raft is the base Raft configuration; nil means DefaultRaftConfig.
 	// LocalID, the snapshot and trailing-log settings, ShutdownOnRemove and
 	// NotifyCh are set by the replica.
@@ -156,6 +161,13 @@ func (c *Config) validate() error {
 		return errors.New("config: Committer is required: the broker's group committer")
 	case c.Bootstrap && len(c.Peers) == 0:
 		return errors.New("config: Peers is required to bootstrap a group")
+	}
+	if err := c.Settings.validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	c.Log.MaxBatchBytes = MaxBatchCeiling
+	if l := c.Settings.Log; l != (log.Settings{}) {
+		c.Log.SegmentBytes, c.Log.SegmentAge, c.Log.RetentionAge, c.Log.RetentionBytes = l.SegmentBytes, l.SegmentAge, l.RetentionAge, l.RetentionBytes
 	}
 	if c.Raft == nil {
 		c.Raft = DefaultRaftConfig()
@@ -224,6 +236,9 @@ type Replica struct {
 	seqMu    sync.Mutex
 	inflight map[int64][]*pendingBatch // by producer id, in log order
 
+	// maxBatch is Settings.MaxBatchBytes (settings.go).
+	maxBatch atomic.Int64
+
 	// watchMu guards watchers.
 	watchMu  sync.Mutex
 	watchers map[*watcher]struct{}
@@ -283,7 +298,8 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
 	}
-	r.fsm = &fsm{store: store.Log(), advanced: r.wake}
+	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
+	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger}
 	rc := *cfg.Raft
 	rc.LocalID = cfg.ID
 	rc.NotifyCh = r.notify
@@ -485,6 +501,10 @@ func (r *Replica) notLeader(cause error) error {
 // appends nothing; a sequence gap fails with ErrOutOfOrderSequence, an
 // older epoch with ErrInvalidProducerEpoch.
 func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
+	// max.message.bytes, before Raft sees the batch.
+	if err := r.checkBatchSize(batch); err != nil {
+		return 0, err
+	}
 	// The one whole validation of the batch on the leader's path: the
 	// front doors check only its framing, and the store does not hash it
 	// again (MarkChecked).
@@ -494,6 +514,9 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	}
 	if !r.ready() {
 		return 0, r.notLeader(nil)
+	}
+	if r.fsm.isBehind() {
+		return 0, fmt.Errorf("produce: %w", ErrBehindLogStart)
 	}
 	defer r.store.MarkChecked(batch)()
 	if h.ProducerID >= 0 {
@@ -655,14 +678,17 @@ func (r *Replica) Fetch(offset int64, maxBytes int32) (log.Slice, int64, error) 
 	return res.Slice, res.HighWatermark, err
 }
 
-// LogStartOffset is the first offset the partition log still holds.
-func (r *Replica) LogStartOffset() int64 { return r.store.Log().LogStartOffset() }
+// LogStartOffset is the partition's log start offset, the same on every
+// replica that applied the same entries: the first offset Fetch serves.
+// Retention and DeleteRecords move it (retention.go).
+func (r *Replica) LogStartOffset() int64 { return r.fsm.logStart() }
 
 // OffsetForTimestamp returns the base offset of the first batch holding a
 // timestamp ≥ ts; found is false if there is none. Callers bound it by
 // the high watermark.
 func (r *Replica) OffsetForTimestamp(ts int64) (int64, bool, error) {
-	return r.store.Log().OffsetForTimestamp(ts)
+	off, found, err := r.store.Log().OffsetForTimestamp(ts)
+	return max(off, r.LogStartOffset()), found, err
 }
 
 // EpochEnd answers OffsetForLeaderEpoch from the epoch checkpoints: the
@@ -735,7 +761,13 @@ func (r *Replica) FetchEpoch(currentLeaderEpoch int32, offset int64, maxBytes in
 			return res, fmt.Errorf("fetch at epoch %d, leader epoch %d: %w", currentLeaderEpoch, res.LeaderEpoch, ErrUnknownLeaderEpoch)
 		}
 	}
+	if r.fsm.isBehind() {
+		return res, fmt.Errorf("fetch: %w", ErrBehindLogStart)
+	}
 	res.HighWatermark = r.fsm.highWatermark()
+	if start := r.LogStartOffset(); offset < start {
+		return res, fmt.Errorf("fetch offset %d: %w: the log starts at %d", offset, log.ErrOffsetOutOfRange, start)
+	}
 	sl, err := r.store.Log().Read(offset, maxBytes, res.HighWatermark)
 	if err != nil {
 		return res, fmt.Errorf("fetch: %w", err)

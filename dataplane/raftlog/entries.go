@@ -21,9 +21,11 @@ import (
 //	  term   uint64  Raft term
 //	  type   uint8   raft.LogType
 //	  at     int64   Kafka log end offset before the entry
-//	  count  int64   Kafka offsets the entry takes (0 unless LogCommand)
+//	  count  int64   Kafka offsets the entry takes (0 unless a data entry:
+//	                 a LogCommand that is not a control entry)
 //	  extLen uint32, ext   the entry's Extensions
 //	  dataLen uint32, data the entry's Data, non-data entries only
+//	                 (Raft's own entries and control entries)
 //
 // A LogCommand's bytes live only in the partition log, at offset at.
 const (
@@ -88,7 +90,7 @@ func parseRecord(b []byte) (index uint64, e entry, n int, ok bool) {
 	if dataLen > 0 {
 		e.data = append([]byte(nil), rest[4:]...)
 	}
-	if e.at < 0 || e.count < 0 || (e.typ != raft.LogCommand && e.count != 0) {
+	if e.at < 0 || e.count < 0 || (!e.isData() && e.count != 0) {
 		return 0, e, 0, false
 	}
 	return index, e, recHeader + size, true
@@ -188,7 +190,7 @@ func (s *Store) recover() error {
 	// Check the last batch: the record and the log must name the same one.
 	for i := len(ents) - 1; i >= 0; i-- {
 		e := ents[i]
-		if e.typ != raft.LogCommand {
+		if !e.isData() {
 			continue
 		}
 		if e.at < logStart {

@@ -222,7 +222,7 @@ func (s *Store) GetLog(index uint64, out *raft.Log) error {
 	e := s.ents[index-s.first]
 	s.mu.RUnlock()
 	*out = raft.Log{Index: index, Term: e.term, Type: e.typ, Extensions: e.ext}
-	if e.typ != raft.LogCommand {
+	if !e.isData() {
 		out.Data = e.data
 		return nil
 	}
@@ -299,7 +299,7 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("store raft entry %d: %w: term %d", l.Index, ErrTermTooLarge, l.Term)
 		}
 		e := entry{term: l.Term, typ: l.Type, at: kafka, ext: l.Extensions}
-		if l.Type == raft.LogCommand {
+		if e.isData() {
 			// Only the header here: AppendBatches validates every batch
 			// (lengths, fields, CRC) before it writes any, so checking the
 			// CRC here too would hash each batch twice on the write path.

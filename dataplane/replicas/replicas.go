@@ -56,7 +56,8 @@ type Config struct {
 	// partition.DefaultRaftConfig (timeouts for hundreds of groups).
 	Raft func() *raft.Config
 	// Log configures every partition log; zero is the log package's
-	// defaults.
+	// defaults. Each topic's own settings (segment.bytes, retention, ...)
+	// come from the cell state and override it (settings.go).
 	Log log.Config
 	// CheckInterval is each replica's removal and preferred-leader check
 	// interval; default partition's (1s).
@@ -68,6 +69,11 @@ type Config struct {
 	// OffsetsReplicas is each offsets partition's replica count; default
 	// DefaultOffsetsReplicas.
 	OffsetsReplicas int
+	// RetentionInterval is how often a retention pass runs over the
+	// replicas (retention.go); default DefaultRetentionInterval.
+	RetentionInterval time.Duration
+	// RetentionTimeout bounds one replica's part of a pass; default 5s.
+	RetentionTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -93,6 +99,12 @@ func (c *Config) validate() error {
 	}
 	if c.OffsetsReplicas == 0 {
 		c.OffsetsReplicas = DefaultOffsetsReplicas
+	}
+	if c.RetentionInterval <= 0 {
+		c.RetentionInterval = DefaultRetentionInterval
+	}
+	if c.RetentionTimeout <= 0 {
+		c.RetentionTimeout = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -122,6 +134,11 @@ type Manager struct {
 	// replicas. Lock order: applyMu, then mu.
 	applyMu sync.Mutex
 
+	// stop ends the retention loop, which wg waits for.
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
@@ -136,7 +153,10 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
-	return &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}}, nil
+	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{})}
+	m.wg.Add(1)
+	go m.retentionLoop()
+	return m, nil
 }
 
 // dir is the replica directory of a partition.
@@ -161,16 +181,24 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		return ErrClosed
 	}
 	want := map[key]wire.Partition{}
+	settings := map[string]partition.Settings{} // by topic id
+	planMax := map[string]int{}
 	for _, t := range v.CellState.Topics {
 		for _, p := range t.Partitions {
 			for _, r := range p.Replicas {
 				if r == m.cfg.NodeID {
 					want[key{t.ID, int32(p.Partition)}] = p
+					if _, ok := settings[t.ID]; !ok {
+						settings[t.ID] = settingsFor(v, &t)
+						planMax[t.ID] = planMaxBatch(v, &t, settings[t.ID])
+					}
 				}
 			}
 		}
 	}
 	m.offsetsWanted(v, want)
+	settings[groups.OffsetsTopicID] = offsetsSettings
+	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
 
 	// Close and delete what is no longer assigned here.
@@ -200,12 +228,20 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 			break
 		}
 		m.mu.RLock()
-		_, open := m.replicas[k]
+		r, open := m.replicas[k]
 		m.mu.RUnlock()
 		if open {
+			// Settings changed in the cell state reach open replicas.
+			if r.Settings() != settings[k.topic] {
+				if err := r.SetSettings(settings[k.topic]); err != nil {
+					errs = append(errs, fmt.Errorf("apply settings to %s partition %d: %w", k.topic, k.part, err))
+				} else {
+					m.cfg.Logger.Info("replica settings changed", "topic_id", k.topic, "partition", k.part)
+				}
+			}
 			continue
 		}
-		r, err := m.open(ctx, v, k, p)
+		r, err := m.open(ctx, v, k, p, settings[k.topic], planMax[k.topic])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("open replica of %s partition %d: %w", k.topic, k.part, err))
 			continue
@@ -223,7 +259,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 // order, so the first is the preferred leader); hashicorp/raft accepts
 // identical bootstraps on all voters, and a replica with existing state
 // ignores it.
-func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition) (*partition.Replica, error) {
+func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition, s partition.Settings, planMax int) (*partition.Replica, error) {
 	peers := make([]raft.Server, 0, len(p.Replicas))
 	for _, node := range p.Replicas {
 		b, ok := v.Broker(node)
@@ -236,6 +272,12 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 	if err != nil {
 		return nil, err
 	}
+	rc := m.cfg.Raft()
+	// Entries as large as the plan allows must fit one transport frame.
+	// Raft takes this at start only, so a plan raised later applies to
+	// replicas opened afterwards; partition.MaxBatchCeiling bounds every
+	// one of them.
+	rc.MaxAppendEntries = maxAppendEntries(planMax, rc.MaxAppendEntries)
 	r, err := partition.Open(ctx, partition.Config{
 		ID:            ServerID(m.cfg.NodeID),
 		Dir:           m.dir(k),
@@ -244,7 +286,8 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Transport:     tr,
 		Committer:     m.cfg.Committer,
 		Log:           m.cfg.Log,
-		Raft:          m.cfg.Raft(),
+		Settings:      s,
+		Raft:          rc,
 		CheckInterval: m.cfg.CheckInterval,
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
 	})
@@ -330,7 +373,7 @@ func (m *Manager) Status() []wire.PartitionStatus {
 			st.LeaderNode, _ = strconv.Atoi(string(id))
 		}
 		l := r.Store().Log()
-		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = l.LogStartOffset(), l.NextOffset(), l.Size()
+		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = r.LogStartOffset(), l.NextOffset(), l.Size()
 		out = append(out, st)
 	}
 	return out
@@ -339,6 +382,8 @@ func (m *Manager) Status() []wire.PartitionStatus {
 // Close closes every replica and waits for all of them. Data stays on disk.
 // Apply fails afterwards. Close is idempotent.
 func (m *Manager) Close() error {
+	m.stopOnce.Do(func() { close(m.stop) })
+	m.wg.Wait()
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 	m.mu.Lock()

@@ -11,7 +11,8 @@ import (
 const (
 	// LostWrite: an acknowledged value is not at its acknowledged offset in
 	// the final read of its partition (made after every fault healed, from
-	// offset 0 to the high watermark).
+	// the log start to the high watermark), or the log start is above where
+	// the history allowed it to move (MayTrim: retention, DeleteRecords).
 	LostWrite = "lost-write"
 	// Duplicate: one value at two offsets (producers either never resend or
 	// are idempotent, and every value is unique, so a retry must never
@@ -73,6 +74,7 @@ type Checker struct {
 	anywhere map[string]bool
 	touched  map[int32]bool // partitions that must have a final read
 	final    map[int32]bool
+	trimmed  map[int32]int64 // partition → the log start may have been moved up to here (trim.go)
 	counts   map[string]int
 	examples map[string][]string
 	acks     int
@@ -86,7 +88,7 @@ func New() *Checker {
 	return &Checker{acked: map[string]at{}, failed: map[string]bool{}, valueAt: map[at]string{}, where: map[string]at{},
 		read: map[string]bool{}, readEnd: map[int32]int64{}, hw: map[string]map[int32]int64{},
 		sessions: map[string]map[int32]int64{}, anywhere: map[string]bool{}, touched: map[int32]bool{},
-		final: map[int32]bool{}, counts: map[string]int{}, examples: map[string][]string{}}
+		final: map[int32]bool{}, trimmed: map[int32]int64{}, counts: map[string]int{}, examples: map[string][]string{}}
 }
 
 func (c *Checker) violate(prop, format string, args ...any) {
@@ -236,16 +238,24 @@ func (c *Checker) Polled(sess string, recs []Record) {
 // Final records a read of all of partition part, from offset 0 to its high
 // watermark hw, made after every fault healed, and checks the partition's
 // history against it.
-func (c *Checker) Final(part int32, recs []Record, hw int64) {
+func (c *Checker) Final(part int32, recs []Record, hw int64) { c.FinalFrom(part, 0, recs, hw) }
+
+// FinalFrom is Final for a read from the partition's log start, start,
+// which may be above 0 only as far as MayTrim allowed; acknowledged values
+// below it are not lost writes.
+func (c *Checker) FinalFrom(part int32, start int64, recs []Record, hw int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.final[part] = true
-	if int64(len(recs)) != hw {
-		c.violate(PollSkip, "final read of partition %d: %d records below the high watermark %d", part, len(recs), hw)
+	if start > c.trimmed[part] {
+		c.violate(LostWrite, "final read of partition %d starts at its log start %d, but the log start was moved only up to %d", part, start, c.trimmed[part])
+	}
+	if int64(len(recs)) != hw-start {
+		c.violate(PollSkip, "final read of partition %d: %d records from %d below the high watermark %d", part, len(recs), start, hw)
 	}
 	final := make(map[int64]string, len(recs))
 	for i, r := range recs {
-		if r.Offset != int64(i) {
+		if r.Offset != start+int64(i) {
 			c.violate(PollSkip, "final read of partition %d: record %d has offset %d", part, i, r.Offset)
 		}
 		c.observe(at{part, r.Offset}, r.Value, "final read")
@@ -260,7 +270,7 @@ func (c *Checker) Final(part int32, recs []Record, hw int64) {
 	}
 	var lost []string
 	for v, p := range c.acked {
-		if p.part == part && final[p.off] != v {
+		if p.part == part && p.off >= start && final[p.off] != v {
 			lost = append(lost, fmt.Sprintf("%q acknowledged at partition %d offset %d, final read has %q there", v, p.part, p.off, final[p.off]))
 		}
 	}

@@ -249,6 +249,26 @@ func (p *Partition) HighWatermark() int64 {
 // LogStartOffset is the log's start offset.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 
+// DeleteRecords moves the log start forward to offset (-1: the high
+// watermark), deleting the segments wholly below it; an offset above the
+// high watermark is log.ErrOffsetOutOfRange.
+func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	hw := p.HighWatermark()
+	if offset == -1 {
+		offset = hw
+	}
+	if offset < 0 || offset > hw {
+		return 0, fmt.Errorf("delete records to %d: %w: the high watermark is %d", offset, log.ErrOffsetOutOfRange, hw)
+	}
+	if err := p.log.DeleteHead(offset); err != nil {
+		return 0, fmt.Errorf("delete records: %w", err)
+	}
+	return p.log.LogStartOffset(), nil
+}
+
 // LeaderEpoch is always 0: a single replica never changes leader.
 func (p *Partition) LeaderEpoch() int32 { return 0 }
 

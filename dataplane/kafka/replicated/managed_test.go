@@ -56,6 +56,13 @@ func (p managedPartitions) Get(topicID string, part int32) (kafka.Partition, boo
 // (nil: partition.DefaultRaftConfig, what tenantd runs).
 func startManagedCell(t testing.TB, raftConfig func() *raft.Config) *managedCell {
 	t.Helper()
+	return startManagedCellWith(t, raftConfig, nil)
+}
+
+// startManagedCellWith is startManagedCell with configure, if set,
+// adjusting every broker's replica manager config.
+func startManagedCellWith(t testing.TB, raftConfig func() *raft.Config, configure func(*replicas.Config)) *managedCell {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane on Postgres and a three-broker cell")
 	}
@@ -115,8 +122,12 @@ func startManagedCell(t testing.TB, raftConfig func() *raft.Config) *managedCell
 			st.Run(ctx)
 		}()
 		com := raftlog.NewCommitter(dlog.SyncFiles)
-		mgr, err := replicas.New(replicas.Config{NodeID: i + 1, DataDir: filepath.Join(dir, "replicas"), Transport: m.nodes[i], Committer: com,
-			Raft: raftConfig, OffsetsPartitions: -1, Logger: logger})
+		mc := replicas.Config{NodeID: i + 1, DataDir: filepath.Join(dir, "replicas"), Transport: m.nodes[i], Committer: com,
+			Raft: raftConfig, OffsetsPartitions: -1, Logger: logger}
+		if configure != nil {
+			configure(&mc)
+		}
+		mgr, err := replicas.New(mc)
 		if err != nil {
 			t.Fatal(err)
 		}

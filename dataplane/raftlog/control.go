@@ -1,0 +1,53 @@
+package raftlog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// ControlExtension marks a LogCommand entry as a control entry of the
+// replication layer (for example "the log start offset is now X"): its
+// Extensions begin with it. The store keeps a control entry in the entries
+// file, as it keeps Raft's own entries, so it takes no Kafka offset; its
+// Data is the replication layer's, not a record batch.
+var ControlExtension = []byte("sluice.control.v1")
+
+// IsControl reports whether an entry with this type and these extensions
+// is a control entry.
+func IsControl(typ raft.LogType, ext []byte) bool {
+	return typ == raft.LogCommand && bytes.HasPrefix(ext, ControlExtension)
+}
+
+// isData reports whether e is a record batch in the partition log.
+func (e *entry) isData() bool { return e.typ == raft.LogCommand && !IsControl(e.typ, e.ext) }
+
+// Control entry kinds (the first byte of Data).
+const (
+	// ControlLogStart: the log start offset is now the int64 that
+	// follows (big endian). Retention and DeleteRecords replicate it.
+	ControlLogStart byte = 1
+)
+
+// ErrBadControl means a control entry's data did not decode.
+var ErrBadControl = errors.New("raftlog: malformed control entry")
+
+// EncodeLogStart is the data of a ControlLogStart entry.
+func EncodeLogStart(offset int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{ControlLogStart}, uint64(offset))
+}
+
+// DecodeLogStart decodes EncodeLogStart's data.
+func DecodeLogStart(data []byte) (int64, error) {
+	if len(data) != 9 || data[0] != ControlLogStart {
+		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
+	}
+	off := int64(binary.BigEndian.Uint64(data[1:]))
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative log start %d", ErrBadControl, off)
+	}
+	return off, nil
+}
