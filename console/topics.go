@@ -111,10 +111,7 @@ func (c *Console) renderTopic(w http.ResponseWriter, r *http.Request, s *session
 	}
 	p := sessionPage(s, "Topic "+t.Name, "topics")
 	p.Data = d
-	if r.URL.Query().Get("saved") == "1" && ue == nil {
-		p.Notice = "Changes saved."
-	}
-	c.renderForm(w, r, http.StatusOK, "topic", p, ue, form)
+	c.renderEditForm(w, r, "topic", p, "Changes saved.", ue, form)
 }
 
 func (c *Console) updateTopic(w http.ResponseWriter, r *http.Request, s *session) {
