@@ -23,11 +23,7 @@ func scanACL(row pgx.Row) (api.ACL, error) {
 }
 
 func (s *Server) listACLs(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActRead)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	p, pg, err := s.tenantPage(c, authz.ObjACLs)
 	if err != nil {
 		return err
 	}

@@ -24,10 +24,7 @@ func scanPool(row pgx.Row) (api.Pool, error) {
 }
 
 func (s *Server) adminListPools(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	pg, err := s.operatorPage(c)
 	if err != nil {
 		return err
 	}
@@ -112,10 +109,7 @@ func (s *Server) adminListCells(c echo.Context) error {
 // load finds by where, a keyset query on the page's after and limit+1.
 func operatorList[T any](s *Server, c echo.Context, op string, load func(ctx context.Context, where string, args ...any) ([]T, error),
 	where string, key func(T) string) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	pg, err := s.operatorPage(c)
 	if err != nil {
 		return err
 	}
