@@ -118,10 +118,7 @@ func (s *Server) adminUpdateTenant(c echo.Context) error {
 				return err
 			}
 		}
-		if err := bumpTenantCell(ctx, tx, id); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "tenant.update", id, map[string]any{"status": req.Status, "plan": req.Plan})
+		return bumpAndAudit(ctx, tx, id, p, "tenant.update", id, map[string]any{"status": req.Status, "plan": req.Plan})
 	})
 	if err := txError("update tenant", err); err != nil {
 		return err
