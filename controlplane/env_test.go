@@ -94,6 +94,21 @@ func (e *env) signup(name string) *tenant {
 	return tn
 }
 
+// operatorKeySession creates an operator key and signs in with it, as the
+// console does: the key's id and secret, and the session.
+func (e *env) operatorKeySession(description string) (id, secret string, s api.Session) {
+	e.t.Helper()
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, description)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if s, err = e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret}); err != nil {
+		e.t.Fatalf("sign in with operator key %s: %v", id, err)
+	}
+	return id, secret, s
+}
+
 // raw sends a request with a literal body and returns status and decoded
 // error body (if any).
 func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error, http.Header) {
