@@ -94,6 +94,16 @@ func (e *env) signup(name string) *tenant {
 	return tn
 }
 
+// cellClient returns a client carrying a new cell key of cell-1.
+func (e *env) cellClient() *client.Client {
+	e.t.Helper()
+	ck, err := e.op.AdminCreateCellKey(context.Background(), "cell-1")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+}
+
 // operatorKeySession creates an operator key and signs in with it, as the
 // console does: the key's id and secret, and the session.
 func (e *env) operatorKeySession(description string) (id, secret string, s api.Session) {

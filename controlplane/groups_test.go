@@ -12,16 +12,6 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
-// cellClient returns a client carrying a new cell key of cell-1.
-func (e *env) cellClient() *client.Client {
-	e.t.Helper()
-	ck, err := e.op.AdminCreateCellKey(context.Background(), "cell-1")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
-}
-
 // reportGroups sends broker's report of its groups' lag.
 func reportGroups(t *testing.T, cell *client.Client, broker string, rows ...wire.GroupLag) {
 	t.Helper()
