@@ -104,6 +104,15 @@ func (e *env) cellClient() *client.Client {
 	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
 }
 
+// createTopic creates a topic with tn's admin key and returns its id.
+func (e *env) createTopic(tn *tenant, name string, partitions int) string {
+	e.t.Helper()
+	if _, err := tn.key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: name, Partitions: partitions}); err != nil {
+		e.t.Fatalf("create topic %s: %v", name, err)
+	}
+	return topicID(e.t, e, tn.Tenant.ID, name)
+}
+
 // operatorKeySession creates an operator key and signs in with it, as the
 // console does: the key's id and secret, and the session.
 func (e *env) operatorKeySession(description string) (id, secret string, s api.Session) {
