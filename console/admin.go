@@ -125,10 +125,7 @@ func (c *Console) adminSetQuotas(w http.ResponseWriter, r *http.Request, s *sess
 		f.set(&q, n)
 	}
 	if _, err := s.api.AdminSetQuotas(r.Context(), id, q); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderAdminTenant(w, r, s, c.toUIError(r, err, "quotas"), form)
+		c.formError(w, r, err, "quotas", func(ue *uiError) { c.renderAdminTenant(w, r, s, ue, form) })
 		return
 	}
 	c.redirect(w, r, "/admin/tenants/"+url.PathEscape(id)+"?saved=1")

@@ -198,6 +198,16 @@ func (c *Console) renderAPIError(w http.ResponseWriter, r *http.Request, s *sess
 
 // fail handles the failure of a call a page needs: a lost session goes to
 // the login page, anything else is rendered.
+// formError answers a form submission the API refused: the sign-in page
+// if the session is gone, else rerender with the error shown next to form
+// formID.
+func (c *Console) formError(w http.ResponseWriter, r *http.Request, err error, formID string, rerender func(ue *uiError)) {
+	if c.authLost(w, r, err) {
+		return
+	}
+	rerender(c.toUIError(r, err, formID))
+}
+
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	if c.authLost(w, r, err) {
 		return
