@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/controlplane"
 )
 
 // TestTenantIsolation walks every registered route as tenant B against
@@ -154,7 +155,14 @@ func TestTenantIsolation(t *testing.T) {
 			// A key or an operator cannot create one; a user can, and the
 			// new tenant is as isolated from A as B is. (A third tenant's
 			// user creates it, so B's sign-in keeps one tenant to pick.)
-			_, _, opSession := e.operatorKeySession("isolation operator")
+			id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, "isolation operator")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opSession, err := e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret})
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, auth := range []string{bAuth, "Bearer " + opSession.Token} {
 				if st, ae, _ := e.raw("POST", "/v1/tenants", auth, "application/json", `{"name":"tenant-x"}`); st != http.StatusForbidden || ae.Code != "permission_denied" {
 					t.Fatalf("create a tenant as %.10s…: %d %+v", auth, st, ae)
