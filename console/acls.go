@@ -44,10 +44,7 @@ func (c *Console) createACL(w http.ResponseWriter, r *http.Request, s *session) 
 	req := api.CreateACLRequest{Principal: form["principal"], ResourceType: form["resource_type"], ResourceName: form["resource_name"],
 		PatternType: form["pattern_type"], Operation: form["operation"], Permission: form["permission"]}
 	if _, err := s.api.CreateACL(r.Context(), req); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderACLs(w, r, s, c.toUIError(r, err, "create-acl"), form)
+		c.formError(w, r, err, "create-acl", func(ue *uiError) { c.renderACLs(w, r, s, ue, form) })
 		return
 	}
 	c.redirect(w, r, "/acls")
@@ -55,10 +52,7 @@ func (c *Console) createACL(w http.ResponseWriter, r *http.Request, s *session) 
 
 func (c *Console) deleteACL(w http.ResponseWriter, r *http.Request, s *session) {
 	if err := s.api.DeleteACL(r.Context(), r.PathValue("id")); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderACLs(w, r, s, c.toUIError(r, err, "delete-acl"), nil)
+		c.formError(w, r, err, "delete-acl", func(ue *uiError) { c.renderACLs(w, r, s, ue, nil) })
 		return
 	}
 	c.redirect(w, r, "/acls")

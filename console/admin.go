@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,31 +22,29 @@ func (c *Console) operatorOnly(w http.ResponseWriter, r *http.Request, s *sessio
 }
 
 func (c *Console) adminTenantsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
-	}
-	ts, err := s.api.AdminTenants(r.Context(), "load")
-	if err != nil {
-		c.fail(w, r, s, err)
-		return
-	}
-	p := sessionPage(s, "Tenants", "admin-tenants")
-	p.Data = ts
-	c.render(w, r, http.StatusOK, "admin_tenants", p)
+	operatorList(c, w, r, s, "Tenants", "admin-tenants", "admin_tenants", func(ctx context.Context) ([]api.AdminTenant, error) {
+		return s.api.AdminTenants(ctx, "load")
+	})
 }
 
 func (c *Console) adminCellsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	operatorList(c, w, r, s, "Cells", "admin-cells", "admin_cells", s.api.AdminCells)
+}
+
+// operatorList renders template name, an operator-only page of what list
+// answers.
+func operatorList[T any](c *Console, w http.ResponseWriter, r *http.Request, s *session, title, nav, name string, list func(context.Context) (T, error)) {
 	if !c.operatorOnly(w, r, s) {
 		return
 	}
-	cells, err := s.api.AdminCells(r.Context())
+	v, err := list(r.Context())
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
 	}
-	p := sessionPage(s, "Cells", "admin-cells")
-	p.Data = cells
-	c.render(w, r, http.StatusOK, "admin_cells", p)
+	p := sessionPage(s, title, nav)
+	p.Data = v
+	c.render(w, r, http.StatusOK, name, p)
 }
 
 // quotaField is one editable quota; get and set tie it to api.Quotas.
@@ -104,10 +103,7 @@ func (c *Console) renderAdminTenant(w http.ResponseWriter, r *http.Request, s *s
 	}
 	p := sessionPage(s, "Quotas of "+t.Name, "admin-tenants")
 	p.Data = d
-	if r.URL.Query().Get("saved") == "1" && ue == nil {
-		p.Notice = "Quotas saved."
-	}
-	c.renderForm(w, r, http.StatusOK, "admin_tenant", p, ue, nil)
+	c.renderEditForm(w, r, "admin_tenant", p, "Quotas saved.", ue, nil)
 }
 
 func (c *Console) adminSetQuotas(w http.ResponseWriter, r *http.Request, s *session) {
@@ -129,10 +125,7 @@ func (c *Console) adminSetQuotas(w http.ResponseWriter, r *http.Request, s *sess
 		f.set(&q, n)
 	}
 	if _, err := s.api.AdminSetQuotas(r.Context(), id, q); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderAdminTenant(w, r, s, c.toUIError(r, err, "quotas"), form)
+		c.formError(w, r, err, "quotas", func(ue *uiError) { c.renderAdminTenant(w, r, s, ue, form) })
 		return
 	}
 	c.redirect(w, r, "/admin/tenants/"+url.PathEscape(id)+"?saved=1")

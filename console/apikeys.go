@@ -56,10 +56,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	k, err := s.api.CreateAPIKey(r.Context(), req)
 	if err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderKeys(w, r, s, 0, nil, c.toUIError(r, err, "create-key"), form)
+		c.formError(w, r, err, "create-key", func(ue *uiError) { c.renderKeys(w, r, s, 0, nil, ue, form) })
 		return
 	}
 	// The secret goes out in this one answer (no-store, no redirect that
@@ -69,10 +66,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request, s *session) 
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request, s *session) {
 	if _, err := s.api.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderKeys(w, r, s, 0, nil, c.toUIError(r, err, "revoke-key"), nil)
+		c.formError(w, r, err, "revoke-key", func(ue *uiError) { c.renderKeys(w, r, s, 0, nil, ue, nil) })
 		return
 	}
 	c.redirect(w, r, "/api-keys")

@@ -156,6 +156,20 @@ func run[T any](p *tab, what string, a chromedp.Action[T]) T {
 	return v
 }
 
+// createKey creates an API key on the API keys page and returns the id
+// and the secret the page shows once.
+func (p *tab) createKey(description string) (id, secret string) {
+	p.t.Helper()
+	p.open("/api-keys", "#create-key")
+	p.do("create key",
+		chromedp.SendKeys(chromedp.ID("key-description"), description),
+		chromedp.Click(chromedp.ID("create-key-submit")),
+		chromedp.WaitVisible(chromedp.ID("new-secret")),
+	)
+	secret = run(p, "secret", chromedp.Text(chromedp.ID("new-secret")))
+	return run(p, "key id", chromedp.Text(chromedp.ID("new-key-id"))), secret
+}
+
 func (p *tab) open(path string, ready string) {
 	p.t.Helper()
 	p.do("open "+path, chromedp.Navigate(p.url+path), chromedp.WaitVisible(chromedp.CSS(ready)))
@@ -275,14 +289,7 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	alice.screenshot("topic")
 
 	// Create an API key: the secret is shown once.
-	alice.open("/api-keys", "#create-key")
-	alice.do("create key",
-		chromedp.SendKeys(chromedp.ID("key-description"), "orders service"),
-		chromedp.Click(chromedp.ID("create-key-submit")),
-		chromedp.WaitVisible(chromedp.ID("new-secret")),
-	)
-	secret := run(alice, "secret", chromedp.Text(chromedp.ID("new-secret")))
-	keyID := run(alice, "key id", chromedp.Text(chromedp.ID("new-key-id")))
+	keyID, secret := alice.createKey("orders service")
 	if secret == "" || keyID == "" {
 		t.Fatalf("key %q secret %q", keyID, secret)
 	}

@@ -315,6 +315,12 @@ func TestOperatorPages(t *testing.T) {
 	if q.MaxTopics != 7 {
 		t.Fatalf("max topics %d after the edit, want 7", q.MaxTopics)
 	}
+	resp, body = b.get(resp.Header.Get("Location"))
+	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, "Quotas saved.")
+	if _, body = b.get("/admin/tenants/" + id); strings.Contains(body, "Quotas saved.") {
+		t.Fatalf("the saved notice shows without ?saved=1:\n%s", body)
+	}
 	form.Set("max_topics", "seven")
 	resp, body = b.post("/admin/tenants/"+id+"/quotas", form)
 	wantStatus(t, resp, body, http.StatusUnprocessableEntity)

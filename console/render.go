@@ -136,6 +136,16 @@ func (c *Console) renderForm(w http.ResponseWriter, r *http.Request, status int,
 	c.render(w, r, status, name, p)
 }
 
+// renderEditForm renders page p of a form that edits something in place:
+// as renderForm, and with notice shown when the page is the redirect after
+// a submission that saved (?saved=1).
+func (c *Console) renderEditForm(w http.ResponseWriter, r *http.Request, name string, p page, notice string, ue *uiError, form formInput) {
+	if r.URL.Query().Get("saved") == "1" && ue == nil {
+		p.Notice = notice
+	}
+	c.renderForm(w, r, http.StatusOK, name, p, ue, form)
+}
+
 // sessionPage fills the fields every signed-in page has.
 func sessionPage(s *session, title, nav string) page {
 	p := page{Title: title, Nav: nav}
@@ -188,6 +198,16 @@ func (c *Console) renderAPIError(w http.ResponseWriter, r *http.Request, s *sess
 
 // fail handles the failure of a call a page needs: a lost session goes to
 // the login page, anything else is rendered.
+// formError answers a form submission the API refused: the sign-in page
+// if the session is gone, else rerender with the error shown next to form
+// formID.
+func (c *Console) formError(w http.ResponseWriter, r *http.Request, err error, formID string, rerender func(ue *uiError)) {
+	if c.authLost(w, r, err) {
+		return
+	}
+	rerender(c.toUIError(r, err, formID))
+}
+
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	if c.authLost(w, r, err) {
 		return

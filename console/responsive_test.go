@@ -62,13 +62,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 	if rows := run(tenant, "partition rows", chromedp.Evaluate[int]("document.querySelectorAll('#topic-partitions tbody tr').length")); rows != 3 {
 		t.Fatalf("the topic page lists %d partitions, want 3", rows)
 	}
-	tenant.open("/api-keys", "#create-key")
-	tenant.do("create key",
-		chromedp.SendKeys(chromedp.ID("key-description"), "settlement service in eu-west-1"),
-		chromedp.Click(chromedp.ID("create-key-submit")),
-		chromedp.WaitVisible(chromedp.ID("new-secret")),
-	)
-	keyID := run(tenant, "key id", chromedp.Text(chromedp.ID("new-key-id")))
+	keyID, _ := tenant.createKey("settlement service in eu-west-1")
 	tenant.open("/acls", "#create-acl")
 	tenant.do("create acl",
 		chromedp.SetValue(chromedp.ID("acl-principal"), keyID),

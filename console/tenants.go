@@ -42,10 +42,7 @@ func (c *Console) createTenant(w http.ResponseWriter, r *http.Request, s *sessio
 	form := formInput{"name": strings.TrimSpace(r.PostFormValue("name")), "plan": r.PostFormValue("plan")}
 	res, err := s.api.CreateTenant(r.Context(), api.CreateTenantRequest{Name: form["name"], Plan: form["plan"]})
 	if err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderTenants(w, r, s, c.toUIError(r, err, "new-tenant"), form)
+		c.formError(w, r, err, "new-tenant", func(ue *uiError) { c.renderTenants(w, r, s, ue, form) })
 		return
 	}
 	c.log.Info("console tenant created", "tenant_id", res.Tenant.ID)

@@ -74,21 +74,21 @@ func TestBrowserNewTenantAndSwitch(t *testing.T) {
 	if got := run(u, "current", chromedp.Evaluate[string]("document.getElementById('current-tenant').closest('td').firstChild.textContent.trim()")); got != "second-co" {
 		t.Fatalf("current tenant marked: %q", got)
 	}
-	u.do("switch with a wrong password",
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("switch-tenant-name").value = "first-co"`),
-		chromedp.SendKeys(chromedp.ID("switch-password"), "not my password 1"),
-		chromedp.Click(chromedp.ID("switch-tenant-submit")),
-		chromedp.WaitVisible(chromedp.ID("switch-tenant-error")),
-	)
+	// switchTo submits the switcher for first-co with password and waits
+	// for the element that answer shows.
+	switchTo := func(step, password, shows string) {
+		u.do(step,
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("switch-tenant-name").value = "first-co"`),
+			chromedp.SendKeys(chromedp.ID("switch-password"), password),
+			chromedp.Click(chromedp.ID("switch-tenant-submit")),
+			chromedp.WaitVisible(chromedp.ID(shows)),
+		)
+	}
+	switchTo("switch with a wrong password", "not my password 1", "switch-tenant-error")
 	if got := run(u, "header tenant", chromedp.Text(chromedp.ID("tenant-name"))); got != "second-co" {
 		t.Fatalf("a failed switch moved the header to %q", got)
 	}
-	u.do("switch to first-co",
-		chromedp.Evaluate[chromedp.Void](`document.getElementById("switch-tenant-name").value = "first-co"`),
-		chromedp.SendKeys(chromedp.ID("switch-password"), "password-first-co-1"),
-		chromedp.Click(chromedp.ID("switch-tenant-submit")),
-		chromedp.WaitVisible(chromedp.ID("overview-tenant")),
-	)
+	switchTo("switch to first-co", "password-first-co-1", "overview-tenant")
 	if got := run(u, "tenant shown", chromedp.Text(chromedp.ID("overview-tenant"))); got != "first-co" {
 		t.Fatalf("after the switch the overview shows %q, want first-co", got)
 	}

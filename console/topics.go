@@ -73,10 +73,7 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request, s *session
 		req.Config = map[string]string{keyRetentionMs: ms}
 	}
 	if _, err := s.api.CreateTopic(r.Context(), req); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderTopics(w, r, s, 0, c.toUIError(r, err, "create-topic"), form)
+		c.formError(w, r, err, "create-topic", func(ue *uiError) { c.renderTopics(w, r, s, 0, ue, form) })
 		return
 	}
 	c.redirect(w, r, "/topics?"+url.Values{"created": {req.Name}}.Encode())
@@ -111,10 +108,7 @@ func (c *Console) renderTopic(w http.ResponseWriter, r *http.Request, s *session
 	}
 	p := sessionPage(s, "Topic "+t.Name, "topics")
 	p.Data = d
-	if r.URL.Query().Get("saved") == "1" && ue == nil {
-		p.Notice = "Changes saved."
-	}
-	c.renderForm(w, r, http.StatusOK, "topic", p, ue, form)
+	c.renderEditForm(w, r, "topic", p, "Changes saved.", ue, form)
 }
 
 func (c *Console) updateTopic(w http.ResponseWriter, r *http.Request, s *session) {
@@ -171,10 +165,7 @@ func (c *Console) updateTopic(w http.ResponseWriter, r *http.Request, s *session
 	}
 	if req.Partitions != nil || req.Config != nil {
 		if _, err := s.api.UpdateTopic(ctx, name, req); err != nil {
-			if c.authLost(w, r, err) {
-				return
-			}
-			c.renderTopic(w, r, s, c.toUIError(r, err, "update-topic"), form)
+			c.formError(w, r, err, "update-topic", func(ue *uiError) { c.renderTopic(w, r, s, ue, form) })
 			return
 		}
 	}
@@ -188,10 +179,7 @@ func (c *Console) deleteTopic(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	if err := s.api.DeleteTopic(r.Context(), name); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderTopic(w, r, s, c.toUIError(r, err, "delete-topic"), nil)
+		c.formError(w, r, err, "delete-topic", func(ue *uiError) { c.renderTopic(w, r, s, ue, nil) })
 		return
 	}
 	c.redirect(w, r, "/topics")

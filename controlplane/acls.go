@@ -23,11 +23,7 @@ func scanACL(row pgx.Row) (api.ACL, error) {
 }
 
 func (s *Server) listACLs(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjACLs, authz.ActRead)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	p, pg, err := s.tenantPage(c, authz.ObjACLs)
 	if err != nil {
 		return err
 	}
@@ -112,10 +108,7 @@ func (s *Server) createACL(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "acl.create", out.ID, map[string]any{"acl": out})
+		return bumpAndAudit(ctx, tx, p.tenantID, p, "acl.create", out.ID, map[string]any{"acl": out})
 	})
 	if err := txError("create acl", err); err != nil {
 		return err
@@ -138,10 +131,7 @@ func (s *Server) deleteACL(c echo.Context) error {
 		if tag.RowsAffected() == 0 {
 			return catalog.NotFound.New("no such ACL")
 		}
-		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "acl.delete", id, nil)
+		return bumpAndAudit(ctx, tx, p.tenantID, p, "acl.delete", id, nil)
 	})
 	if err := txError("delete acl", err); err != nil {
 		return err

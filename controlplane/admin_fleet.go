@@ -24,10 +24,7 @@ func scanPool(row pgx.Row) (api.Pool, error) {
 }
 
 func (s *Server) adminListPools(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	pg, err := s.operatorPage(c)
 	if err != nil {
 		return err
 	}
@@ -105,32 +102,54 @@ func (s *Server) loadCells(ctx context.Context, where string, args ...any) ([]ap
 }
 
 func (s *Server) adminListCells(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	return operatorList(s, c, "list cells", s.loadCells, `WHERE c.id > $1 ORDER BY c.id LIMIT $2`, func(c api.Cell) string { return c.ID })
+}
+
+// operatorList answers a platform operator's list with one page of what
+// load finds by where, a keyset query on the page's after and limit+1.
+func operatorList[T any](s *Server, c echo.Context, op string, load func(ctx context.Context, where string, args ...any) ([]T, error),
+	where string, key func(T) string) error {
+	pg, err := s.operatorPage(c)
 	if err != nil {
 		return err
 	}
-	cells, err := s.loadCells(c.Request().Context(), `WHERE c.id > $1 ORDER BY c.id LIMIT $2`, pg.after, pg.limit+1)
+	all, err := load(c.Request().Context(), where, pg.after, pg.limit+1)
 	if err != nil {
-		return dbError("list cells", err)
+		return dbError(op, err)
 	}
-	items, next := trim(pg, cells, func(c api.Cell) string { return c.ID })
-	return c.JSON(http.StatusOK, api.Page[api.Cell]{Items: items, NextPageToken: next})
+	items, next := trim(pg, all, key)
+	return c.JSON(http.StatusOK, api.Page[T]{Items: items, NextPageToken: next})
+}
+
+// only is the one item a load by id found, NotFound ("no such what") if
+// it found none.
+func only[T any](what string, items []T, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, dbError("load "+what, err)
+	}
+	if len(items) == 0 {
+		return zero, catalog.NotFound.New("no such " + what)
+	}
+	return items[0], nil
+}
+
+// mustExist refuses with NotFound ("no such what") unless table has a row
+// with the id: the parent a new pool member or cell member names.
+func mustExist(ctx context.Context, tx pgx.Tx, table, id, what string) error {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT true FROM `+table+` WHERE id = $1`, id).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.NotFound.New("no such " + what)
+	}
+	return err
 }
 
 func (s *Server) adminGetCell(c echo.Context) error { return operatorGet(s, c, s.loadCell) }
 
 func (s *Server) loadCell(ctx context.Context, id string) (api.Cell, error) {
 	cells, err := s.loadCells(ctx, `WHERE c.id = $1`, id)
-	if err != nil {
-		return api.Cell{}, dbError("load cell", err)
-	}
-	if len(cells) == 0 {
-		return api.Cell{}, catalog.NotFound.New("no such cell")
-	}
-	return cells[0], nil
+	return only("cell", cells, err)
 }
 
 func (s *Server) adminCreateCell(c echo.Context) error {
@@ -143,10 +162,7 @@ func (s *Server) adminCreateCell(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM pools WHERE id = $1`, req.PoolID).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
-			return catalog.NotFound.New("no such pool")
-		} else if err != nil {
+		if err := mustExist(ctx, tx, "pools", req.PoolID, "pool"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO cells (id, pool_id) VALUES ($1, $2)`, req.ID, req.PoolID); err != nil {
@@ -160,11 +176,11 @@ func (s *Server) adminCreateCell(c echo.Context) error {
 	if err := txError("create cell", err); err != nil {
 		return err
 	}
-	cells, err := s.loadCells(ctx, `WHERE c.id = $1`, req.ID)
-	if err != nil || len(cells) == 0 {
-		return dbError("load cell", err)
+	cell, err := s.loadCell(ctx, req.ID)
+	if err != nil {
+		return err
 	}
-	return c.JSON(http.StatusCreated, cells[0])
+	return c.JSON(http.StatusCreated, cell)
 }
 
 const brokerColumns = `id, cell_id, node_id, kafka_addr, http_addr, raft_addr, status, disk_used_bytes, disk_total_bytes, disk_state, last_seen_at, created_at`
@@ -186,30 +202,12 @@ func (s *Server) loadBrokers(ctx context.Context, where string, args ...any) ([]
 }
 
 func (s *Server) adminListBrokers(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
-	if err != nil {
-		return err
-	}
-	bs, err := s.loadBrokers(c.Request().Context(), `WHERE id > $1 ORDER BY id LIMIT $2`, pg.after, pg.limit+1)
-	if err != nil {
-		return dbError("list brokers", err)
-	}
-	items, next := trim(pg, bs, func(b api.Broker) string { return b.ID })
-	return c.JSON(http.StatusOK, api.Page[api.Broker]{Items: items, NextPageToken: next})
+	return operatorList(s, c, "list brokers", s.loadBrokers, `WHERE id > $1 ORDER BY id LIMIT $2`, func(b api.Broker) string { return b.ID })
 }
 
 func (s *Server) loadBroker(ctx context.Context, id string) (api.Broker, error) {
 	bs, err := s.loadBrokers(ctx, `WHERE id = $1`, id)
-	if err != nil {
-		return api.Broker{}, dbError("load broker", err)
-	}
-	if len(bs) == 0 {
-		return api.Broker{}, catalog.NotFound.New("no such broker")
-	}
-	return bs[0], nil
+	return only("broker", bs, err)
 }
 
 func (s *Server) adminGetBroker(c echo.Context) error { return operatorGet(s, c, s.loadBroker) }
@@ -227,10 +225,7 @@ func (s *Server) adminCreateBroker(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM cells WHERE id = $1`, req.CellID).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
-			return catalog.NotFound.New("no such cell")
-		} else if err != nil {
+		if err := mustExist(ctx, tx, "cells", req.CellID, "cell"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)

@@ -33,6 +33,16 @@ func bumpTenantCell(ctx context.Context, tx pgx.Tx, tenantID string) error {
 	return err
 }
 
+// bumpAndAudit ends a transaction that changed what the tenant's cell
+// serves: the cell picks the change up (bumpTenantCell) and the audit log
+// records who made it.
+func bumpAndAudit(ctx context.Context, tx pgx.Tx, tenantID string, p *principal, action, target string, detail map[string]any) error {
+	if err := bumpTenantCell(ctx, tx, tenantID); err != nil {
+		return err
+	}
+	return audit(ctx, tx, p, action, target, detail)
+}
+
 // bumpCell is bumpTenantCell for a known cell.
 func bumpCell(ctx context.Context, tx pgx.Tx, cellID string) error {
 	if _, err := tx.Exec(ctx, `UPDATE cells SET state_version = state_version + 1 WHERE id = $1`, cellID); err != nil {

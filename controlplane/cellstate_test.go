@@ -24,11 +24,7 @@ func TestCellStateLongPollAndReport(t *testing.T) {
 	if _, err := a.key.CreateACL(ctx, api.CreateACLRequest{Principal: "*", ResourceType: "topic", ResourceName: "secret", Operation: "all", Permission: "deny"}); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+	cell := e.cellClient()
 
 	st, changed, err := cell.CellState(ctx, "cell-1", -1, 0)
 	if err != nil || !changed {

@@ -21,11 +21,7 @@ func TestDiskPressurePlacement(t *testing.T) {
 	if _, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "before", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+	cell := e.cellClient()
 	report := func(state string) error {
 		return cell.CellReport(ctx, "cell-1", wire.Report{Version: wire.Version, BrokerID: "cell-1-b2",
 			DiskUsedBytes: 85, DiskTotalBytes: 100, DiskState: state, Partitions: []wire.PartitionStatus{}})
@@ -40,7 +36,7 @@ func TestDiskPressurePlacement(t *testing.T) {
 	if c, err := e.op.AdminCell(ctx, "cell-1"); err != nil || c.Brokers[1].DiskState != "soft" || c.Brokers[0].DiskState != "ok" {
 		t.Fatalf("brokers after the report: %+v %v", c.Brokers, err)
 	}
-	_, err = a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "after", Partitions: 1})
+	_, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "after", Partitions: 1})
 	if !client.IsCode(err, "cell_disk_pressure") || !strings.Contains(err.Error(), "cell-1-b2") {
 		t.Fatalf("create topic above soft: %v", err)
 	}

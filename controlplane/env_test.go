@@ -106,6 +106,40 @@ func (e *env) signup(name string) *tenant {
 	return tn
 }
 
+// cellClient returns a client carrying a new cell key of cell-1.
+func (e *env) cellClient() *client.Client {
+	e.t.Helper()
+	ck, err := e.op.AdminCreateCellKey(context.Background(), "cell-1")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+}
+
+// createTopic creates a topic with tn's admin key and returns its id.
+func (e *env) createTopic(tn *tenant, name string, partitions int) string {
+	e.t.Helper()
+	if _, err := tn.key.CreateTopic(context.Background(), api.CreateTopicRequest{Name: name, Partitions: partitions}); err != nil {
+		e.t.Fatalf("create topic %s: %v", name, err)
+	}
+	return topicID(e.t, e, tn.Tenant.ID, name)
+}
+
+// operatorKeySession creates an operator key and signs in with it, as the
+// console does: the key's id and secret, and the session.
+func (e *env) operatorKeySession(description string) (id, secret string, s api.Session) {
+	e.t.Helper()
+	ctx := context.Background()
+	id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, description)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if s, err = e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret}); err != nil {
+		e.t.Fatalf("sign in with operator key %s: %v", id, err)
+	}
+	return id, secret, s
+}
+
 // raw sends a request with a literal body and returns status and decoded
 // error body (if any).
 func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error, http.Header) {

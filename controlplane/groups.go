@@ -38,11 +38,7 @@ func scanGroup(r pgx.Row) (api.Group, error) {
 }
 
 func (s *Server) listGroups(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjGroups, authz.ActRead)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	p, pg, err := s.tenantPage(c, authz.ObjGroups)
 	if err != nil {
 		return err
 	}

@@ -12,16 +12,6 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
-// cellClient returns a client carrying a new cell key of cell-1.
-func (e *env) cellClient() *client.Client {
-	e.t.Helper()
-	ck, err := e.op.AdminCreateCellKey(context.Background(), "cell-1")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
-}
-
 // reportGroups sends broker's report of its groups' lag.
 func reportGroups(t *testing.T, cell *client.Client, broker string, rows ...wire.GroupLag) {
 	t.Helper()
@@ -47,16 +37,7 @@ func TestGroupLagReportToAPI(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a, b := e.signup("lag-a"), e.signup("lag-b")
-	for _, tc := range []struct {
-		c          *client.Client
-		name       string
-		partitions int
-	}{{a.key, "orders", 2}, {a.key, "audit", 1}, {b.key, "orders", 1}} {
-		if _, err := tc.c.CreateTopic(ctx, api.CreateTopicRequest{Name: tc.name, Partitions: tc.partitions}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	aOrders, aAudit, bOrders := topicID(t, e, a.Tenant.ID, "orders"), topicID(t, e, a.Tenant.ID, "audit"), topicID(t, e, b.Tenant.ID, "orders")
+	aOrders, aAudit, bOrders := e.createTopic(a, "orders", 2), e.createTopic(a, "audit", 1), e.createTopic(b, "orders", 1)
 	cell := e.cellClient()
 	committedAt := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
@@ -158,10 +139,7 @@ func TestGroupPartitionWithoutCommit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("lag-uncommitted")
-	if _, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 3}); err != nil {
-		t.Fatal(err)
-	}
-	orders := topicID(t, e, a.Tenant.ID, "orders")
+	orders := e.createTopic(a, "orders", 3)
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	reportGroups(t, e.cellClient(), "cell-1-b1",
 		wire.GroupLag{TenantID: a.Tenant.ID, Group: "audit", TopicID: orders, Partition: 0, CommittedOffset: 5, CommittedAt: at,

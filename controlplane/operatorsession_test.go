@@ -20,15 +20,7 @@ func TestOperatorKeySession(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	tn := e.signup("key-co")
-	id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, "console operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, secret, s := e.operatorKeySession("console operator")
 	if s.Role != "operator" || s.TenantID != "" || !s.ExpiresAt.After(e.now.Now()) {
 		t.Fatalf("operator session %+v", s)
 	}
@@ -77,14 +69,7 @@ func TestOperatorKeySession(t *testing.T) {
 	wantCode(t, err, "unauthenticated")
 
 	// It lasts no longer than SessionTTL (12 h by default).
-	id2, secret2, err := controlplane.CreateOperatorKey(ctx, e.db, "second operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3, err := e.anon.Login(ctx, api.SessionRequest{APIKey: id2 + ":" + secret2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, s3 := e.operatorKeySession("second operator")
 	e.now.Advance(12*time.Hour + time.Second)
 	_, err = e.anon.With(client.WithSession(s3.Token)).Me(ctx)
 	wantCode(t, err, "session_expired")

@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/contract/api"
-
+	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 )
 
@@ -42,6 +42,26 @@ func pageOf(c echo.Context) (page, error) {
 		p.after = string(b)
 	}
 	return p, nil
+}
+
+// tenantPage starts a tenant's list: the caller, who must be allowed to
+// read obj, and the page asked for.
+func (s *Server) tenantPage(c echo.Context, obj string) (*principal, page, error) {
+	p, err := s.tenantCaller(c, obj, authz.ActRead)
+	if err != nil {
+		return nil, page{}, err
+	}
+	pg, err := pageOf(c)
+	return p, pg, err
+}
+
+// operatorPage starts a platform operator's list: the page asked for, once
+// the caller is an operator who may read.
+func (s *Server) operatorPage(c echo.Context) (page, error) {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return page{}, err
+	}
+	return pageOf(c)
 }
 
 // trim cuts a result fetched with limit+1 rows to the page and returns the

@@ -5,19 +5,13 @@ import (
 	"sort"
 	"sync"
 	"testing"
-
-	"github.com/sluicehq/sluice/contract/client"
 )
 
 // Concurrent allocations by several brokers never overlap.
 func TestProducerIDBlocksAreDisjoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cell := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
+	cell := e.cellClient()
 	type block struct{ first, n int64 }
 	var mu sync.Mutex
 	var blocks []block
@@ -48,7 +42,7 @@ func TestProducerIDBlocksAreDisjoint(t *testing.T) {
 	if len(blocks) != 40 || blocks[0].first < 1000 {
 		t.Fatalf("got %d blocks starting at %d", len(blocks), blocks[0].first)
 	}
-	_, err = cell.AllocateProducerIDs(ctx, "cell-1", 0)
+	_, err := cell.AllocateProducerIDs(ctx, "cell-1", 0)
 	wantCode(t, err, "invalid_request")
 	_, err = e.op.AllocateProducerIDs(ctx, "cell-1", 1)
 	wantCode(t, err, "unauthenticated")

@@ -126,10 +126,7 @@ func (s *Server) adminSetQuotas(c echo.Context) error {
 		if err := storeQuotas(ctx, tx, tenantID, q); err != nil {
 			return err
 		}
-		if err := bumpTenantCell(ctx, tx, tenantID); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "quotas.set", tenantID, map[string]any{"quotas": q})
+		return bumpAndAudit(ctx, tx, tenantID, p, "quotas.set", tenantID, map[string]any{"quotas": q})
 	})
 	if err != nil {
 		return dbError("set quotas", err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/scram"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane"
@@ -28,11 +27,7 @@ func TestKeySCRAMCredentials(t *testing.T) {
 	if _, err := e.db.Exec(ctx, `UPDATE api_keys SET scram_credentials = NULL WHERE id = $1`, old.ID); err != nil {
 		t.Fatal(err)
 	}
-	ck, err := e.op.AdminCreateCellKey(ctx, "cell-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _, err := e.anon.With(client.WithAPIKey(ck.ID, ck.Secret)).CellState(ctx, "cell-1", -1, 0)
+	st, _, err := e.cellClient().CellState(ctx, "cell-1", -1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,14 +114,7 @@ func TestCreateTenantRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, secret, err := controlplane.CreateOperatorKey(ctx, e.db, "console operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opKeySession, err := e.anon.Login(ctx, api.SessionRequest{APIKey: id + ":" + secret})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, opKeySession := e.operatorKeySession("console operator")
 
 	callers := []struct {
 		name string

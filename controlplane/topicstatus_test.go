@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
@@ -16,10 +15,7 @@ func TestTopicShowsPartitionStatus(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("pstatus")
-	if _, err := a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	tid := topicID(t, e, a.Tenant.ID, "orders")
+	tid := e.createTopic(a, "orders", 2)
 	cell := e.cellClient()
 	report := func(broker string, ps ...wire.PartitionStatus) {
 		t.Helper()

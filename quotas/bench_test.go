@@ -6,6 +6,20 @@ import (
 	"time"
 )
 
+// thousandTenants is the broker both Record benchmarks measure: 1,000
+// tenants, each with a produce rate of 10 MiB/s.
+func thousandTenants(b *testing.B) (*Buckets, []string) {
+	bk := newBuckets(b, Config{})
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = "tenant-" + strconv.Itoa(i)
+		var l Limits
+		l[ProduceBytes].Rate = 10 << 20
+		bk.Set(ids[i], l, t0)
+	}
+	return bk, ids
+}
+
 // BenchmarkRecord is one produce request's quota check on a broker serving
 // 1,000 tenants, cycling through them; the clock advances 10µs per call.
 // "under" keeps every tenant within its burst; "debt" drives each bucket
@@ -19,14 +33,7 @@ func BenchmarkRecord(b *testing.B) {
 		{"debt", 4 << 20},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			bk := newBuckets(b, Config{})
-			ids := make([]string, 1000)
-			for i := range ids {
-				ids[i] = "tenant-" + strconv.Itoa(i)
-				var l Limits
-				l[ProduceBytes].Rate = 10 << 20
-				bk.Set(ids[i], l, t0)
-			}
+			bk, ids := thousandTenants(b)
 			now := t0
 			b.ReportAllocs()
 			i := 0
@@ -44,14 +51,7 @@ func BenchmarkRecord(b *testing.B) {
 
 // BenchmarkRecordParallel is BenchmarkRecord/under from all Ps at once.
 func BenchmarkRecordParallel(b *testing.B) {
-	bk := newBuckets(b, Config{})
-	ids := make([]string, 1000)
-	for i := range ids {
-		ids[i] = "tenant-" + strconv.Itoa(i)
-		var l Limits
-		l[ProduceBytes].Rate = 10 << 20
-		bk.Set(ids[i], l, t0)
-	}
+	bk, ids := thousandTenants(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		now, i := t0, 0

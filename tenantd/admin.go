@@ -94,36 +94,14 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 			return []any{t.ID, t.Name, t.Plan, t.Status, t.HomeCellID, t.Topics, t.Partitions, humanBytes(t.StoredBytes), t.ActiveKeys}
 		})
 	case "tenants show":
-		tid, err := arg(rest, 2, "TENANT_ID")
-		if err != nil {
-			return err
-		}
-		t, err := c.AdminTenant(ctx, tid)
-		if err != nil {
-			return err
-		}
-		return p.value(t)
+		return printFor(ctx, p, rest, c.AdminTenant)
 	case "tenants suspend", "tenants resume":
-		tid, err := arg(rest, 2, "TENANT_ID")
-		if err != nil {
-			return err
-		}
 		status := map[string]string{"suspend": "suspended", "resume": "active"}[rest[1]]
-		t, err := c.AdminUpdateTenant(ctx, tid, api.UpdateTenantRequest{Status: &status})
-		if err != nil {
-			return err
-		}
-		return p.value(t)
+		return printFor(ctx, p, rest, func(ctx context.Context, tid string) (api.AdminTenant, error) {
+			return c.AdminUpdateTenant(ctx, tid, api.UpdateTenantRequest{Status: &status})
+		})
 	case "quota show":
-		tid, err := arg(rest, 2, "TENANT_ID")
-		if err != nil {
-			return err
-		}
-		q, err := c.AdminQuotas(ctx, tid)
-		if err != nil {
-			return err
-		}
-		return p.value(q)
+		return printFor(ctx, p, rest, c.AdminQuotas)
 	case "quota set":
 		tid, err := arg(rest, 2, "TENANT_ID")
 		if err != nil {
@@ -171,6 +149,19 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	}
 	fs.Usage()
 	return fmt.Errorf("admin: unknown command %q", strings.Join(rest[:2], " "))
+}
+
+// printFor prints what do answers for the command's TENANT_ID argument.
+func printFor[T any](ctx context.Context, p printer, rest []string, do func(context.Context, string) (T, error)) error {
+	tid, err := arg(rest, 2, "TENANT_ID")
+	if err != nil {
+		return err
+	}
+	v, err := do(ctx, tid)
+	if err != nil {
+		return err
+	}
+	return p.value(v)
 }
 
 func arg(args []string, i int, name string) (string, error) {

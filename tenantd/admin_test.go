@@ -94,6 +94,12 @@ func TestAdminHelpAndTables(t *testing.T) {
 	if err != nil || !regexp.MustCompile(`(?m)^quotas\.max_topics\s+\d+$`).MatchString(out) || !regexp.MustCompile(`(?m)^name\s+helpco$`).MatchString(out) {
 		t.Fatalf("tenants show as a table: %v\n%s", err, out)
 	}
+	for _, tc := range []struct{ cmd, status string }{{"suspend", "suspended"}, {"resume", "active"}} {
+		out, err = run("tenants", tc.cmd, res.Tenant.ID)
+		if err != nil || !regexp.MustCompile(`(?m)^status\s+`+tc.status+`$`).MatchString(out) {
+			t.Fatalf("tenants %s: %v\n%s", tc.cmd, err, out)
+		}
+	}
 	for _, tc := range []struct {
 		n    int64
 		want string

@@ -306,6 +306,19 @@ func commandVersion(bin string, args ...string) string {
 	return strings.TrimSpace(string(bytes.SplitN(out, []byte("\n"), 2)[0]))
 }
 
+// rowOf is one metric of the table: f of every Sluice run, then of every
+// NATS run.
+func rowOf[R any](metric string, sluice, nats []R, f func(R) float64, format func(float64) string) row {
+	r := row{metric: metric, format: format}
+	for _, x := range sluice {
+		r.sluice = append(r.sluice, f(x))
+	}
+	for _, x := range nats {
+		r.nats = append(r.nats, f(x))
+	}
+	return r
+}
+
 // renderSection is the generated part of the docs section: when, where,
 // what exactly ran, and the table.
 func renderSection(o options, res map[string]*runResults, began time.Time, load0, load1 string) string {
@@ -317,24 +330,10 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 		n = &runResults{}
 	}
 	tpRow := func(metric string, f func(throughputResult) float64, format func(float64) string) row {
-		r := row{metric: metric, format: format}
-		for _, x := range s.tp {
-			r.sluice = append(r.sluice, f(x))
-		}
-		for _, x := range n.tp {
-			r.nats = append(r.nats, f(x))
-		}
-		return r
+		return rowOf(metric, s.tp, n.tp, f, format)
 	}
 	latRow := func(metric string, f func(latencyResult) float64, format func(float64) string) row {
-		r := row{metric: metric, format: format}
-		for _, x := range s.lat {
-			r.sluice = append(r.sluice, f(x))
-		}
-		for _, x := range n.lat {
-			r.nats = append(r.nats, f(x))
-		}
-		return r
+		return rowOf(metric, s.lat, n.lat, f, format)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	rows := []row{

@@ -70,3 +70,11 @@ func TestReplaceSection(t *testing.T) {
 		}
 	}
 }
+
+func TestRowOf(t *testing.T) {
+	r := rowOf("produced", []throughputResult{{Produced: 1}, {Produced: 2}}, []throughputResult{{Produced: 3}},
+		func(x throughputResult) float64 { return float64(x.Produced) }, fmtCount)
+	if r.metric != "produced" || len(r.sluice) != 2 || r.sluice[0] != 1 || r.sluice[1] != 2 || len(r.nats) != 1 || r.nats[0] != 3 {
+		t.Fatalf("rowOf: %+v", r)
+	}
+}

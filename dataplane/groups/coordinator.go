@@ -238,6 +238,22 @@ func (c *Coordinator) Epoch(tenantID, group string) (epoch int32, ok bool) {
 
 // ready checks, with sh.mu held, that this broker leads sh's partition in
 // the epoch it loaded and has loaded it.
+// pin takes g's write lock for one write, marking it busy first so that
+// it is never dropped as empty meanwhile. sh.mu is held on entry
+// and released before waiting on g.wmu; the returned func undoes both, in
+// the reverse order.
+func (sh *shard) pin(g *group) (unpin func()) {
+	g.busy++
+	sh.mu.Unlock()
+	g.wmu.Lock()
+	return func() {
+		sh.mu.Lock()
+		g.busy--
+		sh.mu.Unlock()
+		g.wmu.Unlock()
+	}
+}
+
 func (c *Coordinator) ready(sh *shard) (Log, error) {
 	switch sh.status {
 	case shardLoading:
@@ -457,15 +473,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 		g = newGroup(tenantID, group, c.cfg.InitialRebalanceDelay)
 		sh.groups[k] = g
 	}
-	g.busy++
-	sh.mu.Unlock()
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
-	defer func() {
-		sh.mu.Lock()
-		g.busy--
-		sh.mu.Unlock()
-	}()
+	defer sh.pin(g)()
 
 	sh.mu.Lock()
 	l, err := c.ready(sh)
@@ -579,15 +587,7 @@ func (c *Coordinator) tombstone(ctx context.Context, tenantID, name string, pick
 		sh.mu.Unlock()
 		return ErrGroupNotFound
 	}
-	g.busy++
-	sh.mu.Unlock()
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
-	defer func() {
-		sh.mu.Lock()
-		g.busy--
-		sh.mu.Unlock()
-	}()
+	defer sh.pin(g)()
 	k := gkey{tenantID, name}
 	sh.mu.Lock()
 	l, err := c.ready(sh)

@@ -52,36 +52,34 @@ func TestOffsetsExpire(t *testing.T) {
 	tp := groups.TopicPartition{TopicID: "topic-x", Partition: 0}
 	commit := []groups.OffsetCommit{{TopicPartition: tp, Offset: 7}}
 
+	// member joins a consumer of group that stays a member, then syncs
+	// and commits as it; it returns the member id.
+	member := func(group string) string {
+		t.Helper()
+		jr, err := co.Join(ctx, groups.JoinRequest{TenantID: tenant, Group: group, ClientID: "c", ProtocolType: "consumer",
+			SessionTimeout: 24 * time.Hour, RebalanceTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range"}}})
+		if err != nil {
+			t.Fatalf("join %s: %v", group, err)
+		}
+		if _, err := co.Sync(ctx, tenant, group, jr.MemberID, "", jr.Generation, map[string][]byte{jr.MemberID: []byte("a")}); err != nil {
+			t.Fatalf("sync %s: %v", group, err)
+		}
+		if err := co.CommitOffsets(ctx, tenant, group, jr.MemberID, "", jr.Generation, commit); err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+		return jr.MemberID
+	}
+
 	// standalone: commits without membership, last at t0.
 	if err := co.CommitOffsets(ctx, tenant, "standalone", "", "", -1, commit); err != nil {
 		t.Fatal(err)
 	}
 	// active: a member that stays, committed at t0.
-	jr, err := co.Join(ctx, groups.JoinRequest{TenantID: tenant, Group: "active", ClientID: "c", ProtocolType: "consumer",
-		SessionTimeout: 24 * time.Hour, RebalanceTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := co.Sync(ctx, tenant, "active", jr.MemberID, "", jr.Generation, map[string][]byte{jr.MemberID: []byte("a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := co.CommitOffsets(ctx, tenant, "active", jr.MemberID, "", jr.Generation, commit); err != nil {
-		t.Fatal(err)
-	}
+	member("active")
 	// left: committed at t0, its member leaves 30 minutes later.
-	lr, err := co.Join(ctx, groups.JoinRequest{TenantID: tenant, Group: "left", ClientID: "c", ProtocolType: "consumer",
-		SessionTimeout: 24 * time.Hour, RebalanceTimeout: 10 * time.Second, Protocols: []groups.Protocol{{Name: "range"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := co.Sync(ctx, tenant, "left", lr.MemberID, "", lr.Generation, map[string][]byte{lr.MemberID: []byte("a")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := co.CommitOffsets(ctx, tenant, "left", lr.MemberID, "", lr.Generation, commit); err != nil {
-		t.Fatal(err)
-	}
+	left := member("left")
 	clk.set(t0.Add(30 * time.Minute))
-	if err := co.Leave(ctx, tenant, "left", []groups.MemberIdentity{{MemberID: lr.MemberID}}); err != nil {
+	if err := co.Leave(ctx, tenant, "left", []groups.MemberIdentity{{MemberID: left}}); err != nil {
 		t.Fatal(err)
 	}
 	celltest.WaitFor(t, 10*time.Second, "the coordinator to see left empty", func() bool {

@@ -41,6 +41,17 @@ func (s *scenario) join(r JoinRequest) (JoinResult, <-chan joinOutcome, error) {
 	return s.g.join(s.now, r)
 }
 
+// joinTwo joins two new members (with these instance ids; "" for a
+// dynamic member), lets the initial rebalance delay pass and returns both
+// answers in join order.
+func (s *scenario) joinTwo(instA, instB string) (joinOutcome, joinOutcome) {
+	s.t.Helper()
+	_, c0, _ := s.join(joinReq("", instA))
+	_, c1, _ := s.join(joinReq("", instB))
+	s.advance(s.g.initialDelay)
+	return recv(s.t, c0), recv(s.t, c1)
+}
+
 func recv[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
@@ -242,10 +253,7 @@ func TestInitialRebalanceDelay(t *testing.T) {
 
 func TestStaticMembership(t *testing.T) {
 	s := newScenario(t, 100*time.Millisecond)
-	_, c0, _ := s.join(joinReq("", "inst-a"))
-	_, c1, _ := s.join(joinReq("", "inst-b"))
-	s.advance(100 * time.Millisecond)
-	o0, o1 := recv(t, c0), recv(t, c1)
+	o0, o1 := s.joinTwo("inst-a", "inst-b")
 	leader := o0.res.LeaderID
 	step, _ := s.g.sync(s.now, leader, map[string]string{o0.res.MemberID: "inst-a", o1.res.MemberID: "inst-b"}[leader], 1,
 		map[string][]byte{o0.res.MemberID: []byte("A"), o1.res.MemberID: []byte("B")})
@@ -324,10 +332,7 @@ func TestInconsistentProtocol(t *testing.T) {
 
 func TestSyncTimeoutRemovesMembersThatNeverSync(t *testing.T) {
 	s := newScenario(t, 100*time.Millisecond)
-	_, c0, _ := s.join(joinReq("", ""))
-	_, c1, _ := s.join(joinReq("", ""))
-	s.advance(100 * time.Millisecond)
-	o0, o1 := recv(t, c0), recv(t, c1)
+	o0, o1 := s.joinTwo("", "")
 	follower := o1.res.MemberID
 	if o1.res.LeaderID == follower {
 		follower = o0.res.MemberID

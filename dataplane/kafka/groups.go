@@ -54,6 +54,15 @@ func (c *conn) groupAllowed(v *cellview.View, group, op string) bool {
 	return v.Allowed(c.principal.Load(), authz.ResourceGroup, group, op)
 }
 
+// groupRefused is GROUP_AUTHORIZATION_FAILED when the caller's ACLs do not
+// allow op on group, and 0 when they do.
+func (c *conn) groupRefused(group, op string) int16 {
+	if c.groupAllowed(c.s.cfg.State.View(), group, op) {
+		return 0
+	}
+	return catalog.GroupAccessDenied.KafkaCode
+}
+
 // groupCode is the Kafka code of a coordinator error; a context that
 // ended (the listener closing) is NOT_COORDINATOR, so clients look again.
 func groupCode(err error) int16 {

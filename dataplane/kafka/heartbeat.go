@@ -4,16 +4,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
-	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // heartbeat answers Heartbeat (key 12): it renews the member's session
 // and says when the group is rebalancing.
 func (c *conn) heartbeat(r *kmsg.HeartbeatRequest) kmsg.Response {
-	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	if !c.groupAllowed(v, r.Group, authz.OpRead) {
-		resp.ErrorCode, _ = entryCode(catalog.GroupAccessDenied, "")
+	if resp.ErrorCode = c.groupRefused(r.Group, authz.OpRead); resp.ErrorCode != 0 {
 		return resp
 	}
 	resp.ErrorCode = groupCode(c.coordinator().Heartbeat(c.s.ctx, c.tenant(), r.Group, r.MemberID, deref(r.InstanceID), r.Generation))

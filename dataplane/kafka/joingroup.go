@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
-	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
@@ -16,13 +15,11 @@ import (
 const maxJoinWait = 30 * time.Second
 
 func (c *conn) joinGroup(r *kmsg.JoinGroupRequest, clientID string) kmsg.Response {
-	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation, resp.MemberID = -1, r.MemberID
 	empty := ""
 	resp.Protocol = &empty
-	if !c.groupAllowed(v, r.Group, authz.OpRead) {
-		resp.ErrorCode, _ = entryCode(catalog.GroupAccessDenied, "")
+	if resp.ErrorCode = c.groupRefused(r.Group, authz.OpRead); resp.ErrorCode != 0 {
 		return resp
 	}
 	jr := groups.JoinRequest{TenantID: c.tenant(), Group: r.Group, MemberID: r.MemberID, InstanceID: deref(r.InstanceID),

@@ -4,17 +4,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
-	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
 // leaveGroup answers LeaveGroup (key 13): the members leave at once
 // instead of at their session timeout.
 func (c *conn) leaveGroup(r *kmsg.LeaveGroupRequest) kmsg.Response {
-	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-	if !c.groupAllowed(v, r.Group, authz.OpRead) {
-		resp.ErrorCode, _ = entryCode(catalog.GroupAccessDenied, "")
+	if resp.ErrorCode = c.groupRefused(r.Group, authz.OpRead); resp.ErrorCode != 0 {
 		return resp
 	}
 	if r.Version < 3 {

@@ -14,10 +14,7 @@ import (
 func (c *conn) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	groupCodeAll := int16(0)
-	if !c.groupAllowed(v, r.Group, authz.OpRead) {
-		groupCodeAll = catalog.GroupAccessDenied.KafkaCode
-	}
+	groupCodeAll := c.groupRefused(r.Group, authz.OpRead)
 	generation, member := r.Generation, r.MemberID
 	if r.Version == 0 {
 		generation, member = -1, ""

@@ -13,8 +13,7 @@ import (
 func (c *conn) offsetDelete(r *kmsg.OffsetDeleteRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if !c.groupAllowed(v, r.Group, authz.OpDelete) {
-		resp.ErrorCode = catalog.GroupAccessDenied.KafkaCode
+	if resp.ErrorCode = c.groupRefused(r.Group, authz.OpDelete); resp.ErrorCode != 0 {
 		return resp
 	}
 	desc, err := c.coordinator().DescribeGroup(c.tenant(), r.Group)

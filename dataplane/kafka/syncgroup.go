@@ -7,17 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
-	"github.com/sluicehq/sluice/contract/catalog"
 )
 
 // syncGroup answers SyncGroup (key 14): the leader hands in the
 // assignment, every member gets its own part of it.
 func (c *conn) syncGroup(r *kmsg.SyncGroupRequest) kmsg.Response {
-	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
 	resp.ProtocolType, resp.Protocol = r.ProtocolType, r.Protocol
-	if !c.groupAllowed(v, r.Group, authz.OpRead) {
-		resp.ErrorCode, _ = entryCode(catalog.GroupAccessDenied, "")
+	if resp.ErrorCode = c.groupRefused(r.Group, authz.OpRead); resp.ErrorCode != 0 {
 		return resp
 	}
 	assignments := map[string][]byte{}

@@ -84,9 +84,8 @@ func (r *aclResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *
 }
 
 func (r *aclResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan aclModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := decode[aclModel](ctx, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	a, err := r.c.CreateACL(ctx, api.CreateACLRequest{
@@ -106,18 +105,12 @@ func (r *aclResource) Create(ctx context.Context, req resource.CreateRequest, re
 }
 
 func (r *aclResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state aclModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[aclModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	a, err := r.c.ACL(ctx, state.ID.ValueString())
-	if isGone(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "read acl "+state.ID.ValueString(), err)
+	if readFailed(ctx, resp, "read acl "+state.ID.ValueString(), err) {
 		return
 	}
 	state.fill(a)
@@ -125,12 +118,9 @@ func (r *aclResource) Read(ctx context.Context, req resource.ReadRequest, resp *
 }
 
 func (r *aclResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state aclModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[aclModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if err := r.c.DeleteACL(ctx, state.ID.ValueString()); err != nil && !isGone(err) {
-		addAPIError(&resp.Diagnostics, "delete acl "+state.ID.ValueString(), err)
-	}
+	deleteFailed(&resp.Diagnostics, "delete acl "+state.ID.ValueString(), r.c.DeleteACL(ctx, state.ID.ValueString()))
 }

@@ -51,16 +51,7 @@ resource "sluice_acl" "orders" {
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
-		CheckDestroy: func(*terraform.State) error {
-			acls, err := e.tenant.ACLs(ctx)
-			if err != nil {
-				return err
-			}
-			if len(acls) != 0 {
-				return fmt.Errorf("%d ACLs left after destroy", len(acls))
-			}
-			return nil
-		},
+		CheckDestroy:             noneLeft("ACLs", e.tenant.ACLs),
 		Steps: []resource.TestStep{
 			{
 				Config:      cfg("queue", "read", ""),

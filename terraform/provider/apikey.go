@@ -116,9 +116,8 @@ func (r *apiKeyResource) ValidateConfig(ctx context.Context, req resource.Valida
 }
 
 func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan apiKeyModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := decode[apiKeyModel](ctx, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	in := api.CreateAPIKeyRequest{Description: plan.Description.ValueString(), Role: plan.Role.ValueString()}
@@ -141,20 +140,18 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 }
 
 func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[apiKeyModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	k, err := r.c.APIKey(ctx, state.ID.ValueString())
 	// A revoked key never works again: treat it as gone so that the next
 	// plan creates a replacement.
-	if isGone(err) || (err == nil && k.Status == "revoked") {
+	if err == nil && k.Status == "revoked" {
 		resp.State.RemoveResource(ctx)
 		return
 	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "read api key "+state.ID.ValueString(), err)
+	if readFailed(ctx, resp, "read api key "+state.ID.ValueString(), err) {
 		return
 	}
 	state.fill(k)
@@ -166,12 +163,10 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 
 // Delete revokes the key.
 func (r *apiKeyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state apiKeyModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[apiKeyModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if _, err := r.c.RevokeAPIKey(ctx, state.ID.ValueString()); err != nil && !isGone(err) {
-		addAPIError(&resp.Diagnostics, "revoke api key "+state.ID.ValueString(), err)
-	}
+	_, err := r.c.RevokeAPIKey(ctx, state.ID.ValueString())
+	deleteFailed(&resp.Diagnostics, "revoke api key "+state.ID.ValueString(), err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 
@@ -55,4 +56,34 @@ func (d *dataSourceBase) Metadata(_ context.Context, req datasource.MetadataRequ
 
 func (d *dataSourceBase) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
 	d.c = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// decode reads a plan, state or config (get is its Get) into a fresh M; ok
+// is false once diags hold an error.
+func decode[M any](ctx context.Context, get func(context.Context, any) diag.Diagnostics, diags *diag.Diagnostics) (m M, ok bool) {
+	diags.Append(get(ctx, &m)...)
+	return m, !diags.HasError()
+}
+
+// readFailed handles the API's error in a Read: a resource the API no
+// longer has leaves the state, any other error is reported. It is false
+// when err is nil and the Read goes on.
+func readFailed(ctx context.Context, resp *resource.ReadResponse, op string, err error) bool {
+	switch {
+	case isGone(err):
+		resp.State.RemoveResource(ctx)
+	case err != nil:
+		addAPIError(&resp.Diagnostics, op, err)
+	default:
+		return false
+	}
+	return true
+}
+
+// deleteFailed reports the API's error in a Delete; a resource that is
+// already gone is deleted.
+func deleteFailed(diags *diag.Diagnostics, op string, err error) {
+	if err != nil && !isGone(err) {
+		addAPIError(diags, op, err)
+	}
 }

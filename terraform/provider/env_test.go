@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
@@ -185,4 +187,19 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// noneLeft is a CheckDestroy: list finds nothing once Terraform has
+// destroyed what it made.
+func noneLeft[T any](what string, list func(context.Context) ([]T, error)) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		items, err := list(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(items) != 0 {
+			return fmt.Errorf("%d %s left after destroy", len(items), what)
+		}
+		return nil
+	}
 }

@@ -80,9 +80,8 @@ func (p *sluiceProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 }
 
 func (p *sluiceProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
-	var cfg providerModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
+	cfg, ok := decode[providerModel](ctx, req.Config.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	env, err := client.ReadEnv(os.Getenv)

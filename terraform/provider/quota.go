@@ -147,19 +147,13 @@ func (r *quotaResource) Create(ctx context.Context, req resource.CreateRequest, 
 }
 
 func (r *quotaResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state quotaModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[quotaModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	tenant := state.TenantID.ValueString()
 	q, err := r.c.AdminQuotas(ctx, tenant)
-	if isGone(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "read quotas of tenant "+tenant, err)
+	if readFailed(ctx, resp, "read quotas of tenant "+tenant, err) {
 		return
 	}
 	state.fill(tenant, q)

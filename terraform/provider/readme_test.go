@@ -52,6 +52,18 @@ func newCLI(t *testing.T, e *env) *cli {
 	return &cli{t: t, e: e, ctx: ctx, rc: rc, dir: t.TempDir()}
 }
 
+// appliedCLI is a CLI whose configuration holds the topic "orders" of n
+// partitions, applied without init, as the README says.
+func appliedCLI(t *testing.T, e *env, n int) *cli {
+	t.Helper()
+	c := newCLI(t, e)
+	c.topic(n)
+	if out, code := c.run("apply", "-auto-approve"); code != 0 {
+		t.Fatalf("terraform apply (no init, as the README says) exited %d:\n%s", code, out)
+	}
+	return c
+}
+
 // topic writes a main.tf with one topic "orders" of n partitions.
 func (c *cli) topic(n int) {
 	c.t.Helper()
@@ -115,11 +127,7 @@ func (c *cli) raise(name string, n int) {
 // was.
 func TestReadmeFlow(t *testing.T) {
 	e := newEnv(t)
-	c := newCLI(t, e)
-	c.topic(4)
-	if out, code := c.run("apply", "-auto-approve"); code != 0 {
-		t.Fatalf("terraform apply (no init, as the README says) exited %d:\n%s", code, out)
-	}
+	c := appliedCLI(t, e, 4)
 	first, err := e.tenant.Topic(c.ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -171,11 +179,7 @@ func TestReadmeFlow(t *testing.T) {
 // configuration, and a lowered configuration is still refused.
 func TestTopicStateFromOlderProvider(t *testing.T) {
 	e := newEnv(t)
-	c := newCLI(t, e)
-	c.topic(4)
-	if out, code := c.run("apply", "-auto-approve"); code != 0 {
-		t.Fatalf("terraform apply exited %d:\n%s", code, out)
-	}
+	c := appliedCLI(t, e, 4)
 	// Drop the private data, as an older provider's state has none.
 	statePath := filepath.Join(c.dir, "terraform.tfstate")
 	b, err := os.ReadFile(statePath)

@@ -133,9 +133,8 @@ func (r *topicResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 }
 
 func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan topicModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	plan, ok := decode[topicModel](ctx, req.Plan.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	cfg := goStringMap(ctx, plan.Config, &resp.Diagnostics)
@@ -154,18 +153,12 @@ func (r *topicResource) Create(ctx context.Context, req resource.CreateRequest, 
 }
 
 func (r *topicResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[topicModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	t, err := r.c.Topic(ctx, state.Name.ValueString())
-	if isGone(err) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addAPIError(&resp.Diagnostics, "read topic "+state.Name.ValueString(), err)
+	if readFailed(ctx, resp, "read topic "+state.Name.ValueString(), err) {
 		return
 	}
 	if appliedPartitions(ctx, resp.Private) == 0 && !state.Partitions.IsNull() && !state.Partitions.IsUnknown() {
@@ -232,14 +225,11 @@ func configChanges(had, want map[string]string) map[string]*string {
 }
 
 func (r *topicResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state topicModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
+	state, ok := decode[topicModel](ctx, req.State.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
-	if err := r.c.DeleteTopic(ctx, state.Name.ValueString()); err != nil && !isGone(err) {
-		addAPIError(&resp.Diagnostics, "delete topic "+state.Name.ValueString(), err)
-	}
+	deleteFailed(&resp.Diagnostics, "delete topic "+state.Name.ValueString(), r.c.DeleteTopic(ctx, state.Name.ValueString()))
 }
 
 // defaultPartitions is a topic's partition count when the configuration
@@ -343,9 +333,8 @@ func knownStrings(ctx context.Context, v types.Map, diags *diag.Diagnostics) map
 // own code (topicspec): the name, at least 1 partition, known config keys
 // and each value's bounds. ModifyPlan adds the tenant's quotas.
 func (r *topicResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var m topicModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	m, ok := decode[topicModel](ctx, req.Config.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	if !m.Name.IsNull() && !m.Name.IsUnknown() {
@@ -447,9 +436,8 @@ func (d *topicDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 }
 
 func (d *topicDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	var m topicModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	m, ok := decode[topicModel](ctx, req.Config.Get, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	t, err := d.c.Topic(ctx, m.Name.ValueString())

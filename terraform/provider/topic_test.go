@@ -50,16 +50,7 @@ resource "sluice_topic" "orders" {
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
-		CheckDestroy: func(*terraform.State) error {
-			ts, err := e.tenant.Topics(ctx)
-			if err != nil {
-				return err
-			}
-			if len(ts) != 0 {
-				return fmt.Errorf("%d topics left after destroy", len(ts))
-			}
-			return nil
-		},
+		CheckDestroy:             noneLeft("topics", e.tenant.Topics),
 		Steps: []resource.TestStep{
 			{
 				// The catalogue's code and message reach the user.

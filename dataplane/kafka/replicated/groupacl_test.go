@@ -72,6 +72,15 @@ func TestGroupACLs(t *testing.T) {
 		}
 		return resp.Topics[0].Partitions[0].ErrorCode
 	}
+	// direct sends req to one broker of the cell, past FindCoordinator's
+	// own refusal, so that the group handler's check answers.
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil || len(meta.Brokers) == 0 {
+		t.Fatalf("metadata: %v", err)
+	}
+	direct := func(req kmsg.Request) (kmsg.Response, error) {
+		return cl.Broker(int(meta.Brokers[0].NodeID)).Request(ctx, req)
+	}
 	join := kmsg.NewPtrJoinGroupRequest()
 	join.Group, join.SessionTimeoutMillis, join.ProtocolType = "denied", 10_000, "consumer"
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
@@ -90,6 +99,43 @@ func TestGroupACLs(t *testing.T) {
 		{"commit without topic read", commit("allowed", "hidden"), kerr.TopicAuthorizationFailed.Code},
 		{"commit of an unknown topic", commit("allowed", "nope"), kerr.UnknownTopicOrPartition.Code},
 		{"commit with both", commit("allowed", "events"), 0},
+		{"heartbeat without group read", func() int16 {
+			hb := kmsg.NewPtrHeartbeatRequest()
+			hb.Group, hb.MemberID = "denied", "m"
+			hr, err := direct(hb)
+			if err != nil {
+				return codeOf(t, err)
+			}
+			return hr.(*kmsg.HeartbeatResponse).ErrorCode
+		}(), kerr.GroupAuthorizationFailed.Code},
+		{"sync without group read", func() int16 {
+			sy := kmsg.NewPtrSyncGroupRequest()
+			sy.Group, sy.MemberID = "denied", "m"
+			sr, err := direct(sy)
+			if err != nil {
+				return codeOf(t, err)
+			}
+			return sr.(*kmsg.SyncGroupResponse).ErrorCode
+		}(), kerr.GroupAuthorizationFailed.Code},
+		{"leave without group read", func() int16 {
+			lv := kmsg.NewPtrLeaveGroupRequest()
+			lv.Group = "denied"
+			lv.Members = []kmsg.LeaveGroupRequestMember{{MemberID: "m"}}
+			lr, err := direct(lv)
+			if err != nil {
+				return codeOf(t, err)
+			}
+			return lr.(*kmsg.LeaveGroupResponse).ErrorCode
+		}(), kerr.GroupAuthorizationFailed.Code},
+		{"offset delete without group delete", func() int16 {
+			od := kmsg.NewPtrOffsetDeleteRequest()
+			od.Group = "allowed"
+			or, err := od.RequestWith(ctx, cl)
+			if err != nil {
+				return codeOf(t, err)
+			}
+			return or.ErrorCode
+		}(), kerr.GroupAuthorizationFailed.Code},
 		{"delete without group delete", func() int16 {
 			del := kmsg.NewPtrDeleteGroupsRequest()
 			del.Groups = []string{"allowed"}
