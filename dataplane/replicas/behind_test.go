@@ -17,10 +17,11 @@ import (
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
-// TestBehindLogStartReported: a broker down while the leader deleted every
-// record and the segments holding them comes back behind the log start;
-// its manager counts the replica (the broker's gauge) and its status says
-// so (the cell report), while the others' do not.
+// TestBehindLogStartReported: while a broker is down the leader deletes
+// every record, and the stored bytes the others report drop below a
+// segment once retention removes the files; the broker comes back behind
+// the log start, its manager counts the replica (the broker's gauge) and
+// its status says so (the cell report), while the others' do not.
 func TestBehindLogStartReported(t *testing.T) {
 	const n = 3
 	tns := make([]*transport.Node, n)
@@ -100,18 +101,38 @@ func TestBehindLogStartReported(t *testing.T) {
 	}
 	ms[down] = nil
 	produce(40) // 2.5 MiB: closed segments the leader can delete
-	_, l := leader()
+	li, l := leader()
+	size := func(m *replicas.Manager) int64 {
+		st := m.Status()
+		if len(st) != 1 {
+			t.Fatalf("status: %+v", st)
+		}
+		return st[0].SizeBytes
+	}
+	before := size(ms[li])
+	if before < 2<<20 {
+		t.Fatalf("the leader stores %d bytes after 2.6 MiB of batches", before)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if _, err := l.DeleteRecords(ctx, -1); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
-	for _, m := range ms {
-		if m != nil {
-			m.RetentionPass(ctx)
-			m.RetentionPass(ctx)
+	// The stored bytes the brokers report (the cell report, the tenant's
+	// storage quota) drop once the deleted segments' files go.
+	celltest.WaitFor(t, wait, "the stored bytes to drop after retention deletes segments", func() bool {
+		for _, m := range ms {
+			if m != nil {
+				m.RetentionPass(ctx)
+			}
 		}
-	}
+		for _, m := range ms {
+			if m != nil && size(m) >= 1<<20 {
+				return false
+			}
+		}
+		return true
+	})
 	for i, m := range ms {
 		if m != nil && m.BehindLogStart() != 0 {
 			t.Fatalf("broker %d counts %d replicas behind the log start", i+1, m.BehindLogStart())
