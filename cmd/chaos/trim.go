@@ -48,6 +48,7 @@ type Trimmer struct {
 	asked    map[int32]int64   // highest DeleteRecords offset asked
 	start    map[int32]int64   // highest log start reported
 	backs    int               // reports of a log start below one reported before
+	byAge    int               // reports of a log start moved past every DeleteRecords offset asked (retention)
 	deletes  int               // DeleteRecords partitions answered without error
 	delErrs  int
 	examples []string
@@ -85,6 +86,9 @@ func (t *Trimmer) observe(part int32, start int64, now time.Time) {
 		// with the log start it had.
 		t.backs++
 		return
+	}
+	if start > t.start[part] && start > t.asked[part] {
+		t.byAge++
 	}
 	t.start[part] = start
 	// Without retention only DeleteRecords may remove records.
@@ -145,7 +149,8 @@ func (t *Trimmer) AwaitStart(ctx context.Context, part int32, atLeast int64) {
 
 // Run refreshes the log starts every second and, every cfg.DeleteEvery
 // (0: never), deletes the records of each partition below halfway from
-// its log start to its high watermark, until stop closes.
+// its log start to its high watermark, retrying every second while faults
+// make that fail, until stop closes.
 func (t *Trimmer) Run(stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -155,31 +160,44 @@ func (t *Trimmer) Run(stop <-chan struct{}) {
 		defer dt.Stop()
 		del = dt.C
 	}
+	pending := false
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
-			t.Refresh(context.Background())
+			if pending {
+				pending = !t.deleteHalf()
+			} else {
+				t.Refresh(context.Background())
+			}
 		case <-del:
-			t.deleteHalf()
+			pending = !t.deleteHalf()
 		}
 	}
 }
 
-func (t *Trimmer) deleteHalf() {
+// deleteHalf moves every partition's log start halfway to its high
+// watermark and reports whether every partition answered (those with too
+// little to delete included).
+func (t *Trimmer) deleteHalf() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	starts := t.Refresh(ctx)
 	ends, err := t.adm.ListEndOffsets(ctx, t.cfg.Topic)
 	if err != nil && len(ends) == 0 {
 		t.log.Debug("trimmer: list end offsets", "err", err)
-		return
+		return false
 	}
+	answered := 0
 	req := kadm.Offsets{}
 	ends.Each(func(o kadm.ListedOffset) {
 		s, ok := starts[o.Partition]
-		if o.Err != nil || !ok || o.Offset-s < 2 {
+		if o.Err != nil || !ok {
+			return
+		}
+		answered++
+		if o.Offset-s < 2 {
 			return
 		}
 		to := s + (o.Offset-s)/2
@@ -196,16 +214,19 @@ func (t *Trimmer) deleteHalf() {
 	if err != nil && len(resp) == 0 {
 		t.delErrs += len(req[t.cfg.Topic])
 		t.log.Debug("trimmer: delete records", "err", err)
-		return
+		return false
 	}
+	ok := answered == t.cfg.Partitions
 	resp.Each(func(r kadm.DeleteRecordsResponse) {
 		if r.Err != nil {
+			ok = false
 			t.delErrs++
 			t.log.Debug("trimmer: delete records", "partition", r.Partition, "err", r.Err)
 			return
 		}
 		t.deletes++
 	})
+	return ok && err == nil && resp.Error() == nil
 }
 
 // Report adds the harness's early deletions to res and describes the
@@ -225,6 +246,6 @@ func (t *Trimmer) Report(res *history.Result) (string, map[int32]int64) {
 	for p, s := range t.start {
 		starts[p] = s
 	}
-	return fmt.Sprintf("retention.ms %d, log starts %v (DeleteRecords asked up to %v; %d partitions deleted, %d errors; %d reports below an earlier one)",
-		t.cfg.Retention.Milliseconds(), t.start, t.asked, t.deletes, t.delErrs, t.backs), starts
+	return fmt.Sprintf("retention.ms %d, log starts %v (DeleteRecords asked up to %v; %d partitions deleted, %d errors; %d moves past DeleteRecords by retention; %d reports below an earlier one)",
+		t.cfg.Retention.Milliseconds(), t.start, t.asked, t.deletes, t.delErrs, t.byAge, t.backs), starts
 }
