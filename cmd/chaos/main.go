@@ -55,8 +55,8 @@ type Config struct {
 	// DeleteEvery is how often DeleteRecords moves every partition's log
 	// start halfway to its high watermark (0: never).
 	DeleteEvery time.Duration
-	// RecordPad is the size of a header of padding on every record, so
-	// that segments fill at a modest record rate.
+	// RecordPad is the size of a header of random padding on every
+	// record, so that segments fill at a modest record rate.
 	RecordPad      int
 	BrokerLogLevel string
 }
@@ -113,7 +113,7 @@ func main() {
 	flag.DurationVar(&cfg.FinalTimeout, "final-timeout", 3*time.Minute, "bound on the final read after healing")
 	flag.DurationVar(&cfg.Retention, "retention", 20*time.Second, "the topic's retention.ms, with 1 MiB segments (0: retention off)")
 	flag.DurationVar(&cfg.DeleteEvery, "delete-records", 30*time.Second, "how often DeleteRecords moves each partition's log start halfway to its high watermark (0: never)")
-	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of padding header on every record")
+	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of random padding header on every record (batches are compressed)")
 	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()

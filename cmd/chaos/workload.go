@@ -122,10 +122,6 @@ func (w *Workload) produce(id int) {
 	// Produce blocked on a full buffer waits at most for the delivery
 	// timeout.
 	ctx := context.Background()
-	var pad []kgo.RecordHeader
-	if w.cfg.RecordPad > 0 {
-		pad = []kgo.RecordHeader{{Key: "pad", Value: make([]byte, w.cfg.RecordPad)}}
-	}
 	for seq := 0; ; seq++ {
 		select {
 		case <-w.stop:
@@ -139,6 +135,14 @@ func (w *Workload) produce(id int) {
 		}
 		key := fmt.Sprintf("k%d", rng.Intn(w.cfg.Keys))
 		value := fmt.Sprintf("p%d-%d", id, seq)
+		// Random padding: batches are compressed, and a constant pad
+		// would shrink to nothing and leave the segments unfilled.
+		var pad []kgo.RecordHeader
+		if w.cfg.RecordPad > 0 {
+			b := make([]byte, w.cfg.RecordPad)
+			rng.Read(b)
+			pad = []kgo.RecordHeader{{Key: "pad", Value: b}}
+		}
 		w.produced.Add(1)
 		at := time.Now()
 		cl.Produce(ctx, &kgo.Record{Key: []byte(key), Value: []byte(value), Headers: pad}, func(r *kgo.Record, err error) {
