@@ -100,6 +100,11 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 			return fmt.Errorf("register group lag metrics: %w", err)
 		}
 		defer cfg.Metrics.Unregister(gl.tracker)
+		unregister, err := registerReplicaMetrics(cfg.Metrics, &manager)
+		if err != nil {
+			return err
+		}
+		defer unregister()
 	}
 	if cfg.Isolation.Registerer == nil {
 		cfg.Isolation.Registerer = cfg.Metrics

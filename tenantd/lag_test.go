@@ -110,7 +110,7 @@ func TestGroupLagFollowsCoordinator(t *testing.T) {
 }
 
 // `tenantd broker -metrics-listen` serves the broker's metrics, group lag
-// included, while the broker runs, and stops with it.
+// and replicas behind the log start included, while the broker runs, and stops with it.
 func TestBrokerServesMetrics(t *testing.T) {
 	cp := cptest.Start(t, cptest.Brokers{})
 	ck, err := cp.Operator.AdminCreateCellKey(context.Background(), cptest.Cell)
@@ -145,9 +145,10 @@ func TestBrokerServesMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		return resp.StatusCode == http.StatusOK && strings.Contains(body, "sluice_group_lag_aggregated 0")
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "sluice_group_lag_aggregated 0") &&
+			strings.Contains(body, "sluice_replicas_behind_log_start ")
 	})
-	for _, want := range []string{"go_goroutines", "sluice_group_lag_aggregated 0"} {
+	for _, want := range []string{"go_goroutines", "sluice_group_lag_aggregated 0", "sluice_replicas_behind_log_start 0"} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}

@@ -15,7 +15,8 @@ import (
 
 // TestChaosShort is the short chaos run of `make test`: the real tenantd
 // binary, a control plane and three brokers, about 50 s of faults of every
-// kind, then the checker. The seed varies per run and is logged; set
+// kind, with retention.ms 20 s on 1 MiB segments (1 KiB of random padding on
+// each record) and DeleteRecords every 20 s, then the checker. The seed varies per run and is logged; set
 // SLUICE_CHAOS_SEED to replay one.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
@@ -42,6 +43,7 @@ func TestChaosShort(t *testing.T) {
 		Duration: 50 * time.Second, Interval: 7 * time.Second, Seed: seed, Nemeses: Nemeses,
 		Partitions: 3, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 150,
 		SessionLength: 15 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
+		Retention: 20 * time.Second, DeleteEvery: 20 * time.Second, RecordPad: 1024,
 	}
 	var out bytes.Buffer
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -68,6 +70,15 @@ func TestChaosShort(t *testing.T) {
 	}
 	if res.GroupRecords == 0 {
 		t.Error("the group's members polled nothing")
+	}
+	moved := 0
+	for _, s := range res.LogStarts {
+		if s > 0 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no partition's log start moved (%v): the run did not exercise retention or DeleteRecords", res.LogStarts)
 	}
 	if !res.Valid() {
 		t.Fatalf("the history violates the delivery contract (seed %d)", seed)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 )
 
@@ -112,7 +113,14 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 		return err
 	}
 	c.KeyID, c.Secret, c.tenantClient = t.KeyID, t.Secret, t.Client
-	if _, err := c.tenantClient.CreateTopic(ctx, api.CreateTopicRequest{Name: c.cfg.Topic, Partitions: c.cfg.Partitions}); err != nil {
+	req := api.CreateTopicRequest{Name: c.cfg.Topic, Partitions: c.cfg.Partitions}
+	if c.cfg.Retention > 0 {
+		req.Config = map[string]string{
+			topicspec.RetentionMs:  strconv.FormatInt(c.cfg.Retention.Milliseconds(), 10),
+			topicspec.SegmentBytes: strconv.Itoa(1 << 20),
+		}
+	}
+	if _, err := c.tenantClient.CreateTopic(ctx, req); err != nil {
 		return fmt.Errorf("create topic %s: %w", c.cfg.Topic, err)
 	}
 	return nil

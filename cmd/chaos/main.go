@@ -46,8 +46,18 @@ type Config struct {
 	Rate           int // records per second, all producers together
 	// SessionLength is a consumer session's mean length, after which it
 	// starts a new client from where it stopped.
-	SessionLength  time.Duration
-	FinalTimeout   time.Duration // bound on the post-heal read to the end
+	SessionLength time.Duration
+	FinalTimeout  time.Duration // bound on the post-heal read to the end
+	// Retention is the topic's retention.ms (0: the default, retention
+	// off); with it the topic's segments are segment.bytes 1 MiB, the
+	// floor, so that whole segments age out during a run.
+	Retention time.Duration
+	// DeleteEvery is how often DeleteRecords moves every partition's log
+	// start halfway to its high watermark (0: never).
+	DeleteEvery time.Duration
+	// RecordPad is the size of a header of random padding on every
+	// record, so that segments fill at a modest record rate.
+	RecordPad      int
 	BrokerLogLevel string
 }
 
@@ -61,6 +71,10 @@ func (c *Config) validate() error {
 		return errors.New("-partitions, -producers, -keys and -rate must be at least 1")
 	case c.SessionLength <= 0 || c.FinalTimeout <= 0:
 		return errors.New("-session and -final-timeout must be positive")
+	case c.Retention != 0 && c.Retention < time.Second:
+		return errors.New("-retention must be 0 (off) or at least 1s (the retention.ms floor)")
+	case c.DeleteEvery < 0 || c.RecordPad < 0:
+		return errors.New("-delete-records and -record-pad must not be negative")
 	}
 	if c.Dir == "" {
 		d, err := os.MkdirTemp("", "sluice-chaos-")
@@ -97,6 +111,9 @@ func main() {
 	flag.IntVar(&cfg.Rate, "rate", 300, "records per second, all producers together")
 	flag.DurationVar(&cfg.SessionLength, "session", 30*time.Second, "mean length of a consumer session")
 	flag.DurationVar(&cfg.FinalTimeout, "final-timeout", 3*time.Minute, "bound on the final read after healing")
+	flag.DurationVar(&cfg.Retention, "retention", 20*time.Second, "the topic's retention.ms, with 1 MiB segments (0: retention off)")
+	flag.DurationVar(&cfg.DeleteEvery, "delete-records", 30*time.Second, "how often DeleteRecords moves each partition's log start halfway to its high watermark (0: never)")
+	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of random padding header on every record (batches are compressed)")
 	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()
@@ -136,22 +153,36 @@ func firstNonEmpty(s ...string) string {
 // heals everything, reads every partition to the end, checks the history
 // and writes a summary to out. An error means the run could not be
 // completed (it is not a verdict); the Result says what was violated.
-func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (history.Result, error) {
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outcome, error) {
 	if err := cfg.validate(); err != nil {
-		return history.Result{}, err
+		return Outcome{}, err
 	}
 	start := time.Now()
 	log.Info("chaos: starting", "seed", cfg.Seed, "dir", cfg.Dir, "duration", cfg.Duration, "interval", cfg.Interval, "nemeses", cfg.Nemeses)
 	c, err := StartCluster(ctx, cfg, log)
 	if err != nil {
-		return history.Result{}, err
+		return Outcome{}, err
 	}
 	defer c.Close()
 	chk := history.New()
-	if err := waitReady(ctx, cfg, c, chk, log); err != nil {
-		return history.Result{}, err
+	var tr *Trimmer
+	if cfg.Retention > 0 || cfg.DeleteEvery > 0 {
+		if tr, err = NewTrimmer(cfg, c, chk, log); err != nil {
+			return Outcome{}, err
+		}
+		defer tr.Close()
 	}
-	w := StartWorkload(cfg, c, chk, log)
+	if err := waitReady(ctx, cfg, c, chk, tr, log); err != nil {
+		return Outcome{}, err
+	}
+	w := StartWorkload(cfg, c, chk, tr, log)
+	stopTr, trDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(trDone)
+		if tr != nil {
+			tr.Run(stopTr)
+		}
+	}()
 	nem := NewNemesis(c, cfg.Seed, cfg.Nemeses, log)
 	stopNem := make(chan struct{})
 	nemDone := make(chan struct{})
@@ -167,7 +198,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (hist
 	<-nemDone
 	if err := c.HealAll(); err != nil {
 		w.Stop()
-		return history.Result{}, fmt.Errorf("heal: %w", err)
+		close(stopTr)
+		<-trDone
+		return Outcome{}, fmt.Errorf("heal: %w", err)
 	}
 	log.Info("chaos: healed; letting the workload run a quiet spell", "for", cfg.Interval)
 	select {
@@ -175,10 +208,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (hist
 	case <-time.After(cfg.Interval):
 	}
 	w.Stop()
-	if err := FinalRead(context.Background(), cfg, c, chk, log); err != nil {
-		return chk.Result(), err
+	close(stopTr)
+	<-trDone
+	if err := FinalRead(context.Background(), cfg, c, chk, tr, log); err != nil {
+		return Outcome{Result: chk.Result()}, err
 	}
 	res := chk.Result()
+	trimmed, starts := "", map[int32]int64(nil)
+	if tr != nil {
+		trimmed, starts = tr.Report(&res)
+	}
 	faults, kinds := nem.Counts()
 	fmt.Fprintf(out, "chaos: seed %d, %v of faults every %v, %v in all, dir %s\n", cfg.Seed, cfg.Duration, cfg.Interval, time.Since(start).Round(time.Second), cfg.Dir)
 	fmt.Fprintf(out, "  ops:      %d produces attempted, %d acknowledged (with the %d readiness probes), %d not acknowledged; %d polls returned %d records (%d by group members) in %d consumer sessions, %d group assignments (%d fetch errors)\n",
@@ -193,6 +232,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (hist
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
+	if tr != nil {
+		fmt.Fprintf(out, "  trimming: %s; %d consumer skips past a moved log start\n", trimmed, w.skips.Load())
+		fmt.Fprintf(out, "  %-21s %d\n", EarlyDeletion+":", res.Counts[EarlyDeletion])
+		for _, e := range res.Examples[EarlyDeletion] {
+			fmt.Fprintf(out, "      %s\n", e)
+		}
+	}
 	if len(res.Unchecked) > 0 {
 		fmt.Fprintf(out, "  partitions without a final read: %v\n", res.Unchecked)
 	}
@@ -201,14 +247,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (hist
 	} else {
 		fmt.Fprintln(out, "  valid: NO")
 	}
-	return res, nil
+	return Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load()}, nil
+}
+
+// Outcome is a run's verdict and what its trimming did.
+type Outcome struct {
+	history.Result
+	LogStarts map[int32]int64 // the highest log start reported per partition (trimming on)
+	Skips     int64           // consumer skips past a moved log start
 }
 
 // waitReady waits, bounded, until the tenant's key reaches the brokers,
 // every partition of the topic has a leader (one record produced to each
 // partition is acknowledged, and becomes part of the history) and, with
 // group consumers, the group coordinator serves a join, a read and a commit.
-func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) error {
+func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, tr *Trimmer, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(cfg.Topic))...)
@@ -220,10 +273,14 @@ func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 		for try := 0; ; try++ {
 			v := fmt.Sprintf("probe-%d-%d", p, try)
 			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+			at := time.Now()
 			r, err := cl.ProduceSync(pctx, &kgo.Record{Partition: int32(p), Value: []byte(v)}).First()
 			pcancel()
 			if err == nil {
 				chk.Acked(r.Partition, r.Offset, v)
+				if tr != nil {
+					tr.Acked(r.Partition, r.Offset, at)
+				}
 				break
 			}
 			log.Debug("waiting for partition", "partition", p, "err", err)

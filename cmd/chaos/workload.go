@@ -26,11 +26,12 @@ type Workload struct {
 	cfg  Config
 	c    *Cluster
 	chk  *history.Checker
+	tr   *Trimmer // nil without retention and DeleteRecords
 	log  *slog.Logger
 	stop chan struct{}
 	wg   sync.WaitGroup
 	// counters for the summary
-	produced, failed, fetchErrs, sessions, assigns atomic.Int64
+	produced, failed, fetchErrs, sessions, assigns, skips atomic.Int64
 	// errMu guards errKinds: fetch errors by kind, for the summary.
 	errMu    sync.Mutex
 	errKinds map[string]int
@@ -74,8 +75,8 @@ func (c *Cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 }
 
 // StartWorkload starts cfg.Producers producers and cfg.Consumers consumers.
-func StartWorkload(cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) *Workload {
-	w := &Workload{cfg: cfg, c: c, chk: chk, log: log, stop: make(chan struct{}), errKinds: map[string]int{}}
+func StartWorkload(cfg Config, c *Cluster, chk *history.Checker, tr *Trimmer, log *slog.Logger) *Workload {
+	w := &Workload{cfg: cfg, c: c, chk: chk, tr: tr, log: log, stop: make(chan struct{}), errKinds: map[string]int{}}
 	for i := 0; i < cfg.Producers; i++ {
 		w.wg.Add(1)
 		go w.produce(i)
@@ -134,14 +135,26 @@ func (w *Workload) produce(id int) {
 		}
 		key := fmt.Sprintf("k%d", rng.Intn(w.cfg.Keys))
 		value := fmt.Sprintf("p%d-%d", id, seq)
+		// Random padding: batches are compressed, and a constant pad
+		// would shrink to nothing and leave the segments unfilled.
+		var pad []kgo.RecordHeader
+		if w.cfg.RecordPad > 0 {
+			b := make([]byte, w.cfg.RecordPad)
+			rng.Read(b)
+			pad = []kgo.RecordHeader{{Key: "pad", Value: b}}
+		}
 		w.produced.Add(1)
-		cl.Produce(ctx, &kgo.Record{Key: []byte(key), Value: []byte(value)}, func(r *kgo.Record, err error) {
+		at := time.Now()
+		cl.Produce(ctx, &kgo.Record{Key: []byte(key), Value: []byte(value), Headers: pad}, func(r *kgo.Record, err error) {
 			if err != nil {
 				w.failed.Add(1)
 				w.log.Debug("produce not acknowledged", "value", value, "err", err)
 				return
 			}
 			w.chk.Acked(r.Partition, r.Offset, value)
+			if w.tr != nil {
+				w.tr.Acked(r.Partition, r.Offset, at)
+			}
 		})
 	}
 }
@@ -184,17 +197,26 @@ func (w *Workload) session(sess string, next map[int32]int64, length time.Durati
 		return false
 	}
 	defer cl.Close()
-	return w.poll(cl, length, func(int32) string { return sess }, func(recs []history.Record) {
+	return w.poll(cl, length, next, func(int32) string { return sess }, func(recs []history.Record) {
 		next[recs[0].Part] = recs[len(recs)-1].Offset + 1
 	}, func() {})
 }
 
 // poll polls cl for length, or until the workload stops (then false),
 // handing every partition's records to the checker in the session sessOf
-// names for that partition; seen gets each non-empty partition's records
-// and afterPoll runs after each poll.
-func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32) string, seen func([]history.Record), afterPoll func()) bool {
+// names for that partition; from has the partitions' starting offsets if
+// known, seen gets each non-empty partition's records and afterPoll runs
+// after each poll.
+func (w *Workload) poll(cl *kgo.Client, length time.Duration, from map[int32]int64, sessOf func(int32) string, seen func([]history.Record), afterPoll func()) bool {
 	end := time.Now().Add(length)
+	type sessPart struct {
+		sess string
+		part int32
+	}
+	pos := map[sessPart]int64{} // the offset after the last record each session read
+	for p, o := range from {
+		pos[sessPart{sessOf(p), p}] = o
+	}
 	for time.Now().Before(end) {
 		select {
 		case <-w.stop:
@@ -217,12 +239,29 @@ func (w *Workload) poll(cl *kgo.Client, length time.Duration, sessOf func(int32)
 			for i, r := range fp.Records {
 				recs[i] = history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
 			}
-			w.chk.Polled(sessOf(fp.Partition), recs)
+			sp := sessPart{sessOf(fp.Partition), fp.Partition}
+			if next, ok := pos[sp]; ok && w.tr != nil && recs[0].Offset > next {
+				w.skipped(sp.sess, fp.Partition, next, recs[0].Offset)
+			}
+			pos[sp] = recs[len(recs)-1].Offset + 1
+			w.chk.Polled(sp.sess, recs)
 			seen(recs)
 		})
 		afterPoll()
 	}
 	return true
+}
+
+// skipped handles a session whose next record on part is at to, past
+// from: with trimming on, the client found from below the log start and
+// reset to it (auto.offset.reset=earliest). The brokers' log start is
+// asked first, so the checker knows how far it moved; the skip is a
+// violation past that. The session goes on from to.
+func (w *Workload) skipped(sess string, part int32, from, to int64) {
+	w.tr.AwaitStart(context.Background(), part, to)
+	w.chk.Skipped(sess, part, from, to)
+	w.chk.StartSession(sess, part, to)
+	w.skips.Add(1)
 }
 
 // groupConsume runs group member id of the group "chaos": a series of
@@ -288,13 +327,13 @@ func (w *Workload) groupSession(name string, length time.Duration) bool {
 		// the client's own timeouts.
 		cl.Close()
 	}()
-	return w.poll(cl, length, sess, func([]history.Record) {}, cl.AllowRebalance)
+	return w.poll(cl, length, nil, sess, func([]history.Record) {}, cl.AllowRebalance)
 }
 
 // FinalRead waits until every partition has a leader whose high watermark
 // covers every acknowledged record, then reads each partition from offset
 // 0 to its high watermark with a fresh client and hands it to the checker.
-func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, log *slog.Logger) error {
+func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, tr *Trimmer, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.FinalTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts()...)
@@ -343,10 +382,17 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 	cl.Close()
 	offsets := map[int32]kgo.Offset{}
 	read := map[int32][]history.Record{}
+	var starts map[int32]int64
+	if tr != nil {
+		starts = tr.Refresh(ctx)
+	}
 	for p, h := range hw {
-		if h > 0 {
+		switch s, ok := starts[p]; {
+		case ok && s >= h:
+			chk.FinalFrom(p, s, nil, h)
+		case h > 0:
 			offsets[p] = kgo.NewOffset().AtStart()
-		} else {
+		default:
 			chk.Final(p, nil, 0)
 		}
 	}
@@ -369,12 +415,27 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 				return
 			}
 			for _, r := range fp.Records {
+				rs := read[fp.Partition]
+				if tr != nil && len(rs) > 0 && r.Offset > rs[len(rs)-1].Offset+1 {
+					// Retention moved the log start past the read, and
+					// the client reset to it: the read starts again there.
+					rs = nil
+					read[fp.Partition] = nil
+				}
 				if r.Offset < hw[fp.Partition] {
-					read[fp.Partition] = append(read[fp.Partition], history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+					read[fp.Partition] = append(rs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
 				}
 			}
 			if n := len(read[fp.Partition]); n > 0 && read[fp.Partition][n-1].Offset >= hw[fp.Partition]-1 {
-				chk.Final(fp.Partition, read[fp.Partition], hw[fp.Partition])
+				rs := read[fp.Partition]
+				if tr == nil {
+					chk.Final(fp.Partition, rs, hw[fp.Partition])
+				} else {
+					// The checker allows the read's start only as far as
+					// the brokers report the log start (asked after it).
+					tr.AwaitStart(ctx, fp.Partition, rs[0].Offset)
+					chk.FinalFrom(fp.Partition, rs[0].Offset, rs, hw[fp.Partition])
+				}
 				delete(offsets, fp.Partition)
 			}
 		})

@@ -146,6 +146,10 @@ type PartitionStatus struct {
 	LogEndOffset   int64  `json:"log_end_offset"`
 	HighWatermark  int64  `json:"high_watermark"`
 	SizeBytes      int64  `json:"size_bytes"`
+	// BehindLogStart: this replica is stuck behind the leader's log start
+	// (it missed records retention or DeleteRecords removed) and serves
+	// neither produce nor fetch until it is seeded again.
+	BehindLogStart bool `json:"behind_log_start,omitempty"`
 }
 
 // GroupLag is one partition a consumer group consumes, its committed

@@ -18,3 +18,9 @@ type replicaPartition struct {
 }
 
 func (p replicaPartition) HighWatermark() int64 { return p.r.HighWatermark() }
+
+// LogStartOffset is the replicated log start (retention and DeleteRecords,
+// the same on every replica after the same entries), not the first offset
+// the segment files still hold: a replica deletes files later, and never
+// its active segment, so they may begin below it.
+func (p replicaPartition) LogStartOffset() int64 { return p.r.LogStartOffset() }

@@ -374,9 +374,24 @@ func (m *Manager) Status() []wire.PartitionStatus {
 		}
 		l := r.Store().Log()
 		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = r.LogStartOffset(), l.NextOffset(), l.Size()
+		st.BehindLogStart = r.BehindLogStart()
 		out = append(out, st)
 	}
 	return out
+}
+
+// BehindLogStart counts the replicas stuck behind their leader's log
+// start (partition.ErrBehindLogStart), the offsets partitions included.
+func (m *Manager) BehindLogStart() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, r := range m.replicas {
+		if r.BehindLogStart() {
+			n++
+		}
+	}
+	return n
 }
 
 // Close closes every replica and waits for all of them. Data stays on disk.

@@ -1,0 +1,164 @@
+package replicas_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sluicehq/sluice/contract/topicspec"
+	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+	"github.com/sluicehq/sluice/dataplane/replicas"
+	"github.com/sluicehq/sluice/dataplane/transport"
+)
+
+// TestBehindLogStartReported: while a broker is down the leader deletes
+// every record, and the stored bytes the others report drop below a
+// segment once retention removes the files; the broker comes back behind
+// the log start, its manager counts the replica (the broker's gauge) and
+// its status says so (the cell report), while the others' do not.
+func TestBehindLogStartReported(t *testing.T) {
+	const n = 3
+	tns := make([]*transport.Node, n)
+	var brokers []wire.Broker
+	for i := range tns {
+		id := replicas.ServerID(i + 1)
+		tn, err := transport.New(transport.Config{ID: id, ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tn.Close() })
+		tns[i] = tn
+		brokers = append(brokers, wire.Broker{ID: string(rune('a' + i)), NodeID: i + 1, RaftAddr: string(tn.Addr())})
+	}
+	view := viewOf(t, wire.CellState{StateVersion: 1, Brokers: brokers, Topics: []wire.Topic{{ID: "tp_a", Name: "a",
+		Config:     map[string]string{topicspec.SegmentBytes: "1048576"},
+		Partitions: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}}}}})
+	dirs := make([]string, n)
+	com := raftlog.NewCommitter(log.SyncFiles)
+	t.Cleanup(com.Close)
+	open := func(i int) *replicas.Manager {
+		t.Helper()
+		m, err := replicas.New(replicas.Config{NodeID: i + 1, DataDir: dirs[i], Transport: tns[i], Committer: com, Raft: celltest.TestRaftConfig})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Apply(context.Background(), view); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ms := make([]*replicas.Manager, n)
+	for i := range ms {
+		dirs[i] = filepath.Join(t.TempDir(), "replicas")
+		ms[i] = open(i)
+		m := &ms[i]
+		t.Cleanup(func() { _ = (*m).Close() })
+	}
+	leader := func() (int, *partition.Replica) {
+		for i, m := range ms {
+			if m == nil {
+				continue
+			}
+			if r, ok := m.Get("tp_a", 0); ok && r.IsLeader() {
+				return i, r
+			}
+		}
+		return -1, nil
+	}
+	celltest.WaitFor(t, wait, "a leader", func() bool { i, _ := leader(); return i >= 0 })
+	produce := func(k int) {
+		t.Helper()
+		for range k {
+			_, r := leader()
+			if r == nil {
+				celltest.WaitFor(t, wait, "a leader", func() bool { i, _ := leader(); return i >= 0 })
+				_, r = leader()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			_, err := r.Produce(ctx, celltest.Batch(bytes.Repeat([]byte("x"), 64<<10)))
+			cancel()
+			if err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	produce(2)
+	li, _ := leader()
+	down := (li + 1) % n
+	celltest.WaitFor(t, wait, "the follower to apply", func() bool {
+		r, _ := ms[down].Get("tp_a", 0)
+		_, l := leader()
+		return l != nil && r.HighWatermark() == l.HighWatermark()
+	})
+	if err := ms[down].Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms[down] = nil
+	produce(40) // 2.5 MiB: closed segments the leader can delete
+	li, l := leader()
+	size := func(m *replicas.Manager) int64 {
+		st := m.Status()
+		if len(st) != 1 {
+			t.Fatalf("status: %+v", st)
+		}
+		return st[0].SizeBytes
+	}
+	before := size(ms[li])
+	if before < 2<<20 {
+		t.Fatalf("the leader stores %d bytes after 2.6 MiB of batches", before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := l.DeleteRecords(ctx, -1); err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	// The stored bytes the brokers report (the cell report, the tenant's
+	// storage quota) drop once the deleted segments' files go.
+	celltest.WaitFor(t, wait, "the stored bytes to drop after retention deletes segments", func() bool {
+		for _, m := range ms {
+			if m != nil {
+				m.RetentionPass(ctx)
+			}
+		}
+		for _, m := range ms {
+			if m != nil && size(m) >= 1<<20 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, m := range ms {
+		if m != nil && m.BehindLogStart() != 0 {
+			t.Fatalf("broker %d counts %d replicas behind the log start", i+1, m.BehindLogStart())
+		}
+	}
+	ms[down] = open(down)
+	celltest.WaitFor(t, wait, "the restarted broker to count its replica behind the log start", func() bool {
+		return ms[down].BehindLogStart() == 1
+	})
+	m := ms[down]
+	if g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return m })); g != 1 {
+		t.Fatalf("sluice_replicas_behind_log_start is %v on the broker behind, want 1", g)
+	}
+	if g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return nil })); g != 0 {
+		t.Fatalf("sluice_replicas_behind_log_start is %v without replicas, want 0", g)
+	}
+	st := ms[down].Status()
+	if len(st) != 1 || !st[0].BehindLogStart {
+		t.Fatalf("status of the broker behind the log start: %+v", st)
+	}
+	for i, m := range ms {
+		if i != down {
+			g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return m }))
+			if st := m.Status(); len(st) != 1 || st[0].BehindLogStart || g != 0 {
+				t.Fatalf("broker %d: status %+v, gauge %v", i+1, st, g)
+			}
+		}
+	}
+}
