@@ -1,14 +1,12 @@
 package controlplane_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
@@ -28,32 +27,15 @@ type env struct {
 	db   *pgxpool.Pool
 	op   *client.Client
 	anon *client.Client
-	logs *syncBuffer
+	logs *testkit.LogBuffer
 	srv  *controlplane.Server
 	now  *cptest.Clock
 	mail string // the mail.Dir the control plane writes its mail to
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	clk := cptest.NewClock()
 	cp := cptest.Start(t, cptest.TestAddrs, append([]func(*controlplane.Config){func(c *controlplane.Config) {
 		c.Now = clk.Now
