@@ -126,6 +126,21 @@ func (e *env) operatorKeySession(description string) (id, secret string, s api.S
 // error body (if any).
 func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error, http.Header) {
 	e.t.Helper()
+	status, b, h := e.send(method, path, auth, contentType, body)
+	var ae api.Error
+	if status >= 300 {
+		if err := json.Unmarshal(b, &ae); err != nil || ae.Code == "" || ae.Message == "" {
+			e.t.Fatalf("%s %s: status %d with a body that is not a catalogue error: %q", method, path, status, b)
+		}
+	}
+	return status, ae, h
+}
+
+// send makes one request to the control plane, with the Content-Type and
+// Authorization headers that are set, and returns the answer's status,
+// body and headers.
+func (e *env) send(method, path, auth, contentType, body string) (int, []byte, http.Header) {
+	e.t.Helper()
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
@@ -143,13 +158,7 @@ func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error,
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var ae api.Error
-	if resp.StatusCode >= 300 {
-		if err := json.Unmarshal(b, &ae); err != nil || ae.Code == "" || ae.Message == "" {
-			e.t.Fatalf("%s %s: status %d with a body that is not a catalogue error: %q", method, path, resp.StatusCode, b)
-		}
-	}
-	return resp.StatusCode, ae, resp.Header
+	return resp.StatusCode, b, resp.Header
 }
 
 func wantCode(t *testing.T, err error, code string) {
