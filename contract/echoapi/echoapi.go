@@ -7,6 +7,9 @@ package echoapi
 import (
 	"errors"
 	"net/http"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -38,4 +41,31 @@ func ServeDoc(doc []byte) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, doc)
 	}
+}
+
+var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// Route names an OpenAPI operation as echo names its route: "GET
+// /v1/topics/:name" for get on /v1/topics/{name}.
+func Route(method, path string) string {
+	return strings.ToUpper(method) + " " + pathParam.ReplaceAllString(path, ":$1")
+}
+
+// Unmatched compares the routes a document names with those a server
+// registers: what is registered but not documented, and what is documented
+// but not registered, each sorted.
+func Unmatched(documented, registered []string) (undocumented, unregistered []string) {
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			undocumented = append(undocumented, r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			unregistered = append(unregistered, d)
+		}
+	}
+	slices.Sort(undocumented)
+	slices.Sort(unregistered)
+	return undocumented, unregistered
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -40,5 +41,20 @@ func TestServeDoc(t *testing.T) {
 	}
 	if rec.Code != http.StatusOK || rec.Body.String() != string(doc) || rec.Header().Get(echo.HeaderContentType) != echo.MIMEApplicationJSON {
 		t.Fatalf("answer %d %q %q", rec.Code, rec.Header().Get(echo.HeaderContentType), rec.Body)
+	}
+}
+
+func TestRouteAndUnmatched(t *testing.T) {
+	if got := Route("get", "/v1/topics/{name}/partitions/{partition_id}"); got != "GET /v1/topics/:name/partitions/:partition_id" {
+		t.Fatalf("Route = %q", got)
+	}
+	doc := []string{"GET /v1/a", "POST /v1/b", "GET /v1/z"}
+	reg := []string{"GET /v1/a", "DELETE /v1/c", "GET /v1/y"}
+	undoc, unreg := Unmatched(doc, reg)
+	if !slices.Equal(undoc, []string{"DELETE /v1/c", "GET /v1/y"}) || !slices.Equal(unreg, []string{"GET /v1/z", "POST /v1/b"}) {
+		t.Fatalf("Unmatched = %v, %v", undoc, unreg)
+	}
+	if undoc, unreg := Unmatched(doc, doc); undoc != nil || unreg != nil {
+		t.Fatalf("a document matching its routes: %v, %v", undoc, unreg)
 	}
 }
