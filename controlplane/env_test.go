@@ -1,14 +1,12 @@
 package controlplane_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
@@ -28,32 +27,15 @@ type env struct {
 	db   *pgxpool.Pool
 	op   *client.Client
 	anon *client.Client
-	logs *syncBuffer
+	logs *testkit.LogBuffer
 	srv  *controlplane.Server
 	now  *cptest.Clock
 	mail string // the mail.Dir the control plane writes its mail to
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	clk := cptest.NewClock()
 	cp := cptest.Start(t, cptest.TestAddrs, append([]func(*controlplane.Config){func(c *controlplane.Config) {
 		c.Now = clk.Now
@@ -144,6 +126,21 @@ func (e *env) operatorKeySession(description string) (id, secret string, s api.S
 // error body (if any).
 func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error, http.Header) {
 	e.t.Helper()
+	status, b, h := e.send(method, path, auth, contentType, body)
+	var ae api.Error
+	if status >= 300 {
+		if err := json.Unmarshal(b, &ae); err != nil || ae.Code == "" || ae.Message == "" {
+			e.t.Fatalf("%s %s: status %d with a body that is not a catalogue error: %q", method, path, status, b)
+		}
+	}
+	return status, ae, h
+}
+
+// send makes one request to the control plane, with the Content-Type and
+// Authorization headers that are set, and returns the answer's status,
+// body and headers.
+func (e *env) send(method, path, auth, contentType, body string) (int, []byte, http.Header) {
+	e.t.Helper()
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
@@ -161,13 +158,7 @@ func (e *env) raw(method, path, auth, contentType, body string) (int, api.Error,
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var ae api.Error
-	if resp.StatusCode >= 300 {
-		if err := json.Unmarshal(b, &ae); err != nil || ae.Code == "" || ae.Message == "" {
-			e.t.Fatalf("%s %s: status %d with a body that is not a catalogue error: %q", method, path, resp.StatusCode, b)
-		}
-	}
-	return resp.StatusCode, ae, resp.Header
+	return resp.StatusCode, b, resp.Header
 }
 
 func wantCode(t *testing.T, err error, code string) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/echoapi"
 )
 
 // handleError answers every failed request with the catalogue's {code,
@@ -54,23 +55,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 }
 
 // toCatalog maps echo's own errors (routing, body limit) into the catalogue.
-func toCatalog(err error) *catalog.Error {
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		switch he.Code {
-		case http.StatusNotFound:
-			return catalog.NotFound.New("no such route")
-		case http.StatusMethodNotAllowed:
-			return catalog.InvalidRequest.New("method not allowed on this route")
-		case http.StatusRequestEntityTooLarge:
-			return catalog.BodyTooLarge.New("")
-		case http.StatusUnauthorized:
-			return catalog.Unauthenticated.New("")
-		}
-		return catalog.Internal.Wrap(err, "")
-	}
-	return catalog.Of(err)
-}
+func toCatalog(err error) *catalog.Error { return echoapi.ToCatalog(err, catalog.Of) }
 
 // rateLimitedError is a rate_limited error that knows when to retry.
 type rateLimitedError struct {

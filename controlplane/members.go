@@ -26,11 +26,7 @@ func scanMember(row pgx.Row) (api.Member, error) {
 }
 
 func (s *Server) listMembers(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjMembers, authz.ActRead)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	p, pg, err := s.tenantPage(c, authz.ObjMembers)
 	if err != nil {
 		return err
 	}

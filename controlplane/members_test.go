@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,16 +91,8 @@ func TestAddMemberAnswersAlike(t *testing.T) {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(a.keyID+":"+a.secret))
 	post := func(body string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", e.url+"/v1/members", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		status, b, _ := e.send("POST", "/v1/members", auth, "application/json", body)
+		return status, b
 	}
 	var first []byte
 	tokens := map[string]string{}

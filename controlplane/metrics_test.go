@@ -3,8 +3,6 @@ package controlplane_test
 import (
 	"context"
 	"encoding/base64"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -37,17 +35,8 @@ func TestMetricsAreForOperatorsOnly(t *testing.T) {
 	}
 	get := func(auth string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.url+"/metrics", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		status, b, _ := e.send("GET", "/metrics", auth, "", "")
+		return status, string(b)
 	}
 	for _, tc := range []struct {
 		name, auth string

@@ -9,6 +9,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -93,45 +94,23 @@ func (c *Config) validate() error {
 	if c.Mailer == nil {
 		c.Mailer = mail.Log{Logger: c.Logger}
 	}
-	if c.SignupTTL == 0 {
-		c.SignupTTL = 24 * time.Hour
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
-	}
+	c.SignupTTL = cmp.Or(c.SignupTTL, 24*time.Hour)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("controlplane config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)
 	}
-	if c.SessionTTL == 0 {
-		c.SessionTTL = 12 * time.Hour
-	}
-	if c.LoginRate == 0 {
-		c.LoginRate = 6 * time.Second
-	}
-	if c.LoginBurst == 0 {
-		c.LoginBurst = 10
-	}
-	if c.SignupRate == 0 {
-		c.SignupRate = 2 * time.Second
-	}
-	if c.SignupBurst == 0 {
-		c.SignupBurst = 30
-	}
-	if c.TenantCreateRate == 0 {
-		c.TenantCreateRate = 30 * time.Second
-	}
-	if c.TenantCreateBurst == 0 {
-		c.TenantCreateBurst = 5
-	}
-	if c.MaxOwnedTenants == 0 {
-		c.MaxOwnedTenants = 10
-	}
+	c.SessionTTL = cmp.Or(c.SessionTTL, 12*time.Hour)
+	c.LoginRate = cmp.Or(c.LoginRate, 6*time.Second)
+	c.LoginBurst = cmp.Or(c.LoginBurst, 10)
+	c.SignupRate = cmp.Or(c.SignupRate, 2*time.Second)
+	c.SignupBurst = cmp.Or(c.SignupBurst, 30)
+	c.TenantCreateRate = cmp.Or(c.TenantCreateRate, 30*time.Second)
+	c.TenantCreateBurst = cmp.Or(c.TenantCreateBurst, 5)
+	c.MaxOwnedTenants = cmp.Or(c.MaxOwnedTenants, 10)
 	if c.MaxOwnedTenants < 1 {
 		return fmt.Errorf("controlplane config: MaxOwnedTenants %d is below 1", c.MaxOwnedTenants)
 	}
-	if c.MaxActiveKeys == 0 {
-		c.MaxActiveKeys = 10
-	}
+	c.MaxActiveKeys = cmp.Or(c.MaxActiveKeys, 10)
 	if c.MaxActiveKeys < 2 {
 		return fmt.Errorf("controlplane config: MaxActiveKeys %d is below 2; keys could not be rotated without downtime", c.MaxActiveKeys)
 	}

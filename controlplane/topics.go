@@ -33,11 +33,7 @@ func scanTopic(row pgx.Row) (topicRow, error) {
 }
 
 func (s *Server) listTopics(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActRead)
-	if err != nil {
-		return err
-	}
-	pg, err := pageOf(c)
+	p, pg, err := s.tenantPage(c, authz.ObjTopics)
 	if err != nil {
 		return err
 	}
@@ -374,10 +370,7 @@ func (s *Server) deleteTopic(c echo.Context) error {
 		if tag.RowsAffected() == 0 {
 			return catalog.TopicNotFound.Newf("no topic named %q", name)
 		}
-		if err := bumpTenantCell(ctx, tx, p.tenantID); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "topic.delete", name, nil)
+		return bumpAndAudit(ctx, tx, p.tenantID, p, "topic.delete", name, nil)
 	})
 	if err := txError("delete topic", err); err != nil {
 		return err

@@ -45,15 +45,9 @@ type WatermarkConfig struct {
 }
 
 func (c *WatermarkConfig) validate() error {
-	if c.Soft == 0 {
-		c.Soft = 0.80
-	}
-	if c.Hard == 0 {
-		c.Hard = 0.90
-	}
-	if c.Margin == 0 {
-		c.Margin = 0.02
-	}
+	c.Soft = cmp.Or(c.Soft, 0.80)
+	c.Hard = cmp.Or(c.Hard, 0.90)
+	c.Margin = cmp.Or(c.Margin, 0.02)
 	if !(c.Soft > 0 && c.Soft < c.Hard && c.Hard <= 1) {
 		return fmt.Errorf("watermarks must satisfy 0 < soft < hard <= 1, got soft %v and hard %v", c.Soft, c.Hard)
 	}

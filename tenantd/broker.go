@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,9 +164,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		return err
 	}
 	advertise := cfg.RaftAdvertise
-	if advertise == "" {
-		advertise = self.RaftAddr
-	}
+	advertise = cmp.Or(advertise, self.RaftAddr)
 	if advertise == "" {
 		return fmt.Errorf("broker %s has no raft_addr in the cell state: set it (tenantd admin) or pass -raft-advertise", cfg.BrokerID)
 	}
@@ -173,9 +172,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		log.Warn("raft advertise address differs from the cell state's; peers dial the cell state's and refuse RPCs that name another address for this broker", "raft_advertise", advertise, "raft_addr", self.RaftAddr)
 	}
 	listen := cfg.RaftListen
-	if listen == "" {
-		listen = advertise
-	}
+	listen = cmp.Or(listen, advertise)
 	creds, cert, err := peercert.LoadCredentials(cfg.Peer.CA, cfg.Peer.Cert, cfg.Peer.Key)
 	if err != nil {
 		return err
@@ -271,9 +268,7 @@ func waitForSelf(ctx context.Context, syncer *cellview.Syncer, brokerID string, 
 // forwarded to the control plane's API under the caller's own key.
 func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *cellview.Syncer, m *replicas.Manager, coord *groups.Coordinator, ids *kafka.ProducerIDBlocks, log *slog.Logger) (*kafka.Server, error) {
 	addr := cfg.KafkaListen
-	if addr == "" {
-		addr = self.KafkaAddr
-	}
+	addr = cmp.Or(addr, self.KafkaAddr)
 	if addr == "" {
 		return nil, fmt.Errorf("broker %s has no kafka_addr in the cell state: set it (tenantd admin) or pass -kafka-listen", cfg.BrokerID)
 	}

@@ -427,6 +427,12 @@ func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string, rt ..
 // Authorization header when auth is, and returns the status and body.
 func send(t *testing.T, method, url, auth, body string) (int, []byte) {
 	t.Helper()
+	return sendWith(t, http.DefaultClient, method, url, auth, body)
+}
+
+// sendWith is send through hc.
+func sendWith(t *testing.T, hc *http.Client, method, url, auth, body string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -437,9 +443,9 @@ func send(t *testing.T, method, url, auth, body string) (int, []byte) {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -58,24 +58,9 @@ func TestDevTLS(t *testing.T) {
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	call := func(method, url, auth, body string, want int) map[string]any {
 		t.Helper()
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, url, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if want != 0 && resp.StatusCode != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
+		status, b := sendWith(t, hc, method, url, auth, body)
+		if want != 0 && status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, url, status, b, want)
 		}
 		var out map[string]any
 		_ = json.Unmarshal(b, &out)

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
@@ -104,27 +104,10 @@ var TestAddrs = Brokers{
 
 // Clock is a settable clock for controlplane.Config.Now; the zero value is
 // not ready: start it with NewClock.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = testkit.Clock
 
 // NewClock returns a clock at the real time.
-func NewClock() *Clock { return &Clock{t: time.Now()} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock() *Clock { return testkit.NewClock(time.Now()) }
 
 func must(t testing.TB) func(any, error) {
 	return func(_ any, err error) {

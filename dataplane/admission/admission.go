@@ -27,6 +27,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,21 +112,11 @@ func (c *Config) validate() error {
 	if c.SoftFraction < 0 || c.SoftFraction > 1 {
 		return fmt.Errorf("admission config: SoftFraction must be between 0 and 1, got %v", c.SoftFraction)
 	}
-	if c.Every == 0 {
-		c.Every = time.Second
-	}
-	if c.EgressQuantum == 0 {
-		c.EgressQuantum = 64 << 10
-	}
-	if c.SoftThrottle == 0 {
-		c.SoftThrottle = 200 * time.Millisecond
-	}
-	if c.SoftFraction == 0 {
-		c.SoftFraction = 0.5
-	}
-	if c.MaxThrottle == 0 {
-		c.MaxThrottle = 30 * time.Second
-	}
+	c.Every = cmp.Or(c.Every, time.Second)
+	c.EgressQuantum = cmp.Or(c.EgressQuantum, 64<<10)
+	c.SoftThrottle = cmp.Or(c.SoftThrottle, 200*time.Millisecond)
+	c.SoftFraction = cmp.Or(c.SoftFraction, 0.5)
+	c.MaxThrottle = cmp.Or(c.MaxThrottle, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -13,27 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/quotas"
 )
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // disk is an injectable disk-usage source.
 type disk struct{ used, total atomic.Int64 }
@@ -45,14 +29,14 @@ func (d *disk) set(percent int64) { d.total.Store(1000); d.used.Store(10 * perce
 type fixture struct {
 	a    *Admission
 	b    *quotas.Buckets
-	clk  *clock
+	clk  *testkit.Clock
 	disk *disk
 	reg  *prometheus.Registry
 }
 
 func newFixture(t *testing.T, mod func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{clk: &clock{t: time.Unix(1_000_000, 0)}, disk: &disk{}, reg: prometheus.NewRegistry()}
+	f := &fixture{clk: testkit.NewClock(time.Unix(1_000_000, 0)), disk: &disk{}, reg: prometheus.NewRegistry()}
 	f.disk.set(10)
 	var err error
 	f.b, err = quotas.New(quotas.Config{})
@@ -202,7 +186,7 @@ func TestAdmitAndRecord(t *testing.T) {
 	if err := f.a.Admit("beta", OpFetch, 0); err != nil {
 		t.Fatalf("fetch is a separate bucket: %v", err)
 	}
-	f.clk.advance(2 * time.Second)
+	f.clk.Advance(2 * time.Second)
 	if err := f.a.Admit("beta", OpProduce, 10); err != nil {
 		t.Fatalf("after the debt is repaid: %v", err)
 	}
@@ -352,7 +336,7 @@ func TestRefusalTakesNothing(t *testing.T) {
 					t.Fatalf("request %d within the burst: %v", i, err)
 				}
 			}
-			f.clk.advance(30 * time.Millisecond) // 0.3 tokens back
+			f.clk.Advance(30 * time.Millisecond) // 0.3 tokens back
 			before := f.tokens("acme")
 			for i := range tc.refused {
 				r := refusal(t, f.a.Admit("acme", OpFetch, 0), CauseRequestRate, catalog.RequestRateExceeded)
@@ -366,7 +350,7 @@ func TestRefusalTakesNothing(t *testing.T) {
 			if after := f.tokens("acme"); after != before {
 				t.Fatalf("%d refusals changed the bucket from %v to %v tokens", tc.refused, before, after)
 			}
-			f.clk.advance(70 * time.Millisecond)
+			f.clk.Advance(70 * time.Millisecond)
 			if err := f.a.Admit("acme", OpFetch, 0); err != nil {
 				t.Fatalf("after waiting the retry-after: %v", err)
 			}
@@ -375,7 +359,7 @@ func TestRefusalTakesNothing(t *testing.T) {
 			}
 			// The Kafka listener, which records then throttles, is not
 			// made to wait for the HTTP refusals either.
-			f.clk.advance(100 * time.Millisecond)
+			f.clk.Advance(100 * time.Millisecond)
 			if d := f.a.Request("acme"); d != 0 {
 				t.Fatalf("kafka request throttled %v after the refusals", d)
 			}
@@ -406,7 +390,7 @@ func TestThroughputRefusalTakesNoRequest(t *testing.T) {
 	if d := f.b.Throttle("acme", quotas.ProduceBytes, f.clk.Now()); d != 45*time.Second {
 		t.Fatalf("refusals changed the produce debt: %v left, want 45s", d)
 	}
-	f.clk.advance(45 * time.Second)
+	f.clk.Advance(45 * time.Second)
 	if err := f.a.Admit("acme", OpProduce, 10); err != nil {
 		t.Fatalf("after the debt is repaid: %v", err)
 	}

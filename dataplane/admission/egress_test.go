@@ -43,7 +43,7 @@ func TestEgressWaitEndsWithContext(t *testing.T) {
 	}
 	// 10 s later the debt is paid and the bucket full (100 B). The
 	// cancelled response comes up first and must take nothing.
-	f.clk.advance(10 * time.Second)
+	f.clk.Advance(10 * time.Second)
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer bcancel()
 	if err := f.a.Egress(bctx, "beta", 1); err != nil {

@@ -1,6 +1,7 @@
 package celltest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,18 +78,12 @@ type broker struct {
 // New starts a cell and registers its shutdown with t.Cleanup.
 func New(t testing.TB, opts Options) *Cell {
 	t.Helper()
-	if opts.Brokers == 0 {
-		opts.Brokers = 3
-	}
-	if opts.Partitions == 0 {
-		opts.Partitions = 1
-	}
+	opts.Brokers = cmp.Or(opts.Brokers, 3)
+	opts.Partitions = cmp.Or(opts.Partitions, 1)
 	if opts.Raft == nil {
 		opts.Raft = TestRaftConfig
 	}
-	if opts.CheckInterval == 0 {
-		opts.CheckInterval = 200 * time.Millisecond
-	}
+	opts.CheckInterval = cmp.Or(opts.CheckInterval, 200*time.Millisecond)
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}

@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,15 +68,9 @@ func (c *Config) validate() error {
 	case c.Partitions < 0:
 		return fmt.Errorf("groups config: Partitions must not be negative, got %d", c.Partitions)
 	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.MinSessionTimeout == 0 {
-		c.MinSessionTimeout = 6 * time.Second
-	}
-	if c.MaxSessionTimeout == 0 {
-		c.MaxSessionTimeout = 30 * time.Minute
-	}
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.MinSessionTimeout = cmp.Or(c.MinSessionTimeout, 6*time.Second)
+	c.MaxSessionTimeout = cmp.Or(c.MaxSessionTimeout, 30*time.Minute)
 	if c.MinSessionTimeout > c.MaxSessionTimeout {
 		return fmt.Errorf("groups config: MinSessionTimeout %s is above MaxSessionTimeout %s", c.MinSessionTimeout, c.MaxSessionTimeout)
 	}
@@ -85,12 +80,8 @@ func (c *Config) validate() error {
 	case c.InitialRebalanceDelay < 0:
 		c.InitialRebalanceDelay = 0
 	}
-	if c.MaxMetadataBytes == 0 {
-		c.MaxMetadataBytes = 4096
-	}
-	if c.OffsetsRetention == 0 {
-		c.OffsetsRetention = DefaultOffsetsRetention
-	}
+	c.MaxMetadataBytes = cmp.Or(c.MaxMetadataBytes, 4096)
+	c.OffsetsRetention = cmp.Or(c.OffsetsRetention, DefaultOffsetsRetention)
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 100 * time.Millisecond
 	}

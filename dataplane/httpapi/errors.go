@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/echoapi"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 )
 
@@ -52,21 +53,7 @@ func errorBody(ce *catalog.Error) api.Error {
 
 // toCatalog maps echo's own errors (routing, body limit) and the data
 // plane's errors into the catalogue.
-func toCatalog(err error) *catalog.Error {
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		switch he.Code {
-		case http.StatusNotFound:
-			return catalog.NotFound.New("no such route")
-		case http.StatusMethodNotAllowed:
-			return catalog.InvalidRequest.New("method not allowed on this route")
-		case http.StatusRequestEntityTooLarge:
-			return catalog.BodyTooLarge.New("")
-		}
-		return catalog.Internal.Wrap(err, "")
-	}
-	return catalogued(err)
-}
+func toCatalog(err error) *catalog.Error { return echoapi.ToCatalog(err, catalogued) }
 
 // catalogued is the front doors' one mapping of the partition layer's
 // errors onto the catalogue.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"time"
@@ -76,13 +77,9 @@ func (s *Server) join(c echo.Context) error {
 		return catalog.InvalidRequest.New("auto_offset_reset must be earliest or latest")
 	}
 	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
-	if session == 0 {
-		session = defaultSessionTimeout
-	}
+	session = cmp.Or(session, defaultSessionTimeout)
 	rebalance := time.Duration(req.RebalanceTimeoutMs) * time.Millisecond
-	if rebalance == 0 {
-		rebalance = defaultRebalanceTimeout
-	}
+	rebalance = cmp.Or(rebalance, defaultRebalanceTimeout)
 	if req.SessionTimeoutMs < 0 || req.RebalanceTimeoutMs < 0 || rebalance > maxRebalanceTimeout {
 		return catalog.InvalidRequest.Newf("session_timeout_ms and rebalance_timeout_ms must be positive, the rebalance timeout at most %d", maxRebalanceTimeout.Milliseconds())
 	}
@@ -227,9 +224,7 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 			continue
 		}
 		_, opts := decodeSubscription(m.Metadata)
-		if opts.AutoOffsetReset == "" {
-			opts.AutoOffsetReset = "earliest"
-		}
+		opts.AutoOffsetReset = cmp.Or(opts.AutoOffsetReset, "earliest")
 		sess := &memberSession{generation: generation, epoch: epoch, opts: opts, parts: decodeAssignment(m.Assignment, cl.v, cl.p.TenantID),
 			pos: map[groups.TopicPartition]int64{}, retry: map[groups.TopicPartition]retryState{}, hw: map[groups.TopicPartition]int64{}}
 		s.sessions.put(k, sess)

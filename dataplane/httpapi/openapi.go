@@ -2,9 +2,9 @@ package httpapi
 
 import (
 	_ "embed"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sluicehq/sluice/contract/echoapi"
 )
 
 // openAPIDoc describes the data API's /v1 routes. Tests check it against
@@ -19,6 +19,6 @@ func OpenAPI() []byte { return openAPIDoc }
 
 // openAPI serves the document without credentials: it names no tenant's
 // data, and clients read it before they have a key.
-func (s *Server) openAPI(c echo.Context) error {
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openAPIDoc)
-}
+func (s *Server) openAPI(c echo.Context) error { return serveOpenAPI(c) }
+
+var serveOpenAPI = echoapi.ServeDoc(openAPIDoc)

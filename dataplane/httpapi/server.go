@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -142,27 +143,15 @@ func (c *Config) validate() error {
 	case len(c.PeerKey) > 0 && len(c.PeerKey) < minPeerKey:
 		return fmt.Errorf("httpapi config: PeerKey must be at least %d bytes, got %d", minPeerKey, len(c.PeerKey))
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 16 << 20
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 16<<20)
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("httpapi config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)
 	}
-	if c.MaxWait == 0 {
-		c.MaxWait = 30 * time.Second
-	}
-	if c.ForwardTimeout == 0 {
-		c.ForwardTimeout = 10 * time.Second
-	}
-	if c.RetryAttempts == 0 {
-		c.RetryAttempts = 5
-	}
-	if c.RetryBackoff == 0 {
-		c.RetryBackoff = time.Second
-	}
-	if c.RetryMaxBackoff == 0 {
-		c.RetryMaxBackoff = time.Minute
-	}
+	c.MaxWait = cmp.Or(c.MaxWait, 30*time.Second)
+	c.ForwardTimeout = cmp.Or(c.ForwardTimeout, 10*time.Second)
+	c.RetryAttempts = cmp.Or(c.RetryAttempts, 5)
+	c.RetryBackoff = cmp.Or(c.RetryBackoff, time.Second)
+	c.RetryMaxBackoff = cmp.Or(c.RetryMaxBackoff, time.Minute)
 	if c.RetryAttempts < 1 || c.RetryBackoff < 0 || c.RetryMaxBackoff < c.RetryBackoff {
 		return errors.New("httpapi config: RetryAttempts must be at least 1 and RetryMaxBackoff at least RetryBackoff")
 	}

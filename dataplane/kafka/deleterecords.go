@@ -1,9 +1,6 @@
 package kafka
 
 import (
-	"context"
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/authz"
@@ -19,11 +16,7 @@ import (
 func (c *conn) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	wait := time.Duration(r.TimeoutMillis) * time.Millisecond
-	if wait <= 0 || wait > maxProduceWait {
-		wait = maxProduceWait
-	}
-	ctx, cancel := context.WithTimeout(c.s.ctx, wait)
+	ctx, cancel := c.commitContext(r.TimeoutMillis)
 	defer cancel()
 	type job struct {
 		part   Partition

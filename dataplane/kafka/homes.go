@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -52,21 +53,11 @@ func (l *HomeLimits) fill() error {
 	if l.TTL < 0 || l.MissTTL < 0 || l.PerSecond < 0 || l.Burst < 0 || l.MaxEntries < 0 {
 		return errors.New("kafka config: HomeLimits must not be negative")
 	}
-	if l.TTL == 0 {
-		l.TTL = 2 * time.Second
-	}
-	if l.MissTTL == 0 {
-		l.MissTTL = 10 * time.Second
-	}
-	if l.PerSecond == 0 {
-		l.PerSecond = 20
-	}
-	if l.Burst == 0 {
-		l.Burst = 40
-	}
-	if l.MaxEntries == 0 {
-		l.MaxEntries = 10_000
-	}
+	l.TTL = cmp.Or(l.TTL, 2*time.Second)
+	l.MissTTL = cmp.Or(l.MissTTL, 10*time.Second)
+	l.PerSecond = cmp.Or(l.PerSecond, 20)
+	l.Burst = cmp.Or(l.Burst, 40)
+	l.MaxEntries = cmp.Or(l.MaxEntries, 10_000)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
@@ -37,28 +38,16 @@ func (h *scriptedHomes) KeyHome(ctx context.Context, keyID, secret string) (wire
 	return a, err
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestHomeCache(t *testing.T) {
 	ctx := context.Background()
 	valid := wire.KeyHome{Status: wire.KeyValid, TenantID: "tn_b", Cell: "cell-2"}
-	newCache := func(h Homes, clk *fakeClock) *homeCache {
+	newCache := func(h Homes, clk *testkit.Clock) *homeCache {
 		l := HomeLimits{TTL: 2 * time.Second, MissTTL: 10 * time.Second, PerSecond: 1000, Burst: 1000, MaxEntries: 4}
-		return newHomeCache(h, l, clk.now)
+		return newHomeCache(h, l, clk.Now)
 	}
 
 	t.Run("ttl and stale answers", func(t *testing.T) {
-		clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+		clk := testkit.NewClock(time.Unix(1_000_000, 0))
 		h := &scriptedHomes{answer: valid}
 		c := newCache(h, clk)
 		for i := 0; i < 3; i++ {
@@ -74,28 +63,28 @@ func TestHomeCache(t *testing.T) {
 		}
 		// The control plane fails: the valid answer stands in for a minute.
 		h.err = errors.New("control plane down")
-		clk.add(30 * time.Second)
+		clk.Advance(30 * time.Second)
 		if got, err := c.lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
 			t.Fatalf("stale within a minute: %+v %v", got, err)
 		}
-		clk.add(31 * time.Second)
+		clk.Advance(31 * time.Second)
 		if _, err := c.lookup(ctx, "k", "s"); err == nil {
 			t.Fatal("a stale answer over a minute old was used")
 		}
 	})
 
 	t.Run("misses", func(t *testing.T) {
-		clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+		clk := testkit.NewClock(time.Unix(1_000_000, 0))
 		h := &scriptedHomes{answer: wire.KeyHome{Status: wire.KeyInvalid}}
 		c := newCache(h, clk)
 		c.lookup(ctx, "k", "s")
-		clk.add(9 * time.Second)
+		clk.Advance(9 * time.Second)
 		if got, _ := c.lookup(ctx, "k", "s"); got.Status != wire.KeyInvalid || h.calls.Load() != 1 {
 			t.Fatalf("miss within MissTTL: %+v, %d calls", got, h.calls.Load())
 		}
 		// A revoked key's stale valid answer is never used once a miss
 		// replaced it.
-		clk.add(2 * time.Second)
+		clk.Advance(2 * time.Second)
 		h.err = errors.New("down")
 		if _, err := c.lookup(ctx, "k", "s"); err == nil {
 			t.Fatal("an expired miss answered when the lookup failed")
@@ -103,7 +92,7 @@ func TestHomeCache(t *testing.T) {
 	})
 
 	t.Run("concurrent lookups of one key coalesce", func(t *testing.T) {
-		clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+		clk := testkit.NewClock(time.Unix(1_000_000, 0))
 		h := &scriptedHomes{answer: valid, release: make(chan struct{})}
 		c := newCache(h, clk)
 		var wg sync.WaitGroup
@@ -133,12 +122,12 @@ func TestHomeCache(t *testing.T) {
 	})
 
 	t.Run("bounded", func(t *testing.T) {
-		clk := &fakeClock{t: time.Unix(1_000_000, 0)}
+		clk := testkit.NewClock(time.Unix(1_000_000, 0))
 		h := &scriptedHomes{answer: wire.KeyHome{Status: wire.KeyInvalid}}
 		c := newCache(h, clk)
 		for i := 0; i < 20; i++ {
 			c.lookup(ctx, string(rune('a'+i)), "s")
-			clk.add(3 * time.Second) // older than the TTL, younger than MissTTL
+			clk.Advance(3 * time.Second) // older than the TTL, younger than MissTTL
 		}
 		if n := c.size(); n > 4 {
 			t.Fatalf("%d entries, limit 4", n)

@@ -22,16 +22,22 @@ import (
 // request's timeout says.
 const maxProduceWait = 2 * time.Minute
 
+// commitContext bounds a request that waits for its writes to commit by
+// the request's timeout, or maxProduceWait when that is unset or longer.
+func (c *conn) commitContext(timeoutMillis int32) (context.Context, context.CancelFunc) {
+	wait := time.Duration(timeoutMillis) * time.Millisecond
+	if wait <= 0 || wait > maxProduceWait {
+		wait = maxProduceWait
+	}
+	return context.WithTimeout(c.s.ctx, wait)
+}
+
 // produce validates every partition's batch, appends the valid ones through
 // their leaders, all partitions at once, and waits for their commit.
 func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
-	wait := time.Duration(r.TimeoutMillis) * time.Millisecond
-	if wait <= 0 || wait > maxProduceWait {
-		wait = maxProduceWait
-	}
-	ctx, cancel := context.WithTimeout(c.s.ctx, wait)
+	ctx, cancel := c.commitContext(r.TimeoutMillis)
 	defer cancel()
 
 	type job struct {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -132,9 +133,7 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
+	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, DefaultMaxRequestBytes)
 	if c.MaxRequestBytes < 1024 {
 		return fmt.Errorf("kafka config: MaxRequestBytes must be at least 1024, got %d", c.MaxRequestBytes)
 	}
@@ -146,27 +145,13 @@ func (c *Config) validate() error {
 			return errors.New("kafka config: timeouts must not be negative")
 		}
 	}
-	if c.AuthTimeout == 0 {
-		c.AuthTimeout = 10 * time.Second
-	}
-	if c.MaxUnauthenticatedPerIP == 0 {
-		c.MaxUnauthenticatedPerIP = 32
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 10 * time.Minute
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 30 * time.Second
-	}
-	if c.MaxFetchWait == 0 {
-		c.MaxFetchWait = 30 * time.Second
-	}
-	if c.MaxEgressWait == 0 {
-		c.MaxEgressWait = 5 * time.Second
-	}
-	if c.RecheckEvery == 0 {
-		c.RecheckEvery = time.Second
-	}
+	c.AuthTimeout = cmp.Or(c.AuthTimeout, 10*time.Second)
+	c.MaxUnauthenticatedPerIP = cmp.Or(c.MaxUnauthenticatedPerIP, 32)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 10*time.Minute)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
+	c.MaxFetchWait = cmp.Or(c.MaxFetchWait, 30*time.Second)
+	c.MaxEgressWait = cmp.Or(c.MaxEgressWait, 5*time.Second)
+	c.RecheckEvery = cmp.Or(c.RecheckEvery, time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

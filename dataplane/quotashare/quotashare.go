@@ -11,6 +11,7 @@
 package quotashare
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,24 +105,12 @@ func (c *Config) validate() error {
 	case c.Floor < 0 || c.Floor > 1:
 		return fmt.Errorf("floor must be between 0 and 1, got %v", c.Floor)
 	}
-	if c.Interval == 0 {
-		c.Interval = time.Second
-	}
-	if c.TTL == 0 {
-		c.TTL = 3 * c.Interval
-	}
-	if c.Timeout == 0 {
-		c.Timeout = c.Interval / 2
-	}
-	if c.Floor == 0 {
-		c.Floor = quotas.DefaultFloor
-	}
-	if c.DemandRounds == 0 {
-		c.DemandRounds = 1
-	}
-	if c.ThrottledBoost == 0 {
-		c.ThrottledBoost = 1
-	}
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.TTL = cmp.Or(c.TTL, 3*c.Interval)
+	c.Timeout = cmp.Or(c.Timeout, c.Interval/2)
+	c.Floor = cmp.Or(c.Floor, quotas.DefaultFloor)
+	c.DemandRounds = cmp.Or(c.DemandRounds, 1)
+	c.ThrottledBoost = cmp.Or(c.ThrottledBoost, 1)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -14,31 +14,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/quotas"
 )
 
 const redisAddr = "127.0.0.1:6379"
-
-// clock is the scripted time every broker of a test reads.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
 
 // newRedis returns a client for addr, closed at the end of the test.
 func newRedis(t *testing.T, addr string) *redis.Client {
@@ -98,7 +80,7 @@ func acme(produceBps int64) wire.Tenant {
 	return wire.Tenant{ID: "acme", Status: "active", Quotas: wire.Quotas{ProduceBytesPerSec: produceBps, FetchBytesPerSec: 30e6}}
 }
 
-func newBroker(t *testing.T, id, pfx string, rdb redis.UniversalClient, clk *clock, cs wire.CellState) *broker {
+func newBroker(t *testing.T, id, pfx string, rdb redis.UniversalClient, clk *testkit.Clock, cs wire.CellState) *broker {
 	t.Helper()
 	b, err := quotas.New(quotas.Config{})
 	if err != nil {
@@ -127,7 +109,7 @@ func (b *broker) rate(t *testing.T, tenant string, k quotas.Kind) float64 {
 // window records a second of traffic on each broker (bytes/s given per
 // broker) ending at the clock's next second, then runs one round on every
 // broker in order.
-func window(t *testing.T, clk *clock, brokers []*broker, bps []float64) []error {
+func window(t *testing.T, clk *testkit.Clock, brokers []*broker, bps []float64) []error {
 	t.Helper()
 	start := clk.Now()
 	for i, b := range brokers {
@@ -135,7 +117,7 @@ func window(t *testing.T, clk *clock, brokers []*broker, bps []float64) []error 
 			b.buckets.Record("acme", quotas.ProduceBytes, int64(bps[i]/10), start.Add(time.Duration(j)*100*time.Millisecond))
 		}
 	}
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	errs := make([]error, len(brokers))
 	for i, b := range brokers {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -148,11 +130,11 @@ func window(t *testing.T, clk *clock, brokers []*broker, bps []float64) []error 
 // newCell is the brokers of brokerIDs sharing acme's produce quota through
 // one Redis prefix, on one scripted clock. A demandRounds above zero
 // replaces each sharer's.
-func newCell(t *testing.T, quota int64, demandRounds int) ([]*broker, *clock) {
+func newCell(t *testing.T, quota int64, demandRounds int) ([]*broker, *testkit.Clock) {
 	t.Helper()
 	pfx := prefix(t)
 	rdb := newRedis(t, redisAddr)
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := cellState(acme(quota))
 	var brokers []*broker
 	for _, id := range brokerIDs {
@@ -220,7 +202,7 @@ func TestSharesFollowDemand(t *testing.T) {
 func TestPublishedDemandExpires(t *testing.T) {
 	pfx := prefix(t)
 	rdb := newRedis(t, redisAddr)
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	b := newBroker(t, "b1", pfx, rdb, clk, cellState(acme(15e6)))
 	if errs := window(t, clk, []*broker{b}, []float64{5e6}); errs[0] != nil {
 		t.Fatal(errs[0])
@@ -243,7 +225,7 @@ func TestFallbackWhenRedisUnreachable(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close() // nothing listens there any more
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	b := newBroker(t, "b1", "sluice-test:unreachable", newRedis(t, closed), clk, cellState(acme(15e6)))
 	errs := window(t, clk, []*broker{b}, []float64{12e6})
 	if errs[0] == nil {
@@ -350,7 +332,7 @@ func TestFallbackAndRecovery(t *testing.T) {
 	const quota = 15e6
 	pfx := prefix(t)
 	px := startProxy(t)
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	cs := cellState(acme(quota))
 	direct := newRedis(t, redisAddr)
 	brokers := []*broker{
@@ -395,7 +377,7 @@ func TestFallbackAndRecovery(t *testing.T) {
 
 func TestSetState(t *testing.T) {
 	pfx := prefix(t)
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	b := newBroker(t, "b1", pfx, newRedis(t, redisAddr), clk, cellState(acme(15e6)))
 	b2 := newBroker(t, "b2", pfx, newRedis(t, redisAddr), clk, cellState(acme(15e6)))
 	b3 := newBroker(t, "b3", pfx, newRedis(t, redisAddr), clk, cellState(acme(15e6)))

@@ -2,20 +2,19 @@ package transport
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 )
 
@@ -48,24 +47,6 @@ func countRPCs(t testing.TB, n *Node, id string, members func() []raft.Server) *
 		}
 	}()
 	return &seen
-}
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // rawHello is a hello of any version, as a forger would write it.
@@ -133,7 +114,7 @@ func certOf(t *testing.T, cr peercert.Credentials) *tls.Certificate {
 // remote address, and the group sees nothing of it. The first case is the
 // control: were it refused, the others would prove nothing.
 func TestAcceptAuthenticates(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	n := newNodes(t, 1, nil, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })[0]
 	seen := countRPCs(t, n, "g", anyTestBroker)
 	other, err := peercert.NewCA("test-cell", 0) // same cell name, another key

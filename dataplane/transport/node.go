@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,18 +165,12 @@ func (c *Config) validate() error {
 	if c.AppendLanes > 16 {
 		return errors.New("config: AppendLanes above 16")
 	}
-	if c.PipelineWindow == 0 {
-		c.PipelineWindow = 2
-	}
-	if c.Linger == 0 {
-		c.Linger = 5 * time.Millisecond
-	}
+	c.PipelineWindow = cmp.Or(c.PipelineWindow, 2)
+	c.Linger = cmp.Or(c.Linger, 5*time.Millisecond)
 	if c.InboxSize <= 0 {
 		c.InboxSize = 64
 	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = 250 * time.Millisecond
-	}
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, 250*time.Millisecond)
 	if c.DownAfter <= 0 {
 		c.DownAfter = time.Second
 	}
