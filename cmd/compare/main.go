@@ -455,8 +455,8 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 			gRow("same, tuned client, p50 ms", s.gapTuned, n.gapTuned, p50),
 			gRow("same, tuned client, max ms", s.gapTuned, n.gapTuned, mx),
 		)
-		fmt.Fprintf(&b, "- **Leader kills:** per run and client, a new 1-partition topic (NATS: stream), one publisher sending one record at a time; %d times: publish %v, SIGKILL the server leading it, publish until acks have come again for %v, take the longest interval between acks, restart the server and wait until it is back (Sluice: every broker names one serving leader, not necessarily the preferred replica; NATS: the stream has a leader and both other replicas current). Default client: franz-go defaults (MetadataMinAge 5 s), nats.go defaults; tuned: franz-go with MetadataMinAge %v (nats.go has no such setting: the same client). Cells: median over runs of each run's p50 and max over its kills.\n",
-			o.kills, killGapBefore, killGapAfter, gapTunedMetadataMinAge)
+		fmt.Fprintf(&b, "- **Leader kills:** per run and client, a new 1-partition topic (NATS: stream), one publisher sending one record at a time; %d times: publish %v, SIGKILL the server leading it, publish until acks have come again for %v, take the longest interval between acks, restart the server and wait until it is back (Sluice: every broker names one serving leader, not necessarily the preferred replica; NATS: the stream has a leader and both other replicas current). Default client: franz-go defaults (MetadataMinAge 5 s); nats.go with the latency run's 30 s per publish. Tuned: franz-go with MetadataMinAge %v; nats.go with %v per publish, published again after a failure. Cells: median over runs of each run's p50 and max over its kills.\n",
+			o.kills, killGapBefore, killGapAfter, gapTunedMetadataMinAge, gapTunedNATSTimeout)
 	}
 	b.WriteString("\n")
 	b.WriteString(renderTable(rows))

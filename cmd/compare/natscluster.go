@@ -235,9 +235,10 @@ func (p *natsAsync) publish(ctx context.Context, value []byte, done func(error))
 func (p *natsAsync) close() { p.nc.Close() }
 
 type natsSync struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	subj string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	subj    string
+	timeout time.Duration // per publish; 30 s unless tuned
 }
 
 func (n *natsCluster) syncPublisher(ctx context.Context, log string, part int) (syncPublisher, error) {
@@ -245,11 +246,11 @@ func (n *natsCluster) syncPublisher(ctx context.Context, log string, part int) (
 	if err != nil {
 		return nil, err
 	}
-	return &natsSync{nc: nc, js: js, subj: subject(log, part)}, nil
+	return &natsSync{nc: nc, js: js, subj: subject(log, part), timeout: 30 * time.Second}, nil
 }
 
 func (p *natsSync) publish(ctx context.Context, value []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	_, err := p.js.Publish(ctx, p.subj, value)
 	return err
@@ -365,8 +366,18 @@ func (n *natsCluster) killLeader(ctx context.Context, log string) (func(context.
 	}, nil
 }
 
-// gapPublisher is the latency run's publisher; nats.go has no setting
-// like franz-go's metadata age, so tuned changes nothing.
+// gapPublisher is the latency run's publisher (30 s per publish); tuned
+// gives each publish 1 s instead (the kill-gap loop publishes again after
+// a failure): a publish whose acknowledgement died with the leader
+// otherwise waits out its whole timeout.
 func (n *natsCluster) gapPublisher(ctx context.Context, log string, tuned bool) (syncPublisher, error) {
-	return n.syncPublisher(ctx, log, 0)
+	p, err := n.syncPublisher(ctx, log, 0)
+	if err != nil || !tuned {
+		return p, err
+	}
+	p.(*natsSync).timeout = gapTunedNATSTimeout
+	return p, nil
 }
+
+// gapTunedNATSTimeout is the tuned NATS publisher's timeout per publish.
+const gapTunedNATSTimeout = time.Second
