@@ -33,6 +33,12 @@ type options struct {
 	latencyLimit                                         time.Duration
 	tp                                                   throughputConfig
 	only                                                 string
+	// newLogs new logs are timed from creation to first acknowledgement,
+	// once with one partition and once with newLogParts.
+	newLogs, newLogParts int
+	// kills is how many times each run SIGKILLs a log's leader, with a
+	// default and with a tuned client.
+	kills int
 }
 
 func main() {
@@ -58,6 +64,9 @@ func main() {
 	flag.StringVar(&o.traceDir, "trace-dir", "", "save an execution trace of every broker, from the start of the first Sluice latency run's timed phase, here (implies -pprof)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles and traces")
 	flag.StringVar(&o.only, "only", "both", "sluice, nats or both")
+	flag.IntVar(&o.newLogs, "new-logs", 10, "new topics (NATS: streams) per run timed from creation to first acknowledged record, with 1 and with -new-log-partitions partitions; 0 skips")
+	flag.IntVar(&o.kills, "kills", 2, "SIGKILLs of the leader's server per run and client (default and tuned), timing the longest interval without an acknowledgement; 0 skips")
+	flag.IntVar(&o.newLogParts, "new-log-partitions", 12, "partitions (NATS: streams) of the second set of new logs")
 	flag.Parse()
 	o.tp.Warmup = o.warmup
 	if o.profileDir != "" || o.traceDir != "" {
@@ -83,11 +92,20 @@ func defaultPostgres() string {
 type runResults struct {
 	tp  []throughputResult
 	lat []latencyResult
+	// newLog and newLogs are the new-log runs with 1 and with
+	// -new-log-partitions partitions.
+	newLog, newLogs []firstAckResult
+	// gap and gapTuned are the kill-gap runs with the default and with the
+	// tuned client.
+	gap, gapTuned []killGapResult
 }
 
 func run(ctx context.Context, o options) error {
 	if o.tp.Producers < 1 || o.tp.Parts < 1 || o.tp.Window < 1 || o.tp.Messages < o.tp.Producers || o.runs < 1 {
 		return fmt.Errorf("need producers, partitions, window, runs >= 1 and messages >= producers")
+	}
+	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 {
+		return fmt.Errorf("need -new-logs >= 0 and -new-log-partitions >= 1")
 	}
 	if o.only != "both" && o.only != "sluice" && o.only != "nats" {
 		return fmt.Errorf("-only %q: want sluice, nats or both", o.only)
@@ -163,6 +181,37 @@ func run(ctx context.Context, o options) error {
 				lat.Latency.Count, lat.Latency.P50, lat.Latency.P99, lat.Latency.P999)
 			results[s.name()].tp = append(results[s.name()].tp, tp)
 			results[s.name()].lat = append(results[s.name()].lat, lat)
+			if o.newLogs > 0 {
+				for _, parts := range []int{1, o.newLogParts} {
+					fa, err := runFirstAck(ctx, s, fmt.Sprintf("new%d-%dp", r+1, parts), o.newLogs, parts, pl)
+					if err != nil {
+						return fmt.Errorf("new-log run %d, %s: %w", r+1, s.name(), err)
+					}
+					fmt.Fprintf(os.Stderr, "compare:   %d new logs of %d partition(s), creation to first ack on every partition: p50 %v p99 %v max %v\n",
+						fa.Latency.Count, parts, fa.Latency.P50, fa.Latency.P99, fa.Latency.Max)
+					if parts == 1 {
+						results[s.name()].newLog = append(results[s.name()].newLog, fa)
+					} else {
+						results[s.name()].newLogs = append(results[s.name()].newLogs, fa)
+					}
+				}
+			}
+			if k, ok := s.(leaderKiller); ok && o.kills > 0 {
+				for _, tuned := range []bool{false, true} {
+					g, err := runKillGap(ctx, s, k, fmt.Sprintf("gap%d-%t", r+1, tuned), o.kills, tuned, pl)
+					if err != nil {
+						return fmt.Errorf("kill-gap run %d, %s: %w", r+1, s.name(), err)
+					}
+					sum := g.summary()
+					fmt.Fprintf(os.Stderr, "compare:   %d leader kills (tuned client %t): longest interval without an ack p50 %v max %v, load %s\n",
+						sum.Count, tuned, sum.P50, sum.Max, loadavg())
+					if tuned {
+						results[s.name()].gapTuned = append(results[s.name()].gapTuned, g)
+					} else {
+						results[s.name()].gap = append(results[s.name()].gap, g)
+					}
+				}
+			}
 		}
 	}
 	load1 := loadavg()
@@ -351,6 +400,19 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 		latRow("single producer, p99.9 ms", func(r latencyResult) float64 { return ms(r.Latency.P999) }, fmtMs),
 		latRow("single producer, msgs/s", latencyResult.msgsPerSec, fmtCount),
 	}
+	if o.newLogs > 0 {
+		faRow := func(metric string, sl, na []firstAckResult, f func(firstAckResult) float64) row {
+			return rowOf(metric, sl, na, f, fmtMs)
+		}
+		p50 := func(r firstAckResult) float64 { return ms(r.Latency.P50) }
+		p99 := func(r firstAckResult) float64 { return ms(r.Latency.P99) }
+		rows = append(rows,
+			faRow("new topic to first ack, p50 ms", s.newLog, n.newLog, p50),
+			faRow("new topic to first ack, p99 ms", s.newLog, n.newLog, p99),
+			faRow(fmt.Sprintf("new %d-partition topic (%d streams) to an ack on each, p50 ms", o.newLogParts, o.newLogParts), s.newLogs, n.newLogs, p50),
+			faRow(fmt.Sprintf("new %d-partition topic (%d streams) to an ack on each, p99 ms", o.newLogParts, o.newLogParts), s.newLogs, n.newLogs, p99),
+		)
+	}
 	latCounts := func(rs []latencyResult) string {
 		var c []string
 		for _, r := range rs {
@@ -373,10 +435,29 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 	if o.doc != "" {
 		doc = " -doc " + o.doc
 	}
-	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d%s`.\n",
-		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.warmup, o.latencyMessages, doc)
+	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d%s`.\n",
+		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, doc)
 	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
 		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))
+	if o.newLogs > 0 {
+		fmt.Fprintf(&b, "- **New logs:** per run, %d new topics of 1 partition, then %d of %d partitions (NATS: %d new streams of 1, then %d sets of %d), one after another, each timed from the create call to a record acknowledged on every partition (stream), each partition published by its own new client with default settings (franz-go: a partition without a leader is retried after a metadata refresh, MetadataMinAge 5 s); percentiles over the run's topics, the table's cell the median of runs.\n",
+			o.newLogs, o.newLogs, o.newLogParts, o.newLogs, o.newLogs, o.newLogParts)
+	}
+	if o.kills > 0 {
+		gRow := func(metric string, sl, na []killGapResult, f func(latencySummary) time.Duration) row {
+			return rowOf(metric, sl, na, func(r killGapResult) float64 { return ms(f(r.summary())) }, fmtMs)
+		}
+		p50 := func(l latencySummary) time.Duration { return l.P50 }
+		mx := func(l latencySummary) time.Duration { return l.Max }
+		rows = append(rows,
+			gRow("leader SIGKILLed: longest gap without an ack, p50 ms", s.gap, n.gap, p50),
+			gRow("leader SIGKILLed: longest gap without an ack, max ms", s.gap, n.gap, mx),
+			gRow("same, tuned client, p50 ms", s.gapTuned, n.gapTuned, p50),
+			gRow("same, tuned client, max ms", s.gapTuned, n.gapTuned, mx),
+		)
+		fmt.Fprintf(&b, "- **Leader kills:** per run and client, a new 1-partition topic (NATS: stream), one publisher sending one record at a time; %d times: publish %v, SIGKILL the server leading it, publish until acks have come again for %v, take the longest interval between acks, restart the server and wait until it is back (Sluice: every broker names one serving leader, not necessarily the preferred replica; NATS: the stream has a leader and both other replicas current). Default client: franz-go defaults (MetadataMinAge 5 s); nats.go with the latency run's 30 s per publish. Tuned: franz-go with MetadataMinAge %v; nats.go with %v per publish, published again after a failure. Cells: median over runs of each run's p50 and max over its kills.\n",
+			o.kills, killGapBefore, killGapAfter, gapTunedMetadataMinAge, gapTunedNATSTimeout)
+	}
 	b.WriteString("\n")
 	b.WriteString(renderTable(rows))
 	return b.String()

@@ -21,6 +21,8 @@ import (
 type natsCluster struct {
 	servers []*launch.Proc
 	urls    []string
+	bin     string // nats-server, for restarts
+	dir     string
 }
 
 func (n *natsCluster) name() string { return "NATS JetStream" }
@@ -61,7 +63,7 @@ cluster {
 // startNATS writes the three configurations and starts the servers, then
 // waits until JetStream answers (its meta group has a leader).
 func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error) {
-	n := &natsCluster{}
+	n := &natsCluster{bin: bin, dir: dir}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -78,7 +80,7 @@ func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error)
 		if err := os.WriteFile(conf, []byte(natsConfig(name, clientAddrs[i], clusterAddrs[i], clusterAddrs, filepath.Join(dir, "nats", name))), 0o644); err != nil {
 			return nil, err
 		}
-		s, err := launch.Start("nats-server "+name, filepath.Join(dir, name+".log"), nil, bin, "-c", conf)
+		s, err := n.startServer(i)
 		if err != nil {
 			return nil, err
 		}
@@ -108,6 +110,13 @@ func startNATS(ctx context.Context, bin, dir string) (_ *natsCluster, err error)
 		return nil, err
 	}
 	return n, nil
+}
+
+// startServer starts server i (0..2) from the configuration startNATS
+// wrote, its output appended to its log file.
+func (n *natsCluster) startServer(i int) (*launch.Proc, error) {
+	name := fmt.Sprintf("n%d", i+1)
+	return launch.Start("nats-server "+name, filepath.Join(n.dir, name+".log"), nil, n.bin, "-c", filepath.Join(n.dir, name+".conf"))
 }
 
 func (n *natsCluster) close() {
@@ -226,9 +235,10 @@ func (p *natsAsync) publish(ctx context.Context, value []byte, done func(error))
 func (p *natsAsync) close() { p.nc.Close() }
 
 type natsSync struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	subj string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	subj    string
+	timeout time.Duration // per publish; 30 s unless tuned
 }
 
 func (n *natsCluster) syncPublisher(ctx context.Context, log string, part int) (syncPublisher, error) {
@@ -236,11 +246,11 @@ func (n *natsCluster) syncPublisher(ctx context.Context, log string, part int) (
 	if err != nil {
 		return nil, err
 	}
-	return &natsSync{nc: nc, js: js, subj: subject(log, part)}, nil
+	return &natsSync{nc: nc, js: js, subj: subject(log, part), timeout: 30 * time.Second}, nil
 }
 
 func (p *natsSync) publish(ctx context.Context, value []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	_, err := p.js.Publish(ctx, p.subj, value)
 	return err
@@ -287,3 +297,87 @@ func (n *natsCluster) consume(ctx context.Context, log string, part int, want in
 	}
 	return nil
 }
+
+// streamCluster is the Raft group of the first stream of log.
+func (n *natsCluster) streamCluster(ctx context.Context, log string) (*jetstream.ClusterInfo, error) {
+	nc, js, err := n.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, streamName(log, 0))
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ictx)
+	if err != nil {
+		return nil, err
+	}
+	if info.Cluster == nil {
+		return nil, fmt.Errorf("stream %s has no cluster info", streamName(log, 0))
+	}
+	return info.Cluster, nil
+}
+
+// killLeader SIGKILLs the server leading the first stream of log; restart
+// starts it again and waits until the stream has a leader and every
+// replica is current (a stream keeps the leader it elected: there is no
+// preferred replica to wait for).
+func (n *natsCluster) killLeader(ctx context.Context, log string) (func(context.Context) error, error) {
+	var idx int
+	err := launch.WaitFor(ctx, "a leader of stream "+streamName(log, 0), time.Minute, func() error {
+		ci, err := n.streamCluster(ctx, log)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Sscanf(ci.Leader, "n%d", &idx); err != nil || idx < 1 || idx > len(n.servers) {
+			return fmt.Errorf("stream leader %q", ci.Leader)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	i := idx - 1
+	n.servers[i].Kill()
+	return func(ctx context.Context) error {
+		p, err := n.startServer(i)
+		if err != nil {
+			return err
+		}
+		n.servers[i] = p
+		return launch.WaitFor(ctx, "stream "+streamName(log, 0)+" whole again", 2*time.Minute, func() error {
+			ci, err := n.streamCluster(ctx, log)
+			if err != nil {
+				return err
+			}
+			if ci.Leader == "" || len(ci.Replicas) != 2 {
+				return fmt.Errorf("stream leader %q, replicas %d", ci.Leader, len(ci.Replicas))
+			}
+			for _, r := range ci.Replicas {
+				if !r.Current || r.Offline {
+					return fmt.Errorf("replica %s not current", r.Name)
+				}
+			}
+			return nil
+		})
+	}, nil
+}
+
+// gapPublisher is the latency run's publisher (30 s per publish); tuned
+// gives each publish 1 s instead (the kill-gap loop publishes again after
+// a failure): a publish whose acknowledgement died with the leader
+// otherwise waits out its whole timeout.
+func (n *natsCluster) gapPublisher(ctx context.Context, log string, tuned bool) (syncPublisher, error) {
+	p, err := n.syncPublisher(ctx, log, 0)
+	if err != nil || !tuned {
+		return p, err
+	}
+	p.(*natsSync).timeout = gapTunedNATSTimeout
+	return p, nil
+}
+
+// gapTunedNATSTimeout is the tuned NATS publisher's timeout per publish.
+const gapTunedNATSTimeout = time.Second

@@ -32,6 +32,8 @@ type sluiceCell struct {
 	db        *launch.DB
 	cp        *launch.ControlPlane
 	brokers   []*launch.Proc
+	specs     []*launch.Broker // how each broker is started, for restarts
+	cellKey   string
 	debug     []string // pprof addresses, if cfg.Pprof
 	bootstrap []string
 	user      string // the tenant's API key id and secret (SASL/PLAIN)
@@ -87,8 +89,9 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	if err != nil {
 		return nil, err
 	}
+	c.specs, c.cellKey = brokers, cellKey
 	for _, b := range brokers {
-		p, err := b.Start(cfg.Tenantd, c.cp.URL, "compare-cell", cellKey, "warn", filepath.Join(cfg.Dir, b.ID+".log"))
+		p, err := c.startBroker(b)
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +112,12 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 	}
 	c.user, c.pass, c.tenant = t.KeyID, t.Secret, t.Client
 	return c, nil
+}
+
+// startBroker starts broker b's tenantd process, its output appended to
+// its log file.
+func (c *sluiceCell) startBroker(b *launch.Broker) (*launch.Proc, error) {
+	return b.Start(c.cfg.Tenantd, c.cp.URL, "compare-cell", c.cellKey, "warn", filepath.Join(c.cfg.Dir, b.ID+".log"))
 }
 
 // close stops the brokers, then the control plane, and drops the database.
@@ -270,6 +279,114 @@ func (c *sluiceCell) settle(ctx context.Context, log string, parts int) error {
 					return fmt.Errorf("broker %d: partition %d led by %d (error %d), preferred %v", node, p.Partition, p.Leader, p.ErrorCode, p.Replicas)
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// leaderOf is the node id of the broker leading partition 0 of log, as
+// broker 1..3's Metadata says (the first that names one).
+func (c *sluiceCell) leaderOf(ctx context.Context, log string) (int, error) {
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	leader := -1
+	err = launch.WaitFor(ctx, "a leader of "+log, time.Minute, func() error {
+		for i, b := range c.brokers {
+			if !b.Running() {
+				continue
+			}
+			req := kmsg.NewPtrMetadataRequest()
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(log)
+			req.Topics = append(req.Topics, t)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := req.RequestWith(rctx, cl.Broker(i+1))
+			cancel()
+			if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) == 0 {
+				continue
+			}
+			if p := resp.Topics[0].Partitions[0]; p.ErrorCode == 0 && p.Leader > 0 {
+				leader = int(p.Leader)
+				return nil
+			}
+		}
+		return fmt.Errorf("no broker names a leader of %s", log)
+	})
+	return leader, err
+}
+
+// killLeader SIGKILLs the broker leading partition 0 of log; restart
+// starts it again from its data directory and waits until every broker
+// names one serving leader of log. It does not wait for leadership to
+// return to the preferred replica: on an idle partition that did not
+// happen within 85 s here, so the next kill hits whichever broker leads.
+func (c *sluiceCell) killLeader(ctx context.Context, log string) (func(context.Context) error, error) {
+	node, err := c.leaderOf(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	i := node - 1
+	c.brokers[i].Kill()
+	return func(ctx context.Context) error {
+		p, err := c.startBroker(c.specs[i])
+		if err != nil {
+			return err
+		}
+		c.brokers[i] = p
+		return c.agreedLeader(ctx, log)
+	}, nil
+}
+
+// gapPublisher is the latency run's publisher (franz-go defaults, no
+// linger); tuned sets MetadataMinAge to 250 ms instead of franz-go's 5 s,
+// so that a partition whose leader died is looked up again sooner.
+func (c *sluiceCell) gapPublisher(ctx context.Context, log string, tuned bool) (syncPublisher, error) {
+	opts := c.producerOpts(log, 1, 0)
+	if tuned {
+		opts = append(opts, kgo.MetadataMinAge(gapTunedMetadataMinAge))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &kgoSync{cl: cl, part: 0}, nil
+}
+
+// gapTunedMetadataMinAge is the tuned client's metadata min age.
+const gapTunedMetadataMinAge = 250 * time.Millisecond
+
+// agreedLeader waits until all three brokers' Metadata names the same
+// serving leader of partition 0 of log.
+func (c *sluiceCell) agreedLeader(ctx context.Context, log string) error {
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return launch.WaitFor(ctx, "every broker naming one leader of "+log, 2*time.Minute, func() error {
+		leader := int32(-1)
+		for node := int32(1); node <= 3; node++ {
+			req := kmsg.NewPtrMetadataRequest()
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(log)
+			req.Topics = append(req.Topics, t)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := req.RequestWith(rctx, cl.Broker(int(node)))
+			cancel()
+			if err != nil {
+				return fmt.Errorf("metadata from broker %d: %w", node, err)
+			}
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+				return fmt.Errorf("broker %d does not list %s yet", node, log)
+			}
+			p := resp.Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || (leader >= 0 && p.Leader != leader) {
+				return fmt.Errorf("broker %d: leader %d (error %d), others %d", node, p.Leader, p.ErrorCode, leader)
+			}
+			leader = p.Leader
 		}
 		return nil
 	})

@@ -56,7 +56,7 @@ func Catalogued(err error) *catalog.Error {
 	case errors.As(err, &ce):
 		return ce
 	case noQuorum(err):
-		return catalog.NotEnoughReplicas.Wrap(err, "a majority of the partition's replicas is unreachable, so it has no leader until they return; retry")
+		return catalog.NotEnoughReplicas.Wrap(err, noQuorumMessage)
 	case errors.Is(err, ErrNotLeader), errors.As(err, &ln):
 		return catalog.NotLeader.Wrap(err, "")
 	case errors.Is(err, log.ErrOffsetOutOfRange):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 )
 
 type deleteRecordsRequest struct {
@@ -52,7 +53,7 @@ func (s *Server) deleteRecords(c echo.Context) error {
 	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
 	switch {
 	case !known:
-		return catalog.NotLeader.New("the partition has no leader right now; retry")
+		return frontdoor.NoLeader(part, "the partition has no leader right now; retry")
 	case leader != s.cfg.NodeID:
 		return s.proxy(c, cl.v, leader, raw, 0)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 )
 
 // The group endpoints run on the group's coordinator, which need not lead
@@ -26,7 +27,7 @@ func (s *Server) readPart(c echo.Context, v *wire.Topic, cl *caller, p int32, of
 	part, leader, known := s.leaderOf(c.Request().Context(), v, p)
 	switch {
 	case !known:
-		return nil, false, catalog.NotLeader.New("the partition has no leader right now; retry")
+		return nil, false, frontdoor.NoLeader(part, "the partition has no leader right now; retry")
 	case leader == s.cfg.NodeID:
 		msgs, next, hw, err := readOnce(part, p, offset, maxBytes)
 		if err != nil {
@@ -75,7 +76,7 @@ func (s *Server) offsetsOf(c echo.Context, t *wire.Topic, cl *caller, p int32, t
 	part, leader, known := s.leaderOf(c.Request().Context(), t, p)
 	switch {
 	case !known:
-		return nil, catalog.NotLeader.New("the partition has no leader right now; retry")
+		return nil, frontdoor.NoLeader(part, "the partition has no leader right now; retry")
 	case leader == s.cfg.NodeID:
 		out := &offsetsResponse{LogStartOffset: part.LogStartOffset(), HighWatermark: part.HighWatermark()}
 		if ts != nil {

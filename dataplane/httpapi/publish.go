@@ -289,7 +289,7 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *cellview.Vi
 		return
 	}
 	if !known {
-		setAll(0, catalog.NotLeader.New("the partition has no leader right now; retry"))
+		setAll(0, frontdoor.NoLeader(part, "the partition has no leader right now; retry"))
 		return
 	}
 	sub := publishRequest{ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, BaseSequence: req.BaseSequence}
@@ -380,6 +380,12 @@ func (s *Server) leaderOf(ctx context.Context, t *wire.Topic, p int32) (Partitio
 		if ok {
 			stop()
 			return part, node, true
+		}
+		if frontdoor.PartitionNoQuorum(part) {
+			// No election can succeed until brokers return: answer
+			// now (frontdoor.NoLeader) rather than after leaderWait.
+			stop()
+			return part, -1, false
 		}
 		select {
 		case <-wake:

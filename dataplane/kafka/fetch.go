@@ -26,9 +26,14 @@ const kafkaFetchSessionIDNotFound int16 = 70
 type fetchPart struct {
 	partition int32
 	errCode   int16
-	hw        int64
-	logStart  int64
-	records   log.Slice
+	// named says that leader and leaderEpoch name the current leader,
+	// with NOT_LEADER_OR_FOLLOWER (v12+ CurrentLeader, KIP-951).
+	named       bool
+	leader      int32
+	leaderEpoch int32
+	hw          int64
+	logStart    int64
+	records     log.Slice
 }
 
 type fetchTopic struct {
@@ -150,6 +155,9 @@ func (c *conn) readFetch(v *cellview.View, r *kmsg.FetchRequest) (topics []fetch
 			}
 			if node, ok := part.Leader(); !ok || node != c.s.cfg.NodeID {
 				fail(catalog.NotLeader)
+				if ok {
+					fp.named, fp.leader, fp.leaderEpoch = true, int32(node), part.LeaderEpoch()
+				}
 				continue
 			}
 			if e := checkEpoch(r.Version >= 9, rp.CurrentLeaderEpoch, part.LeaderEpoch()); e != nil {
@@ -272,7 +280,7 @@ func writeFetch(w io.Writer, deadline time.Time, req *request, topErr int16, thr
 				b = nil
 			}
 			if flex {
-				b = append(b, 0) // partition tags
+				b = appendPartitionTags(b, p)
 			}
 		}
 		if flex {
@@ -310,6 +318,19 @@ func writeFetch(w io.Writer, deadline time.Time, req *request, topErr int16, thr
 	}
 	_, err := bufs.WriteTo(w)
 	return err
+}
+
+// appendPartitionTags writes a v12+ partition's tagged fields: none, or
+// CurrentLeader (tag 1: leader id, leader epoch, its own empty tags) when
+// the answer names the leader.
+func appendPartitionTags(b []byte, p *fetchPart) []byte {
+	if !p.named {
+		return append(b, 0)
+	}
+	b = append(b, 1, 1, 9) // one field: tag 1, 9 bytes
+	b = be32(b, p.leader)
+	b = be32(b, p.leaderEpoch)
+	return append(b, 0)
 }
 
 func be16(b []byte, v int16) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) }

@@ -37,7 +37,7 @@ func TestWriteFetchDecodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		topics := []fetchTopic{
-			{name: "orders", parts: []fetchPart{{partition: 2, hw: 6, logStart: 0, records: s}, {partition: 0, errCode: 6, hw: -1, logStart: -1}}},
+			{name: "orders", parts: []fetchPart{{partition: 2, hw: 6, logStart: 0, records: s}, {partition: 0, errCode: 6, hw: -1, logStart: -1, named: true, leader: 3, leaderEpoch: 7}}},
 			{name: "t2", parts: []fetchPart{{partition: 1, errCode: 3, hw: -1, logStart: -1}}},
 		}
 		var buf bytes.Buffer
@@ -77,6 +77,14 @@ func TestWriteFetchDecodes(t *testing.T) {
 		}
 		if e := resp.Topics[0].Partitions[1]; e.Partition != 0 || e.ErrorCode != 6 || len(e.RecordBatches) != 0 {
 			t.Fatalf("v%d: error partition %+v", v, e)
+		}
+		// v12+ names the leader in the tagged CurrentLeader; other
+		// partitions carry kmsg's default (-1, -1).
+		if e := resp.Topics[0].Partitions[1]; v >= 12 && (e.CurrentLeader.LeaderID != 3 || e.CurrentLeader.LeaderEpoch != 7) {
+			t.Fatalf("v%d: not-leader partition's current leader %+v, want node 3 epoch 7", v, e.CurrentLeader)
+		}
+		if v >= 12 && (p.CurrentLeader.LeaderID != -1 || p.CurrentLeader.LeaderEpoch != -1) {
+			t.Fatalf("v%d: served partition's current leader %+v, want none", v, p.CurrentLeader)
 		}
 		if e := resp.Topics[1].Partitions[0]; e.ErrorCode != 3 {
 			t.Fatalf("v%d: second topic %+v", v, e)

@@ -106,6 +106,11 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				continue
 			}
 			if node, ok := part.Leader(); !ok || node != c.s.cfg.NodeID {
+				if !ok && frontdoor.PartitionNoQuorum(part) {
+					// Not a moving leader: none until brokers return.
+					op.ErrorCode, op.ErrorMessage = errCode(frontdoor.NoLeader(part, ""))
+					continue
+				}
 				fail(catalog.NotLeader, "")
 				if ok {
 					op.CurrentLeader.LeaderID, op.CurrentLeader.LeaderEpoch = int32(node), part.LeaderEpoch()

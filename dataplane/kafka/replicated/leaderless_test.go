@@ -14,9 +14,11 @@ import (
 
 // A partition without a serving leader is LEADER_NOT_AVAILABLE with
 // leader -1 in Metadata, which every Kafka client retries, never
-// NOT_LEADER_OR_FOLLOWER (kafkajs's createTopics gives up on that), and a
-// produce to it is NOT_LEADER_OR_FOLLOWER without a leader hint. Here the
-// partition has lost its majority: two of its three brokers are down.
+// NOT_LEADER_OR_FOLLOWER (kafkajs's createTopics gives up on that). Here
+// the partition has lost its majority: two of its three brokers are down,
+// so a produce to it is NOT_ENOUGH_REPLICAS (retriable: no leader until
+// brokers return), not the NOT_LEADER_OR_FOLLOWER of a moving leader,
+// once the survivor's transport finds both peers down.
 func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	c, tn := startCell(t, 1, "orphan")
 	l := c.cell.WaitLeader(0, 20*time.Second)
@@ -57,5 +59,34 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	}
 	if !kerr.IsRetriable(kerr.ErrorForCode(mp.ErrorCode)) {
 		t.Fatalf("code %d is not retriable for franz-go", mp.ErrorCode)
+	}
+
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = 0
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	var pr kmsg.ProduceResponseTopicPartition
+	celltest.WaitFor(t, 20*time.Second, "NOT_ENOUGH_REPLICAS from the survivor", func() bool {
+		req.Topics[0].Partitions[0].Records = celltest.Batch([]byte("x"))
+		raw, err := cl.Broker(survivor+1).Request(ctx, req)
+		if err != nil {
+			t.Fatalf("produce to node %d: %v", survivor+1, err)
+		}
+		pr = raw.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+		switch pr.ErrorCode {
+		case catalog.NotEnoughReplicas.KafkaCode:
+			return true
+		case catalog.NotLeader.KafkaCode:
+			return false
+		}
+		t.Fatalf("produce without a majority: code %d (%v), want NOT_ENOUGH_REPLICAS", pr.ErrorCode, kerr.ErrorForCode(pr.ErrorCode))
+		return false
+	})
+	if !kerr.IsRetriable(kerr.ErrorForCode(pr.ErrorCode)) || pr.CurrentLeader.LeaderID >= 0 {
+		t.Fatalf("produce without a majority: code %d retriable %v, current leader %+v; want retriable, no leader", pr.ErrorCode, kerr.IsRetriable(kerr.ErrorForCode(pr.ErrorCode)), pr.CurrentLeader)
 	}
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // A follower answers a produce with NOT_LEADER_OR_FOLLOWER naming the
-// current leader, its epoch and its Kafka address (KIP-951), and Metadata
-// from any broker names that leader.
+// current leader, its epoch and its Kafka address (KIP-951), a Fetch v12
+// the same with the leader in the tagged CurrentLeader, and Metadata from
+// any broker names that leader.
 func TestProduceToFollowerNamesLeader(t *testing.T) {
 	c, tn := startCell(t, 1, "moves")
 	l := c.cell.WaitLeader(0, 20*time.Second)
@@ -74,5 +75,22 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 	brokers := raw.(*kmsg.ProduceResponse).Brokers
 	if len(brokers) != 1 || brokers[0].NodeID != leaderNode {
 		t.Fatalf("produce response endpoints %+v, want node %d's", brokers, leaderNode)
+	}
+
+	fr := kmsg.NewPtrFetchRequest()
+	fr.Version, fr.ReplicaID, fr.MaxBytes = 12, -1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes = 0, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fr.Topics = append(fr.Topics, ft)
+	raw, err = cl.Broker(int(followerNode)).Request(ctx, fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe := raw.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if fe.ErrorCode != catalog.NotLeader.KafkaCode || fe.CurrentLeader.LeaderID != leaderNode || fe.CurrentLeader.LeaderEpoch < 1 {
+		t.Fatalf("fetch v12 from follower node %d: code %d, current leader %+v; want NOT_LEADER naming node %d", followerNode, fe.ErrorCode, fe.CurrentLeader, leaderNode)
 	}
 }
