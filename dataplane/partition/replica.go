@@ -351,6 +351,12 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	}
 	started.Store(ra)
 	r.raft = ra
+	// A follower far behind is caught up by plain AppendEntries, not a
+	// pipeline that an idle leader feeds one batch per CommitTimeout
+	// (transport.GroupTransport.SetLocalLog).
+	if l, ok := cfg.Transport.(interface{ SetLocalLog(func() uint64, int) }); ok {
+		l.SetLocalLog(ra.LastIndex, rc.MaxAppendEntries)
+	}
 	r.obsReg = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:

@@ -26,6 +26,7 @@ type GroupTransport struct {
 	wg          sync.WaitGroup // serveInbox
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
 	progress    sync.Map                             // raft.ServerID → *peerProgress; see PeerLastLog
+	local       atomic.Pointer[localLog]             // see SetLocalLog
 	members     atomic.Pointer[func() []raft.Server] // see SetMembers
 
 	// mu guards closed against pushes racing Close.
@@ -407,6 +408,9 @@ func (g *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Ser
 	}
 	if g.isClosed() {
 		return nil, fmt.Errorf("append pipeline to %s: %w", id, ErrClosed)
+	}
+	if g.behind(id) {
+		return nil, raft.ErrPipelineReplicationNotSupported // not yet: see behind
 	}
 	p := &pipeline{
 		g: g, id: id, lane: g.node.peer(target).appends[g.lane],

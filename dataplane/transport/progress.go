@@ -37,3 +37,38 @@ func (g *GroupTransport) PeerLastLog(id raft.ServerID) (index uint64, at time.Ti
 	p := v.(*peerProgress)
 	return p.lastLog.Load(), time.Unix(0, p.at.Load()), true
 }
+
+// localLog is what SetLocalLog gave: the group's own last log index and
+// the lag a pipeline may start at.
+type localLog struct {
+	lastIndex func() uint64
+	maxLag    uint64
+}
+
+// SetLocalLog gives the transport its group's own last log index and the
+// most entries hashicorp/raft sends in one AppendEntries (its
+// MaxAppendEntries). With them AppendEntriesPipeline refuses a pipeline to
+// a follower that last reported a log more than maxLag entries behind
+// (see behind).
+func (g *GroupTransport) SetLocalLog(lastIndex func() uint64, maxLag int) {
+	g.local.Store(&localLog{lastIndex: lastIndex, maxLag: uint64(max(maxLag, 1))})
+}
+
+// behind reports whether follower id last reported a log more than one
+// AppendEntries batch behind this group's own. hashicorp/raft switches a
+// follower to pipelining after one accepted AppendEntries, even when a
+// later one of the same catch-up failed (a broker coming back, its group
+// still opening); a pipeline then sends one batch per trigger, and an idle
+// leader triggers only every CommitTimeout (5–10 s in RaftConfig): a
+// backlog of thousands of entries took minutes to reach the follower, and
+// the preferred replica, never caught up, never got leadership back.
+// Refused a pipeline, Raft falls back to plain AppendEntries, which loop
+// until the follower has everything.
+func (g *GroupTransport) behind(id raft.ServerID) bool {
+	l := g.local.Load()
+	if l == nil {
+		return false
+	}
+	last, _, ok := g.PeerLastLog(id)
+	return ok && last+l.maxLag < l.lastIndex()
+}
