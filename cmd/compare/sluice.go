@@ -261,15 +261,9 @@ func (c *sluiceCell) settle(ctx context.Context, log string, parts int) error {
 	defer cl.Close()
 	return launch.WaitFor(ctx, "partitions of "+log+" led by their preferred replicas", 2*time.Minute, func() error {
 		for node := int32(1); node <= 3; node++ {
-			req := kmsg.NewPtrMetadataRequest()
-			t := kmsg.NewMetadataRequestTopic()
-			t.Topic = kmsg.StringPtr(log)
-			req.Topics = append(req.Topics, t)
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			resp, err := req.RequestWith(rctx, cl.Broker(int(node)))
-			cancel()
+			resp, err := brokerMetadata(ctx, cl, node, log)
 			if err != nil {
-				return fmt.Errorf("metadata from broker %d: %w", node, err)
+				return err
 			}
 			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != parts {
 				return fmt.Errorf("broker %d does not list %d partitions of %s yet", node, parts, log)
@@ -358,6 +352,22 @@ func (c *sluiceCell) gapPublisher(ctx context.Context, log string, tuned bool) (
 // gapTunedMetadataMinAge is the tuned client's metadata min age.
 const gapTunedMetadataMinAge = 250 * time.Millisecond
 
+// brokerMetadata asks broker node alone for log's metadata (a client's
+// own Metadata would ask any broker).
+func brokerMetadata(ctx context.Context, cl *kgo.Client, node int32, log string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(log)
+	req.Topics = append(req.Topics, t)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, cl.Broker(int(node)))
+	if err != nil {
+		return nil, fmt.Errorf("metadata from broker %d: %w", node, err)
+	}
+	return resp, nil
+}
+
 // agreedLeader waits until all three brokers' Metadata names the same
 // serving leader of partition 0 of log.
 func (c *sluiceCell) agreedLeader(ctx context.Context, log string) error {
@@ -369,15 +379,9 @@ func (c *sluiceCell) agreedLeader(ctx context.Context, log string) error {
 	return launch.WaitFor(ctx, "every broker naming one leader of "+log, 2*time.Minute, func() error {
 		leader := int32(-1)
 		for node := int32(1); node <= 3; node++ {
-			req := kmsg.NewPtrMetadataRequest()
-			t := kmsg.NewMetadataRequestTopic()
-			t.Topic = kmsg.StringPtr(log)
-			req.Topics = append(req.Topics, t)
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			resp, err := req.RequestWith(rctx, cl.Broker(int(node)))
-			cancel()
+			resp, err := brokerMetadata(ctx, cl, node, log)
 			if err != nil {
-				return fmt.Errorf("metadata from broker %d: %w", node, err)
+				return err
 			}
 			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 				return fmt.Errorf("broker %d does not list %s yet", node, log)
