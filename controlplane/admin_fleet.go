@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // Pools, cells and brokers: the fleet that tenants are placed on. Only
@@ -322,4 +324,76 @@ func (s *Server) adminDeleteBroker(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// cellRegisterBroker is a broker registering itself with its cell key: it
+// adds the broker to the cell, or updates the addresses of the broker of
+// that id and node id, so brokers whose addresses come from where they run
+// (a StatefulSet pod's DNS name) need no operator call per broker.
+func (s *Server) cellRegisterBroker(c echo.Context) error {
+	cell, err := s.cellCaller(c)
+	if err != nil {
+		return err
+	}
+	var r wire.Registration
+	if err := s.bind(c, &r); err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if err := validFleetID("broker", id); err != nil {
+		return err
+	}
+	if r.NodeID < 1 || r.NodeID > 1<<20 {
+		return catalog.InvalidRequest.New("node_id must be from 1 to 1048576")
+	}
+	p := &principal{kind: "api_key", keyID: "cell-key@" + cell}
+	ctx := c.Request().Context()
+	status := http.StatusOK
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var node int
+		var kafka, httpAddr, raft, owner string
+		err := tx.QueryRow(ctx, `SELECT cell_id, node_id, kafka_addr, http_addr, raft_addr FROM brokers WHERE id = $1 FOR UPDATE`, id).
+			Scan(&owner, &node, &kafka, &httpAddr, &raft)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, `INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
+				VALUES ($1, $2, $3, $4, $5, $6)`, id, cell, r.NodeID, r.KafkaAddr, r.HTTPAddr, r.RaftAddr); err != nil {
+				if isUniqueViolation(err) {
+					return catalog.AlreadyExists.Newf("another broker of the cell has node id %d", r.NodeID)
+				}
+				return err
+			}
+			status = http.StatusCreated
+			if err := bumpCell(ctx, tx, cell); err != nil {
+				return err
+			}
+			return audit(ctx, tx, p, "broker.register", id, map[string]any{"cell": cell, "node_id": r.NodeID})
+		case err != nil:
+			return err
+		case owner != cell:
+			return catalog.PermissionDenied.New("the broker belongs to another cell")
+		case node != r.NodeID:
+			return catalog.AlreadyExists.Newf("the broker is registered with node id %d, not %d", node, r.NodeID)
+		}
+		want := [3]string{cmp.Or(r.KafkaAddr, kafka), cmp.Or(r.HTTPAddr, httpAddr), cmp.Or(r.RaftAddr, raft)}
+		if want == [3]string{kafka, httpAddr, raft} {
+			return nil // nothing changed: the cell keeps its version
+		}
+		if _, err := tx.Exec(ctx, `UPDATE brokers SET kafka_addr = $2, http_addr = $3, raft_addr = $4 WHERE id = $1`,
+			id, want[0], want[1], want[2]); err != nil {
+			return err
+		}
+		if err := bumpCell(ctx, tx, cell); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "broker.register", id, map[string]any{"kafka_addr": want[0], "http_addr": want[1], "raft_addr": want[2]})
+	})
+	if err := txError("register broker", err); err != nil {
+		return err
+	}
+	b, err := s.loadBroker(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(status, b)
 }

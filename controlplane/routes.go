@@ -96,6 +96,7 @@ func (s *Server) routes() *echo.Echo {
 	in.POST("/report", s.cellReport)
 	in.POST("/producer-ids", s.producerIDs)
 	in.POST("/key-home", s.keyHome)
+	in.PUT("/brokers/:id", s.cellRegisterBroker)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	return e

@@ -27,7 +27,7 @@ commands:
   pools list
   cells list
   brokers list
-
+` + fleetUsage + `
 The API URL and operator key come from SLUICE_ENDPOINT, SLUICE_API_KEY_ID
 and SLUICE_API_KEY_SECRET (as tenantd dev prints them, and as the Terraform
 provider reads them) unless given as flags; the older SLUICE_API_URL and
@@ -47,7 +47,7 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	if env.APIKeyID != "" || env.APIKeySecret != "" {
 		envKey = env.APIKeyID + ":" + env.APIKeySecret
 	}
-	apiURL := fs.String("api", firstNonEmpty(env.Endpoint, "http://127.0.0.1:8080"), "control plane URL")
+	apiURL := fs.String("api", env.Endpoint, "control plane URL (env SLUICE_ENDPOINT; required)")
 	key := fs.String("key", envKey, "operator API key as id:secret")
 	format := fs.String("o", "table", "output: table or json")
 	caFile := fs.String("tls-ca-file", getenv("SLUICE_TLS_CA_FILE"), "PEM CA bundle to trust in an https control plane's certificate (env SLUICE_TLS_CA_FILE; default the system's roots)")
@@ -66,6 +66,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	if !ok || id == "" || secret == "" {
 		return errors.New("admin: set SLUICE_API_KEY_ID and SLUICE_API_KEY_SECRET, or -key id:secret (tenantd dev prints one)")
 	}
+	if *apiURL == "" {
+		return errors.New("admin: no control plane: set SLUICE_ENDPOINT or -api URL (tenantd dev prints it)")
+	}
 	lt, err := loadListenerTLS(Config{TLSCAFile: *caFile})
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
@@ -78,6 +81,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 
 	if cmd := rest[0] + " " + rest[1]; wantsHelp(rest[2:]) {
 		return commandHelp(out, cmd)
+	}
+	if handled, err := adminFleet(ctx, c, p, out, rest); handled {
+		return err
 	}
 	switch rest[0] + " " + rest[1] {
 	case "tenants list":

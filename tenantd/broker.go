@@ -50,6 +50,9 @@ type brokerConfig struct {
 	// HTTPListen overrides the http_addr the cell state lists for this
 	// broker as the HTTP data API's address.
 	HTTPListen string
+	// Register, when its NodeID is set, is what the broker registers with
+	// the control plane at start (brokerregister.go).
+	Register wire.Registration
 	// DebugListen, when set, is where the broker serves pprof.
 	DebugListen string
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
@@ -65,9 +68,10 @@ type brokerConfig struct {
 func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
-		DataDir: filepath.Join(cfg.DataDir, cfg.BrokerID), RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
+		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen,
-		Peer: peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
+		Register: wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
+		Peer:     peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
 			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
@@ -133,6 +137,9 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	}
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
 	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) }}
+	if cfg.Register.NodeID > 0 {
+		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
+	}
 	if cfg.DebugListen != "" {
 		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })
 	}

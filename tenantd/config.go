@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -20,7 +23,9 @@ type Config struct {
 	DatabaseURL string `json:"database_url"`
 	// Listen is the control plane's HTTP address.
 	Listen string `json:"listen"`
-	// DataDir holds dev-mode state (a private Postgres cluster).
+	// DataDir is, for dev, its state (a private Postgres cluster, keys,
+	// certificates, each dev broker's data in a directory of its own);
+	// for a broker, its data: cell-state.json and replicas/ directly in it.
 	DataDir string `json:"data_dir"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `json:"log_level"`
@@ -33,6 +38,20 @@ type Config struct {
 	BrokerID string `json:"broker_id"`
 	APIURL   string `json:"api_url"`
 	CellKey  string `json:"cell_key"`
+	// NodeID, when set, makes a broker register itself at start: the
+	// control plane adds it to its cell with this node id, or updates the
+	// addresses of the broker of that id, from KafkaAdvertise,
+	// HTTPAdvertise and RaftAdvertise. SLUICE_POD_INDEX (a StatefulSet
+	// pod's index, from 0) gives node id index+1 when it is unset.
+	NodeID int `json:"node_id"`
+	// KafkaAdvertise and HTTPAdvertise are the Kafka and HTTP data API
+	// addresses a registering broker advertises (clients are told them).
+	KafkaAdvertise string `json:"kafka_advertise"`
+	HTTPAdvertise  string `json:"http_advertise"`
+	// PeerCertDir is a directory as tenantd certs writes it: ca.pem and
+	// node-<node id>.pem and node-<node id>-key.pem; it fills whichever
+	// of PeerCAFile, PeerCertFile and PeerKeyFile are unset.
+	PeerCertDir string `json:"peer_cert_dir"`
 	// MetricsListen, when set, is where a broker serves its Prometheus
 	// metrics (/metrics); in dev mode, those of all three dev brokers,
 	// labelled broker="dev-b1" and so on (without it, dev serves them on
@@ -136,13 +155,31 @@ func (c *Config) validate(cmd string) error {
 		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
 	}
 	if cmd == "broker" {
+		if c.NodeID < 0 || c.NodeID > 1<<20 {
+			return fmt.Errorf("node id %d: want 1 to 1048576", c.NodeID)
+		}
+		if c.PeerCertDir != "" {
+			if c.NodeID == 0 {
+				return errors.New("-peer-cert-dir names files by node id: give -node-id (or SLUICE_POD_INDEX), or -peer-cert-file and -peer-key-file")
+			}
+			n := strconv.Itoa(c.NodeID)
+			c.PeerCAFile = cmp.Or(c.PeerCAFile, filepath.Join(c.PeerCertDir, "ca.pem"))
+			c.PeerCertFile = cmp.Or(c.PeerCertFile, filepath.Join(c.PeerCertDir, "node-"+n+".pem"))
+			c.PeerKeyFile = cmp.Or(c.PeerKeyFile, filepath.Join(c.PeerCertDir, "node-"+n+"-key.pem"))
+		}
+		if c.NodeID > 0 && (c.KafkaAdvertise == "" || c.HTTPAdvertise == "" || c.RaftAdvertise == "") {
+			return errors.New("a broker with -node-id registers itself: give -kafka-advertise, -http-advertise and -raft-advertise too")
+		}
+		if c.NodeID == 0 && (c.KafkaAdvertise != "" || c.HTTPAdvertise != "") {
+			return errors.New("-kafka-advertise and -http-advertise are registered with the broker's -node-id: give it too")
+		}
 		if c.Cell == "" || c.BrokerID == "" || c.APIURL == "" || !strings.Contains(c.CellKey, ":") {
 			return errors.New("a broker needs -cell, -broker-id, -api and a cell key id:secret (-cell-key or SLUICE_CELL_KEY)")
 		}
 		if c.PeerCAFile == "" || c.PeerCertFile == "" || c.PeerKeyFile == "" {
 			return errors.New("a broker needs -peer-ca-file, -peer-cert-file and -peer-key-file: its Raft transport authenticates every peer with certificates of the cell CA (tenantd certs makes them)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen, c.KafkaAdvertise, c.HTTPAdvertise} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
 					return fmt.Errorf("address %q is not host:port: %w", a, err)
@@ -188,13 +225,17 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	file := fs.String("config", getenv("SLUICE_CONFIG"), "JSON config file (env SLUICE_CONFIG)")
 	dbURL := fs.String("database-url", "", "Postgres URL (env SLUICE_DATABASE_URL or DATABASE_URL)")
 	listen := fs.String("listen", "", "control plane HTTP address (env SLUICE_LISTEN; default "+cfg.Listen+")")
-	dataDir := fs.String("data-dir", "", "dev-mode state directory (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
+	dataDir := fs.String("data-dir", "", "dev: the dev stack's state directory; broker: the broker's data directory, holding cell-state.json and replicas/ (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info)")
 	private := fs.Bool("private-postgres", false, "dev: always start a private Postgres under the data dir")
 	cell := fs.String("cell", "", "broker: the cell's id (env SLUICE_CELL)")
 	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
 	apiURL := fs.String("api", "", "broker: the control plane's URL (env SLUICE_API_URL)")
 	cellKey := fs.String("cell-key", "", "broker: the cell key as id:secret (env SLUICE_CELL_KEY)")
+	nodeID := fs.Int("node-id", 0, "broker: register at start as this node id of the cell with the advertised addresses (env SLUICE_NODE_ID; SLUICE_POD_INDEX=i means node id i+1; default: do not register, the operator created the broker)")
+	kafkaAdvertise := fs.String("kafka-advertise", "", "broker with -node-id: the Kafka address clients are told, registered at start (env SLUICE_KAFKA_ADVERTISE)")
+	httpAdvertise := fs.String("http-advertise", "", "broker with -node-id: the HTTP data API address, registered at start (env SLUICE_HTTP_ADVERTISE)")
+	peerCertDir := fs.String("peer-cert-dir", "", "broker: directory of ca.pem, node-<node id>.pem and node-<node id>-key.pem as tenantd certs writes them, for the -peer-* files not given (env SLUICE_PEER_CERT_DIR)")
 	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address, unauthenticated, so keep it private (env SLUICE_METRICS_LISTEN; default off: dev serves them on the control plane's /metrics, to operators only)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
@@ -256,6 +297,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_TLS_KEY_FILE"}, &cfg.TLSKeyFile},
 		{[]string{"SLUICE_TLS_CA_FILE"}, &cfg.TLSCAFile},
 		{[]string{"SLUICE_MAIL_DIR"}, &cfg.MailDir},
+		{[]string{"SLUICE_KAFKA_ADVERTISE"}, &cfg.KafkaAdvertise},
+		{[]string{"SLUICE_HTTP_ADVERTISE"}, &cfg.HTTPAdvertise},
+		{[]string{"SLUICE_PEER_CERT_DIR"}, &cfg.PeerCertDir},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -263,6 +307,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 				break
 			}
 		}
+	}
+	if err := envNodeID(&cfg, getenv); err != nil {
+		return cfg, err
 	}
 	if v := getenv("SLUICE_METRICS_LISTEN"); v != "" {
 		cfg.MetricsListen = v
@@ -281,7 +328,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr},
-		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir}} {
+		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
+		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
@@ -301,8 +349,33 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	if *diskHard != 0 {
 		cfg.DiskHardWatermark = *diskHard
 	}
+	if *nodeID != 0 {
+		cfg.NodeID = *nodeID
+	}
 	if *egress != 0 {
 		cfg.EgressBytesPerSec = *egress
 	}
 	return cfg, cfg.validate(cmd)
+}
+
+// envNodeID reads SLUICE_NODE_ID, or else SLUICE_POD_INDEX (a StatefulSet
+// pod's index, from 0, as the apps.kubernetes.io/pod-index label gives it)
+// as node id index+1.
+func envNodeID(cfg *Config, getenv func(string) string) error {
+	if v := getenv("SLUICE_NODE_ID"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("SLUICE_NODE_ID %q is not a whole number", v)
+		}
+		cfg.NodeID = n
+		return nil
+	}
+	if v := getenv("SLUICE_POD_INDEX"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("SLUICE_POD_INDEX %q is not a pod index (0, 1, 2, ...)", v)
+		}
+		cfg.NodeID = n + 1
+	}
+	return nil
 }

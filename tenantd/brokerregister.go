@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+)
+
+// registerRetry bounds how often a broker retries its registration while
+// the control plane is away.
+const registerRetry = 5 * time.Second
+
+// registerBroker registers the broker with its cell (node id and the
+// addresses it advertises, from its flags and environment) until the
+// control plane accepts, retrying while it cannot be reached. The cell
+// state then lists the broker, which runReplicas waits for; a broker
+// restarting with the control plane away serves from its cached state
+// meanwhile. A refusal (another node id under this broker id, say) ends
+// the broker with the control plane's error.
+func registerBroker(ctx context.Context, c *client.Client, cfg brokerConfig, log *slog.Logger) error {
+	wait := 250 * time.Millisecond
+	for {
+		var b api.Broker
+		err := c.Do(ctx, http.MethodPut, "/internal/v1/cells/"+url.PathEscape(cfg.Cell)+"/brokers/"+url.PathEscape(cfg.BrokerID), cfg.Register, &b)
+		if err == nil {
+			log.Info("registered with the cell", "node_id", b.NodeID, "kafka_addr", b.KafkaAddr, "http_addr", b.HTTPAddr, "raft_addr", b.RaftAddr)
+			return nil
+		}
+		var ce *client.Error
+		if errors.As(err, &ce) && !ce.Retriable && ce.Status < 500 {
+			return fmt.Errorf("register broker %s with cell %s: %w", cfg.BrokerID, cfg.Cell, err)
+		}
+		log.Warn("register with the cell; will retry", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, registerRetry)
+	}
+}
