@@ -55,6 +55,9 @@ type brokerConfig struct {
 	Register wire.Registration
 	// DebugListen, when set, is where the broker serves pprof.
 	DebugListen string
+	// HealthListen, when set, is where the broker serves /livez and
+	// /readyz (brokerhealth.go).
+	HealthListen string
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
 	// roots trusted in the control plane's and other brokers'; nil or
 	// without a certificate, they serve plaintext.
@@ -69,7 +72,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen,
+		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen,
 		Register: wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
 		Peer:     peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
@@ -139,6 +142,9 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) }}
 	if cfg.Register.NodeID > 0 {
 		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
+	}
+	if cfg.HealthListen != "" {
+		runs = append(runs, func(ctx context.Context) error { return serveHealth(ctx, cfg.HealthListen, &manager, log) })
 	}
 	if cfg.DebugListen != "" {
 		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })

@@ -102,6 +102,9 @@ type Config struct {
 	// on this address, for profiling a broker under load. Off by default:
 	// the profiles are unauthenticated, so bind it to loopback.
 	DebugListen string `json:"debug_listen"`
+	// HealthListen, for a broker, serves GET /livez (the process runs)
+	// and GET /readyz (it serves its replicas) for probes; off by default.
+	HealthListen string `json:"health_listen"`
 
 	// OperatorKeyFile, for migrate only: after the migrations, create a
 	// platform-operator API key and write it there as id:secret (mode
@@ -179,7 +182,7 @@ func (c *Config) validate(cmd string) error {
 		if c.PeerCAFile == "" || c.PeerCertFile == "" || c.PeerKeyFile == "" {
 			return errors.New("a broker needs -peer-ca-file, -peer-cert-file and -peer-key-file: its Raft transport authenticates every peer with certificates of the cell CA (tenantd certs makes them)")
 		}
-		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen, c.KafkaAdvertise, c.HTTPAdvertise} {
+		for _, a := range []string{c.RaftListen, c.RaftAdvertise, c.KafkaListen, c.HTTPListen, c.DebugListen, c.HealthListen, c.KafkaAdvertise, c.HTTPAdvertise} {
 			if a != "" {
 				if _, _, err := net.SplitHostPort(a); err != nil {
 					return fmt.Errorf("address %q is not host:port: %w", a, err)
@@ -243,6 +246,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	peerCert := fs.String("peer-cert-file", "", "broker: PEM file of this broker's Raft transport certificate, issued by the cell CA for its node id (env SLUICE_PEER_CERT_FILE; reloaded on SIGHUP)")
 	peerKey := fs.String("peer-key-file", "", "broker: PEM file of the key of -peer-cert-file (env SLUICE_PEER_KEY_FILE; reloaded on SIGHUP)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
+	healthListen := fs.String("health-listen", "", "broker: serve /livez and /readyz (serving its replicas) for probes on this address (env SLUICE_HEALTH_LISTEN; default off)")
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	tlsCert := fs.String("tls-cert-file", "", "controlplane, broker, dev: PEM certificate every client-facing listener serves (Kafka SASL_SSL, HTTP data API, control plane and console over HTTPS); unset, they serve plaintext (env SLUICE_TLS_CERT_FILE; reloaded on SIGHUP)")
 	tlsKey := fs.String("tls-key-file", "", "controlplane, broker, dev: PEM key of -tls-cert-file (env SLUICE_TLS_KEY_FILE; reloaded on SIGHUP)")
@@ -300,6 +304,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_KAFKA_ADVERTISE"}, &cfg.KafkaAdvertise},
 		{[]string{"SLUICE_HTTP_ADVERTISE"}, &cfg.HTTPAdvertise},
 		{[]string{"SLUICE_PEER_CERT_DIR"}, &cfg.PeerCertDir},
+		{[]string{"SLUICE_HEALTH_LISTEN"}, &cfg.HealthListen},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -329,7 +334,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr},
 		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
-		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}} {
+		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
