@@ -27,7 +27,9 @@ type Config struct {
 	// certificates, each dev broker's data in a directory of its own);
 	// for a broker, its data: cell-state.json and replicas/ directly in it.
 	DataDir string `json:"data_dir"`
-	// LogLevel is debug, info, warn or error.
+	// LogLevel is debug, info, warn or error; default info, and warn for
+	// dev, whose console then shows its banner and warnings, not every
+	// replica's lifecycle line (-log-level info brings them back).
 	LogLevel string `json:"log_level"`
 	// PrivatePostgres forces dev mode to start its own Postgres.
 	PrivatePostgres bool `json:"private_postgres"`
@@ -132,10 +134,16 @@ type Config struct {
 }
 
 func defaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", LogLevel: "info", RedisAddr: defaultRedisAddr}
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr}
 }
 
 func (c *Config) validate(cmd string) error {
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+		if cmd == "dev" {
+			c.LogLevel = "warn"
+		}
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return errors.New("listener TLS needs both -tls-cert-file and -tls-key-file")
 	}
@@ -229,7 +237,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	dbURL := fs.String("database-url", "", "Postgres URL (env SLUICE_DATABASE_URL or DATABASE_URL)")
 	listen := fs.String("listen", "", "control plane HTTP address (env SLUICE_LISTEN; default "+cfg.Listen+")")
 	dataDir := fs.String("data-dir", "", "dev: the dev stack's state directory; broker: the broker's data directory, holding cell-state.json and replicas/ (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
-	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info, for dev warn: its banner and warnings only)")
 	private := fs.Bool("private-postgres", false, "dev: always start a private Postgres under the data dir")
 	cell := fs.String("cell", "", "broker: the cell's id (env SLUICE_CELL)")
 	brokerID := fs.String("broker-id", "", "broker: this broker's id (env SLUICE_BROKER_ID)")
