@@ -9,7 +9,10 @@ import (
 
 // limiter keeps one token bucket per key (an email or a client address) and
 // forgets buckets that have been full for a while, so memory stays bounded by
-// the number of recent callers.
+// the number of recent callers. Buckets live in this process's memory:
+// each control plane instance limits on its own, so with N instances behind
+// a load balancer the effective limit is up to N times the configured one
+// (docs/operations.md, "Two or more control planes").
 type limiter struct {
 	every time.Duration
 	burst int
