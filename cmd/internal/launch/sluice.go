@@ -139,7 +139,7 @@ type Broker struct {
 	// and peers dial them. RaftListen, if set, is where the broker listens
 	// for Raft instead (behind a proxy on Raft).
 	Kafka, HTTP, Raft, RaftListen string
-	DataDir                       string
+	DataDir                       string // the broker's data lands in DataDir/ID
 	Debug                         string         // -debug-listen (pprof), "" for none
 	Peer                          peercert.Files // set by SeedCell
 }
@@ -180,7 +180,7 @@ func SeedCell(ctx context.Context, op *client.Client, pool, cellID, certDir stri
 // plane at apiURL with cellKey (passed in the environment, not on the
 // command line), its output appended to logPath.
 func (b *Broker) Start(tenantd, apiURL, cellID, cellKey, logLevel, logPath string) (*Proc, error) {
-	args := []string{"broker", "-cell", cellID, "-broker-id", b.ID, "-api", apiURL, "-data-dir", b.DataDir,
+	args := []string{"broker", "-cell", cellID, "-broker-id", b.ID, "-api", apiURL, "-data-dir", filepath.Join(b.DataDir, b.ID),
 		"-log-level", logLevel, "-peer-ca-file", b.Peer.CA, "-peer-cert-file", b.Peer.Cert, "-peer-key-file", b.Peer.Key}
 	if b.RaftListen != "" {
 		args = append(args, "-raft-listen", b.RaftListen, "-raft-advertise", b.Raft)
