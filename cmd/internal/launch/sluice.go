@@ -139,7 +139,7 @@ type Broker struct {
 	// and peers dial them. RaftListen, if set, is where the broker listens
 	// for Raft instead (behind a proxy on Raft).
 	Kafka, HTTP, Raft, RaftListen string
-	DataDir                       string // the broker's data lands in DataDir/ID
+	DataDir                       string         // the broker's data lands in DataDir/ID
 	Debug                         string         // -debug-listen (pprof), "" for none
 	Peer                          peercert.Files // set by SeedCell
 }
