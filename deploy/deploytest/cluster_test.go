@@ -2,6 +2,8 @@ package deploytest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,20 +33,55 @@ import (
 // and tenantd certs commands. Control-plane clients are spread over both
 // instances and the brokers' long-polls land on either through the
 // Service; then one instance is killed, and topics are still created and
-// served through the other.
+// served through the other. It runs plaintext and with the chart's TLS
+// Secret (HTTPS control plane, SASL_SSL Kafka, brokers trusting ca.crt).
 func TestChartCellOnTwoControlPlanes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: builds and runs tenantd processes")
 	}
-	ctx := context.Background()
-	r := render(t, "testdata/loopback.yaml")
 	bin := buildTenantd(t)
+	t.Run("plaintext", func(t *testing.T) { runChartCell(t, bin, "testdata/loopback.yaml", false) })
+	t.Run("tls", func(t *testing.T) { runChartCell(t, bin, "testdata/loopback-tls.yaml", true) })
+}
+
+// runChartCell is TestChartCellOnTwoControlPlanes for one values file;
+// with withTLS the chart's TLS Secret holds a certificate for 127.0.0.1
+// and every client trusts its CA.
+func runChartCell(t *testing.T, bin, values string, withTLS bool) {
+	ctx := context.Background()
+	r := render(t, values)
 	checkEnvNames(t, bin, r)
 	dbURL := pgtest.New(t)
 
 	p := newPods(t, bin, r)
 	p.secrets["sluice-database"] = map[string]string{"url": dbURL}
 	mailDir := t.TempDir()
+	scheme, hc, tlsCfg, adminTLS := "http", http.DefaultClient, (*tls.Config)(nil), []string(nil)
+	if withTLS {
+		dir := t.TempDir()
+		tenantd(t, bin, nil, "certs", "ca", "-cell", "listeners", "-dir", dir)
+		tenantd(t, bin, nil, "certs", "node", "-node-id", "1", "-host", "127.0.0.1,localhost", "-dir", dir)
+		for _, f := range [][2]string{{"node-1.pem", "tls.crt"}, {"node-1-key.pem", "tls.key"}, {"ca.pem", "ca.crt"}} {
+			if err := os.Rename(filepath.Join(dir, f[0]), filepath.Join(dir, f[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		os.Remove(filepath.Join(dir, "ca-key.pem"))
+		p.secretDirs["sluice-tls"] = dir
+		pem, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		tlsCfg = &tls.Config{RootCAs: pool}
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 30 * time.Second}
+		scheme, adminTLS = "https", []string{"SLUICE_TLS_CA_FILE=" + filepath.Join(dir, "ca.crt")}
+	}
+	newClient := func(u string, opts ...client.Option) *client.Client {
+		return client.New(u, append([]client.Option{client.WithHTTPClient(hc)}, opts...)...)
+	}
+	get := func(u string) error { return getWith(hc, u) }
 
 	// The migration Job, then the first operator key as the guide makes it.
 	if err := p.start("sluice-migrate", r.Jobs[0].Spec.Template.Spec, nil).wait(2 * time.Minute); err != nil {
@@ -70,16 +107,16 @@ func TestChartCellOnTwoControlPlanes(t *testing.T) {
 		name := fmt.Sprintf("sluice-controlplane-%d", i)
 		cps = append(cps, p.start(name, d.Spec.Template.Spec, nil, "SLUICE_MAIL_DIR="+mailDir))
 		backends = append(backends, p.addr(name, port))
-		cpURLs = append(cpURLs, "http://"+p.addr(name, port))
+		cpURLs = append(cpURLs, scheme+"://"+p.addr(name, port))
 	}
-	svcURL := "http://" + p.addr("sluice-controlplane", port)
+	svcURL := scheme + "://" + p.addr("sluice-controlplane", port)
 	service(t, p.addr("sluice-controlplane", port), backends)
 	for _, u := range cpURLs {
 		waitFor(t, "control plane "+u, 60*time.Second, func() error { return get(u + "/healthz") })
 	}
 
 	// The fleet, with the guide's commands.
-	opEnv := []string{"SLUICE_ENDPOINT=" + svcURL, "SLUICE_API_KEY_ID=" + opID, "SLUICE_API_KEY_SECRET=" + opSecret}
+	opEnv := append([]string{"SLUICE_ENDPOINT=" + svcURL, "SLUICE_API_KEY_ID=" + opID, "SLUICE_API_KEY_SECRET=" + opSecret}, adminTLS...)
 	tenantd(t, bin, opEnv, "admin", "pools", "create", "shared", "-kind", "shared")
 	tenantd(t, bin, opEnv, "admin", "cells", "create", "cell-a", "-pool", "shared")
 	cellKey := strings.TrimSpace(tenantd(t, bin, opEnv, "admin", "cells", "key", "cell-a"))
@@ -104,7 +141,7 @@ func TestChartCellOnTwoControlPlanes(t *testing.T) {
 			"metadata.labels['apps.kubernetes.io/pod-index']": strconv.Itoa(i)})
 		kafkaAddrs = append(kafkaAddrs, p.addr(pod, "9092"))
 	}
-	op := client.New(svcURL, client.WithAPIKey(opID, opSecret))
+	op := newClient(svcURL, client.WithAPIKey(opID, opSecret))
 	waitFor(t, "the brokers to register their pod addresses", 60*time.Second, func() error {
 		bs, err := op.AdminBrokers(ctx)
 		if err != nil {
@@ -125,11 +162,11 @@ func TestChartCellOnTwoControlPlanes(t *testing.T) {
 	})
 	for i := 0; i < 3; i++ {
 		u := "http://" + p.addr(fmt.Sprintf("%s-%d", sts.Name, i), "8081") + "/readyz"
-		waitFor(t, "readiness of broker "+strconv.Itoa(i), 90*time.Second, func() error { return get(u) })
+		waitFor(t, "readiness of broker "+strconv.Itoa(i), 90*time.Second, func() error { return getWith(http.DefaultClient, u) })
 	}
 
 	// A tenant through instance 0, its topic through instance 1.
-	anon := client.New(cpURLs[0])
+	anon := newClient(cpURLs[0])
 	email := "ops@two.test"
 	if _, err := anon.Signup(ctx, api.SignupRequest{TenantName: "two", Email: email, Password: "two control planes 1"}); err != nil {
 		t.Fatal(err)
@@ -138,26 +175,26 @@ func TestChartCellOnTwoControlPlanes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	su, err := client.New(cpURLs[1]).ConfirmSignup(ctx, mail.Token(text))
+	su, err := newClient(cpURLs[1]).ConfirmSignup(ctx, mail.Token(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := client.New(cpURLs[0], client.WithSession(su.Session.Token)).CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "clients"})
+	key, err := newClient(cpURLs[0], client.WithSession(su.Session.Token)).CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "clients"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenant := func(u string) *client.Client { return client.New(u, client.WithAPIKey(key.ID, key.Secret)) }
+	tenant := func(u string) *client.Client { return newClient(u, client.WithAPIKey(key.ID, key.Secret)) }
 	if _, err := tenant(cpURLs[1]).CreateTopic(ctx, api.CreateTopicRequest{Name: "before", Partitions: 3}); err != nil {
 		t.Fatal(err)
 	}
-	roundTrip(t, kafkaAddrs, key.ID, key.Secret, "before")
+	roundTrip(t, kafkaAddrs, tlsCfg, key.ID, key.Secret, "before")
 
 	// Kill instance 0; the Service, brokers and clients go on with 1.
 	cps[0].kill()
 	if _, err := tenant(svcURL).CreateTopic(ctx, api.CreateTopicRequest{Name: "after", Partitions: 3}); err != nil {
 		t.Fatalf("create a topic through the Service with one control plane killed: %v", err)
 	}
-	roundTrip(t, kafkaAddrs, key.ID, key.Secret, "after")
+	roundTrip(t, kafkaAddrs, tlsCfg, key.ID, key.Secret, "after")
 	if ts, err := tenant(svcURL).Topics(ctx); err != nil || len(ts) != 2 {
 		t.Fatalf("topics through the survivor: %+v, %v", ts, err)
 	}
@@ -168,12 +205,16 @@ func TestChartCellOnTwoControlPlanes(t *testing.T) {
 
 // roundTrip produces records to topic through the brokers and reads them
 // back, waiting for the topic's partitions to get leaders.
-func roundTrip(t *testing.T, seeds []string, id, secret, topic string) {
+func roundTrip(t *testing.T, seeds []string, tlsCfg *tls.Config, id, secret, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.SASL(plain.Auth{User: id, Pass: secret}.AsMechanism()),
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.SASL(plain.Auth{User: id, Pass: secret}.AsMechanism()),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg.Clone()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +277,8 @@ func checkEnvNames(t *testing.T, bin string, r rendered) {
 	}
 }
 
-func get(u string) error {
-	resp, err := http.Get(u)
+func getWith(hc *http.Client, u string) error {
+	resp, err := hc.Get(u)
 	if err != nil {
 		return err
 	}
