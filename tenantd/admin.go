@@ -62,6 +62,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		}
 		return errors.New("admin: name a command")
 	}
+	if cmd := rest[0] + " " + rest[1]; wantsHelp(rest[2:]) {
+		return commandHelp(out, cmd)
+	}
 	id, secret, ok := strings.Cut(*key, ":")
 	if !ok || id == "" || secret == "" {
 		return errors.New("admin: set SLUICE_API_KEY_ID and SLUICE_API_KEY_SECRET, or -key id:secret (tenantd dev prints one)")
@@ -79,9 +82,6 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		return fmt.Errorf("admin: -o %q: want table or json", *format)
 	}
 
-	if cmd := rest[0] + " " + rest[1]; wantsHelp(rest[2:]) {
-		return commandHelp(out, cmd)
-	}
 	if handled, err := adminFleet(ctx, c, p, out, rest); handled {
 		return err
 	}

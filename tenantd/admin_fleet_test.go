@@ -42,10 +42,9 @@ func TestAdminFleet(t *testing.T) {
 	if !regexp.MustCompile(`^[^:\s]+:[^:\s]+$`).MatchString(key) {
 		t.Fatalf("cells key printed %q, want id:secret", key)
 	}
-	for i, n := range []string{"1", "2", "3"} {
+	for _, n := range []string{"1", "2", "3"} {
 		mustRun("brokers", "create", "eu-1-b"+n, "-cell", "eu-1", "-node-id", n,
 			"-kafka-addr", "kafka-"+n+".test:9092", "-http-addr", "http-"+n+".test:8090", "-raft-addr", "raft-"+n+".test:7000")
-		_ = i
 	}
 	mustRun("brokers", "update", "eu-1-b3", "-kafka-addr", "kafka-3b.test:9092")
 
@@ -118,6 +117,12 @@ func TestAdminFleet(t *testing.T) {
 	delete(env, "SLUICE_ENDPOINT")
 	if _, err := run("pools", "list"); err == nil || !strings.Contains(err.Error(), "SLUICE_ENDPOINT or -api") {
 		t.Errorf("admin without a control plane URL: %v", err)
+	}
+	// A command's help needs neither a control plane nor a key.
+	var help bytes.Buffer
+	if err := admin(ctx, []string{"brokers", "create", "-h"}, &help, func(string) string { return "" }); err != nil ||
+		!strings.Contains(help.String(), "brokers create BROKER_ID -cell CELL_ID -node-id N") {
+		t.Errorf("brokers create -h without a control plane: %v\n%s", err, help.String())
 	}
 }
 
