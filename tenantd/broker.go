@@ -65,7 +65,8 @@ type brokerConfig struct {
 	// Isolation configures tenant isolation (isolation.go).
 	Isolation isolationConfig
 
-	adm *admission.Admission // set by runBroker for startKafka
+	adm     *admission.Admission // set by runBroker for startKafka
+	applied *applyState          // set by runBroker: the last reconciliation's outcome, for /readyz
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
@@ -122,6 +123,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	cfg.adm = iso.adm
+	cfg.applied = &applyState{}
 	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
 		Groups:    gl.report,
 		Soon:      gl.soon,
@@ -144,7 +146,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
 	}
 	if cfg.HealthListen != "" {
-		runs = append(runs, func(ctx context.Context) error { return serveHealth(ctx, cfg.HealthListen, &manager, log) })
+		runs = append(runs, func(ctx context.Context) error { return serveHealth(ctx, cfg.HealthListen, &manager, cfg.applied, log) })
 	}
 	if cfg.DebugListen != "" {
 		runs = append(runs, func(ctx context.Context) error { return serveDebug(ctx, cfg.DebugListen, log) })
@@ -240,7 +242,9 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	for {
 		changed := syncer.Changed()
 		var retryC <-chan time.Time // nil unless the last Apply failed
-		if err := m.Apply(ctx, syncer.View()); err != nil && ctx.Err() == nil {
+		err := m.Apply(ctx, syncer.View())
+		cfg.applied.set(err)
+		if err != nil && ctx.Err() == nil {
 			log.Warn("reconcile replicas with the cell state; will retry", "err", err)
 			retry.Reset(applyRetry)
 			retryC = retry.C
