@@ -108,6 +108,9 @@ func (r *Replica) moveLogStart(ctx context.Context, to int64) (int64, error) {
 // and checkpoints the Raft entries file below them. It is cheap when
 // there is nothing to do. It returns how many entry records it dropped.
 func (r *Replica) Checkpoint(ctx context.Context) (int, error) {
+	if r.fsm.isBehind() {
+		return 0, nil // seeding replaces the log (seed.go)
+	}
 	l := r.store.Log()
 	want := r.LogStartOffset()
 	if want <= l.LogStartOffset() {

@@ -129,6 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open raft log store: %w", err)
 	}
+	if err := finishSeed(cfg); err != nil {
+		return nil, fmt.Errorf("open raft log store: %w", err)
+	}
 	l, err := log.Open(ctx, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("open raft log store: %w", err)

@@ -52,6 +52,10 @@ func (e *wireError) toError(peer string) error {
 		return fmt.Errorf("raft rpc to %s: receiver: %w", peer, ErrTimeout)
 	case codeRefused:
 		return fmt.Errorf("raft rpc to %s: %w", peer, ErrRefused)
+	case codeSeeding:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrSeeding)
+	case codeNoSource:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrNoSegmentSource)
 	}
 	return &RemoteError{Peer: peer, Message: e.msg}
 }
@@ -479,6 +483,14 @@ func (n *Node) dispatch(c *conn, f frame, g *GroupTransport) {
 		n.refuse(c, f, err)
 		return
 	}
+	if f.kind == kindSegmentList || f.kind == kindSegmentRead {
+		n.serveSegments(c, f, g)
+		return
+	}
+	if g.refuseWhileSeeding(f) {
+		c.replyError(f.reqID, f.group, codeSeeding, "replica is being seeded")
+		return
+	}
 	if f.kind == kindAppendEntries {
 		if req := f.msg.(*raft.AppendEntriesRequest); isHeartbeat(req) {
 			if fn := g.heartbeatFn.Load(); fn != nil {
@@ -678,14 +690,14 @@ type Stats struct {
 }
 
 type nodeStats struct {
-	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
+	sent, received [16]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [4]atomic.Uint64
 }
 
-var kindNames = [8]string{
+var kindNames = [16]string{
 	0:                   "heartbeat",
 	kindAppendEntries:   "append_entries",
 	kindRequestVote:     "request_vote",
@@ -693,6 +705,8 @@ var kindNames = [8]string{
 	kindTimeoutNow:      "timeout_now",
 	kindInstallSnapshot: "install_snapshot",
 	kindPing:            "ping",
+	kindSegmentList:     "segment_list",
+	kindSegmentRead:     "segment_read",
 }
 
 // Stats returns a snapshot of the Node's counters.
