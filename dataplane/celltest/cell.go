@@ -49,6 +49,8 @@ type Options struct {
 	// with no configuration, as brand-new replicas a leader may add
 	// (raft AddVoter/AddNonvoter).
 	Voters int
+	// Logger receives the replicas' lines; default discarded.
+	Logger *slog.Logger
 	// SeedRate is each broker's seeding byte rate (partition.NewSeeder);
 	// 0 is unlimited. SetSeedRate changes it for brokers started later.
 	SeedRate int64
@@ -197,7 +199,7 @@ func (c *Cell) StartBroker(b int) {
 			Log:            c.opts.Log,
 			Raft:           c.opts.Raft(),
 			CheckInterval:  c.opts.CheckInterval,
-			Logger:         slog.New(slog.DiscardHandler),
+			Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
 		})
 		if err != nil {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)

@@ -926,6 +926,12 @@ func (r *Replica) checkRemoved() bool {
 	if len(servers) == 0 || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
 		return false
 	}
+	// A new replica seeded from a snapshot taken before it was added
+	// holds that snapshot's configuration until the entry adding it
+	// arrives: not a removal.
+	if r.fsm.isBehind() || f.Index() <= r.store.SeededAfter() {
+		return false
+	}
 	r.cfg.Logger.Info("partition replica removed from its group; shutting down", "replica", r.cfg.ID)
 	r.mu.Lock()
 	r.removed = true

@@ -224,6 +224,9 @@ func (s *Store) recover() error {
 		break
 	}
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = first, ents, kafka, int64(pos), int64(pos)
+	if hasBase {
+		s.seeded = first - 1
+	}
 	return nil
 }
 

@@ -80,6 +80,7 @@ func (s *Store) InstallSeed(ctx context.Context, p SeedPlan) error {
 	old := s.idx
 	s.idx = f
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = p.Index+1, nil, p.Offset, size, size
+	s.seeded = p.Index
 	s.mu.Unlock()
 	old.Close()
 	if err := removePlan(s.cfg.Dir); err != nil {
@@ -87,6 +88,15 @@ func (s *Store) InstallSeed(ctx context.Context, p SeedPlan) error {
 	}
 	s.cfg.Logger.Info("replica seeded from segments", "after_index", p.Index, "log_start_offset", p.LogStart, "next_offset", p.Offset)
 	return nil
+}
+
+// SeededAfter is the Raft index of the snapshot a seed started this store
+// after, as far as the entries file still says (0 if never seeded, or
+// checkpointed since and reopened).
+func (s *Store) SeededAfter() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.seeded
 }
 
 // finishSeed completes an install a crash interrupted (Open calls it

@@ -113,6 +113,7 @@ type Store struct {
 	synced    int64   // bytes of the entries file known to be on stable storage
 	failed    error
 	closed    bool
+	seeded    uint64 // the Raft index a seed started the store after (seed.go); 0 if none known
 }
 
 var _ raft.LogStore = (*Store)(nil)
