@@ -929,7 +929,7 @@ func (r *Replica) checkRemoved() bool {
 	// A new replica seeded from a snapshot taken before it was added
 	// holds that snapshot's configuration until the entry adding it
 	// arrives: not a removal.
-	if r.fsm.isBehind() || f.Index() <= r.store.SeededAfter() {
+	if r.fsm.isBehind() || r.store.AwaitingConfiguration() {
 		return false
 	}
 	r.cfg.Logger.Info("partition replica removed from its group; shutting down", "replica", r.cfg.ID)

@@ -226,6 +226,9 @@ func (s *Store) recover() error {
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = first, ents, kafka, int64(pos), int64(pos)
 	if hasBase {
 		s.seeded = first - 1
+		for _, e := range ents {
+			s.seedConf = s.seedConf || e.typ == raft.LogConfiguration
+		}
 	}
 	return nil
 }

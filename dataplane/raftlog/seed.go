@@ -80,7 +80,7 @@ func (s *Store) InstallSeed(ctx context.Context, p SeedPlan) error {
 	old := s.idx
 	s.idx = f
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = p.Index+1, nil, p.Offset, size, size
-	s.seeded = p.Index
+	s.seeded, s.seedConf = p.Index, false
 	s.mu.Unlock()
 	old.Close()
 	if err := removePlan(s.cfg.Dir); err != nil {
@@ -97,6 +97,16 @@ func (s *Store) SeededAfter() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.seeded
+}
+
+// AwaitingConfiguration reports whether the store was seeded and has
+// stored no configuration entry since: Raft's configuration is then the
+// seed snapshot's, which for a replica added after that snapshot does not
+// list it yet.
+func (s *Store) AwaitingConfiguration() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.seeded > 0 && !s.seedConf
 }
 
 // finishSeed completes an install a crash interrupted (Open calls it

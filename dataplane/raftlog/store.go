@@ -114,6 +114,7 @@ type Store struct {
 	failed    error
 	closed    bool
 	seeded    uint64 // the Raft index a seed started the store after (seed.go); 0 if none known
+	seedConf  bool   // a configuration entry was stored after the seed
 }
 
 var _ raft.LogStore = (*Store)(nil)
@@ -375,6 +376,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	s.mu.Lock()
+	for _, e := range ents {
+		s.seedConf = s.seedConf || e.typ == raft.LogConfiguration
+	}
 	s.ents = append(s.ents, ents...)
 	s.kafkaNext = kafka
 	s.size = pos + int64(len(rec))
