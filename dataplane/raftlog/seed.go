@@ -116,14 +116,13 @@ func finishSeed(cfg Config) error {
 	if err != nil || !ok {
 		return err
 	}
-	seed := filepath.Join(cfg.Dir, seedDirName)
-	if _, err := os.Stat(seed); err == nil {
-		if err := log.WriteStartCheckpoint(seed, p.LogStart); err != nil {
-			return fmt.Errorf("finish seed install: %w", err)
-		}
-	}
 	old := filepath.Join(cfg.Dir, seedOldName)
-	if err := log.SwapDirs(seed, cfg.Log.Dir, old); err != nil {
+	if err := log.SwapDirs(filepath.Join(cfg.Dir, seedDirName), cfg.Log.Dir, old); err != nil {
+		return fmt.Errorf("finish seed install: %w", err)
+	}
+	// While the plan stands the log directory holds the copy and nothing
+	// else: its start is the plan's.
+	if err := log.WriteStartCheckpoint(cfg.Log.Dir, p.LogStart); err != nil {
 		return fmt.Errorf("finish seed install: %w", err)
 	}
 	if err := os.RemoveAll(old); err != nil {
