@@ -36,6 +36,7 @@ type Seeder struct {
 	copied atomic.Int64
 	kept   atomic.Int64
 	left   atomic.Int64
+	busy   atomic.Int64 // nanoseconds spent in seeds that completed
 }
 
 // NewSeeder returns a Seeder copying at most bytesPerSecond bytes a second
@@ -56,6 +57,10 @@ func (s *Seeder) Copied() int64 { return s.copied.Load() }
 // Kept is how many bytes seeds resumed after a restart found already
 // copied and verified on disk, and did not copy again.
 func (s *Seeder) Kept() int64 { return s.kept.Load() }
+
+// Busy is the time this broker's completed seeds took, from reading the
+// snapshot to the installed copy (copy, verification and install).
+func (s *Seeder) Busy() time.Duration { return time.Duration(s.busy.Load()) }
 
 // Remaining is how many bytes this broker's seeding replicas have left to
 // copy (as far as their current plans know).
@@ -176,6 +181,7 @@ func (r *Replica) seedOnce(ctx context.Context) error {
 	if !ok {
 		return errors.New("seed: the transport carries no segments")
 	}
+	began := time.Now()
 	meta, st, err := r.seedTarget()
 	if err != nil {
 		return err
@@ -201,10 +207,13 @@ func (r *Replica) seedOnce(ctx context.Context) error {
 		// The cache may hold entries of the replaced store; an empty
 		// range clears it and changes nothing in the store.
 		_ = r.logs.DeleteRange(1, 0)
+		took := time.Since(began)
+		r.seeder.busy.Add(int64(took))
 		if r.fsm.caughtUp() {
 			p.SetSeeding(false)
 			r.cfg.Logger.Info("replica seeded from a peer's segments", "replica", r.cfg.ID, "source", src.ID,
-				"snapshot_index", meta.Index, "log_start_offset", start, "high_watermark", st.HighWatermark, "segments", len(segs))
+				"snapshot_index", meta.Index, "log_start_offset", start, "high_watermark", st.HighWatermark,
+				"segments", len(segs), "took", took)
 		}
 		return nil
 	}

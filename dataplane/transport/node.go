@@ -453,7 +453,7 @@ func (n *Node) handshake(raw net.Conn) {
 // at once what it can (unknown group, heartbeats) and queues the rest to
 // the group, so one slow group never blocks the connection.
 func (n *Node) handleRequest(c *conn, f frame) {
-	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot {
+	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot || int(f.kind) >= len(n.stats.received) {
 		c.close(fmt.Errorf("unexpected frame kind %#x on %s lane", f.kind, c.lane))
 		return
 	}
