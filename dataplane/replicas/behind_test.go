@@ -60,7 +60,11 @@ func TestBehindLogStartReported(t *testing.T) {
 		dirs[i] = filepath.Join(t.TempDir(), "replicas")
 		ms[i] = open(i)
 		m := &ms[i]
-		t.Cleanup(func() { _ = (*m).Close() })
+		t.Cleanup(func() {
+			if *m != nil {
+				_ = (*m).Close()
+			}
+		})
 	}
 	leader := func() (int, *partition.Replica) {
 		for i, m := range ms {
