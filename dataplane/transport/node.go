@@ -678,7 +678,8 @@ func hashString(s string) uint32 {
 type Stats struct {
 	// Sent and Received count RPCs by kind: "append_entries",
 	// "heartbeat" (sent only), "request_vote", "request_pre_vote",
-	// "timeout_now", "install_snapshot".
+	// "timeout_now", "install_snapshot", "ping", "segment_list",
+	// "segment_read".
 	Sent, Received map[string]uint64
 	// UnknownGroup counts RPCs answered with ErrUnknownGroup.
 	UnknownGroup uint64
