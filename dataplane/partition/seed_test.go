@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,4 +278,43 @@ func TestNonMemberRefusedSegments(t *testing.T) {
 	if _, err := outsider.SegmentRead(ctx, lead.ID, lead.Address, 0, 0, 100, make([]byte, 100)); !errors.Is(err, transport.ErrRefused) {
 		t.Fatalf("segment read from a non-member: %v, want ErrRefused", err)
 	}
+}
+
+// TestFollowerSeededAfterTimeRetention: a follower stopped for longer than
+// a retention of two seconds (a test clock moves three) finds every closed
+// segment gone on the leader; it is seeded with the part of the active
+// segment below the high watermark and then takes new entries into it.
+func TestFollowerSeededAfterTimeRetention(t *testing.T) {
+	var mu sync.Mutex
+	now := time.UnixMilli(0).Add(time.Second) // the test batches carry timestamp 0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := celltest.New(t, celltest.Options{Log: log.Config{SegmentBytes: 8 << 10, RetentionAge: 2 * time.Second, Now: clock}})
+	leadB := c.WaitLeader(0, waitLong)
+	produceKiB(t, c, 5)
+	down := (leadB + 1) % c.Brokers()
+	celltest.WaitFor(t, waitLong, "the follower to apply", func() bool {
+		return c.Replica(down, 0).HighWatermark() == c.Replica(leadB, 0).HighWatermark()
+	})
+	c.StopBroker(down)
+	produceKiB(t, c, 60)
+	mu.Lock()
+	now = now.Add(3 * time.Second)
+	mu.Unlock()
+	lead := retainUntil(t, c, 10)
+	if n := len(lead.Store().Log().Segments()); n != 1 {
+		t.Fatalf("the leader keeps %d segments after the retention, want the active one", n)
+	}
+	c.StartBroker(down)
+	checkSeeded(t, c, down, 0)
+	if c.Seeder(down).Copied() == 0 {
+		t.Fatal("the follower caught up without copying segment bytes")
+	}
+	t.Logf("seeded %d bytes: log start %d, high watermark %d", c.Seeder(down).Copied(), lead.LogStartOffset(), lead.HighWatermark())
+	produceKiB(t, c, 5)
+	r := c.Replica(down, 0)
+	celltest.WaitFor(t, waitLong, "the seeded replica to take new entries", func() bool {
+		return r.HighWatermark() == c.Replica(c.WaitLeader(0, waitLong), 0).HighWatermark()
+	})
+	lead = c.Replica(c.WaitLeader(0, waitLong), 0)
+	sameBytes(t, r, lead, lead.LogStartOffset(), lead.HighWatermark())
 }
