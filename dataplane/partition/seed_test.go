@@ -283,7 +283,8 @@ func TestNonMemberRefusedSegments(t *testing.T) {
 // TestFollowerSeededAfterTimeRetention: a follower stopped for longer than
 // a retention of two seconds (a test clock moves three) finds every closed
 // segment gone on the leader; it is seeded with the part of the active
-// segment below the high watermark and then takes new entries into it.
+// segment below the high watermark, reopens seeded after a restart, and
+// then takes new entries into it.
 func TestFollowerSeededAfterTimeRetention(t *testing.T) {
 	var mu sync.Mutex
 	now := time.UnixMilli(0).Add(time.Second) // the test batches carry timestamp 0
@@ -310,6 +311,16 @@ func TestFollowerSeededAfterTimeRetention(t *testing.T) {
 		t.Fatal("the follower caught up without copying segment bytes")
 	}
 	t.Logf("seeded %d bytes: log start %d, high watermark %d", c.Seeder(down).Copied(), lead.LogStartOffset(), lead.HighWatermark())
+	// Restarted before any entry followed the seed, it opens seeded (no
+	// copy again) and is at the high watermark at once.
+	c.StopBroker(down)
+	c.StartBroker(down)
+	if r := c.Replica(down, 0); r.Seeding() || r.HighWatermark() != lead.HighWatermark() {
+		t.Fatalf("reopened seeded replica: seeding %v, high watermark %d, want %d", r.Seeding(), r.HighWatermark(), lead.HighWatermark())
+	}
+	if n := c.Seeder(down).Copied(); n != 0 {
+		t.Fatalf("the reopened seeded replica copied %d bytes again", n)
+	}
 	produceKiB(t, c, 5)
 	r := c.Replica(down, 0)
 	celltest.WaitFor(t, waitLong, "the seeded replica to take new entries", func() bool {
