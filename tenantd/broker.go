@@ -58,6 +58,8 @@ type brokerConfig struct {
 	// HealthListen, when set, is where the broker serves /livez and
 	// /readyz (brokerhealth.go).
 	HealthListen string
+	// SeedRate is replicas.Config.SeedRate.
+	SeedRate int64
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
 	// roots trusted in the control plane's and other brokers'; nil or
 	// without a certificate, they serve plaintext.
@@ -73,7 +75,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	id, secret, _ := strings.Cut(cfg.CellKey, ":")
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
-		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen,
+		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen, SeedRate: cfg.SeedRate,
 		Register: wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
 		Peer:     peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
@@ -201,7 +203,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	defer stopReload()
 	com := raftlog.NewCommitter(dlog.SyncFiles)
 	defer com.Close()
-	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, Logger: log})
+	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, Logger: log})
 	if err != nil {
 		return err
 	}

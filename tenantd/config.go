@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/dataplane/replicas"
 )
 
 // Config is tenantd's configuration, layered: defaults, then a JSON file
@@ -131,10 +133,14 @@ type Config struct {
 	// EgressBytesPerSec is each broker's fetch egress budget, beyond which
 	// fetch responses queue for fair egress (default 256 MiB/s).
 	EgressBytesPerSec int64 `json:"egress_bytes_per_sec"`
+	// SeedRate bounds how fast a broker's replicas copy segment files
+	// from peers when seeded (replicas.Config.SeedRate), in bytes a
+	// second; 0 is unlimited (default 64 MiB/s).
+	SeedRate int64 `json:"seed_rate"`
 }
 
 func defaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr}
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -161,6 +167,9 @@ func (c *Config) validate(cmd string) error {
 	if c.DiskSoftWatermark < 0 || c.DiskHardWatermark < 0 || c.DiskSoftWatermark > 1 || c.DiskHardWatermark > 1 ||
 		(c.DiskSoftWatermark > 0 && c.DiskHardWatermark > 0 && c.DiskSoftWatermark >= c.DiskHardWatermark) {
 		return fmt.Errorf("disk watermarks must be fractions with soft below hard, got soft %v and hard %v", c.DiskSoftWatermark, c.DiskHardWatermark)
+	}
+	if c.SeedRate < 0 {
+		return fmt.Errorf("seed rate must not be negative (0 is unlimited), got %d", c.SeedRate)
 	}
 	if c.EgressBytesPerSec < 0 {
 		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
@@ -267,6 +276,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	diskHard := fs.Float64("disk-hard-watermark", 0, "broker, dev: hard disk watermark as a fraction (default 0.90)")
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
+	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -367,6 +377,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *egress != 0 {
 		cfg.EgressBytesPerSec = *egress
+	}
+	if *seedRate != -1 {
+		cfg.SeedRate = *seedRate
 	}
 	return cfg, cfg.validate(cmd)
 }

@@ -44,6 +44,16 @@ type Options struct {
 	// Stopped lists brokers that New does not start (StartBroker starts
 	// them later).
 	Stopped []int
+	// Voters is how many brokers (the first ones) form each group's
+	// initial configuration; default all. The others open their replicas
+	// with no configuration, as brand-new replicas a leader may add
+	// (raft AddVoter/AddNonvoter).
+	Voters int
+	// Logger receives the replicas' lines; default discarded.
+	Logger *slog.Logger
+	// SeedRate is each broker's seeding byte rate (partition.NewSeeder);
+	// 0 is unlimited. SetSeedRate changes it for brokers started later.
+	SeedRate int64
 }
 
 // TestRaftConfig has short timeouts so failover takes well under a second
@@ -71,6 +81,7 @@ type Cell struct {
 
 type broker struct {
 	dir       string
+	seeder    *partition.Seeder
 	committer *raftlog.Committer
 	replicas  []*partition.Replica // nil while the broker is stopped
 }
@@ -80,6 +91,7 @@ func New(t testing.TB, opts Options) *Cell {
 	t.Helper()
 	opts.Brokers = cmp.Or(opts.Brokers, 3)
 	opts.Partitions = cmp.Or(opts.Partitions, 1)
+	opts.Voters = cmp.Or(opts.Voters, opts.Brokers)
 	if opts.Raft == nil {
 		opts.Raft = TestRaftConfig
 	}
@@ -124,12 +136,32 @@ func (c *Cell) Dir(b int) string { return c.brokers[b].dir }
 
 func (c *Cell) peers(part int) []raft.Server {
 	var s []raft.Server
-	for i := 0; i < c.opts.Brokers; i++ {
+	for i := 0; i < c.opts.Voters; i++ {
 		// Rotate so that preferred leaders spread over the brokers.
-		b := (part + i) % c.opts.Brokers
+		b := (part + i) % c.opts.Voters
 		s = append(s, raft.Server{Suffrage: raft.Voter, ID: BrokerID(b), Address: c.net.Addr(b, part)})
 	}
 	return s
+}
+
+// Server is broker b's Raft server in part's group, as AddVoter wants it.
+func (c *Cell) Server(b, part int) raft.Server {
+	return raft.Server{Suffrage: raft.Voter, ID: BrokerID(b), Address: c.net.Addr(b, part)}
+}
+
+// SetSeedRate sets the seeding byte rate of brokers started from now on.
+func (c *Cell) SetSeedRate(bytesPerSecond int64) {
+	c.mu.Lock()
+	c.opts.SeedRate = bytesPerSecond
+	c.mu.Unlock()
+}
+
+// Seeder is broker b's seeding budget and counters (since it last
+// started), nil before it first started.
+func (c *Cell) Seeder(b int) *partition.Seeder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.brokers[b].seeder
 }
 
 // StartBroker opens every replica of broker b from its data directory. It
@@ -143,23 +175,31 @@ func (c *Cell) StartBroker(b int) {
 		return
 	}
 	br.committer = raftlog.NewCommitter(log.SyncFiles)
+	br.seeder = partition.NewSeeder(c.opts.SeedRate)
 	for p := 0; p < c.opts.Partitions; p++ {
 		tr, err := c.net.Attach(b, p)
 		if err != nil {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
 		}
+		peers, voter := c.peers(p), b < c.opts.Voters
+		if !voter {
+			// A new replica admits its group's members' RPCs before it
+			// has a configuration: those of Peers.
+			peers = append(peers, c.Server(b, p))
+		}
 		r, err := partition.Open(context.Background(), partition.Config{
 			ID:             BrokerID(b),
 			Dir:            filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
-			Peers:          c.peers(p),
-			Bootstrap:      true,
+			Peers:          peers,
+			Bootstrap:      voter,
+			Seeder:         br.seeder,
 			BootstrapGrace: c.opts.BootstrapGrace,
 			Transport:      tr,
 			Committer:      br.committer,
 			Log:            c.opts.Log,
 			Raft:           c.opts.Raft(),
 			CheckInterval:  c.opts.CheckInterval,
-			Logger:         slog.New(slog.DiscardHandler),
+			Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
 		})
 		if err != nil {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)

@@ -122,5 +122,11 @@ func faultRun(t *testing.T, seed int64, cycles int, trim bool) {
 	if errs := chk.Errors(); len(errs) > 0 {
 		t.Fatalf("history violates the delivery contract (seed %d):\n%s", seed, strings.Join(errs, "\n"))
 	}
-	t.Logf("seed %d: %s, %d non-empty reads", seed, chk.Summary(), w.Reads())
+	var seeded int64
+	for b := range c.Brokers() {
+		if s := c.Seeder(b); s != nil {
+			seeded += s.Copied()
+		}
+	}
+	t.Logf("seed %d: %s, %d non-empty reads, %d segment bytes seeded since the brokers last started", seed, chk.Summary(), w.Reads(), seeded)
 }

@@ -51,6 +51,10 @@ type fsm struct {
 	// advanced, if set, is called (outside mu) with the new high
 	// watermark after each entry that moved it.
 	advanced func(hw int64)
+	// onBehind, if set, is called (outside mu, on Raft's FSM goroutine,
+	// before Restore returns) when a restored snapshot leaves the replica
+	// behind: it must not block (it starts the seeding, seed.go).
+	onBehind func()
 
 	// behind is set when a snapshot install brought state for data this
 	// replica's log does not hold (it was behind the leader's log start):
@@ -136,6 +140,18 @@ func (f *fsm) logStart() int64 {
 
 func (f *fsm) isBehind() bool { return f.behind.Load() }
 
+// caughtUp clears the behind mark once the log holds everything the state
+// describes (a seed was installed), and reports whether it did.
+func (f *fsm) caughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.store.NextOffset() < f.st.HighWatermark {
+		return false
+	}
+	f.behind.Store(false)
+	return true
+}
+
 func (f *fsm) highWatermark() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -187,7 +203,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	// wants it when the batches the follower needs are gone (retention).
 	// The store cannot take the entries after the snapshot either (they
 	// do not follow its log), so the replica stops serving rather than
-	// expose offsets it does not hold.
+	// expose offsets it does not hold, and is seeded from a peer's
+	// segments (seed.go), which clears the mark.
 	end := f.store.NextOffset()
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
@@ -200,8 +217,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	hw := st.HighWatermark
 	f.mu.Unlock()
 	if behind && f.logger != nil {
-		f.logger.Error("partition replica is behind the leader's log start and cannot be caught up by log replication; it serves nothing until it is seeded again",
+		f.logger.Warn("partition replica is behind the leader's log start; it serves nothing until it is seeded from a peer's segments",
 			"high_watermark", hw, "log_end_offset", end, "log_start_offset", st.LogStartOffset)
+	}
+	if behind && f.onBehind != nil {
+		f.onBehind()
 	}
 	if f.advanced != nil {
 		f.advanced(hw)

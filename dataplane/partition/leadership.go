@@ -33,8 +33,8 @@ func (r *Replica) campaignFirst() {
 // log), so this is only ever early, never unsafe.
 func (r *Replica) campaign(why string, dead raft.ServerID) bool {
 	c, ok := r.cfg.Transport.(campaigner)
-	if !ok || r.raft.State() != raft.Follower {
-		return false
+	if !ok || r.raft.State() != raft.Follower || r.fsm.isBehind() {
+		return false // a replica being seeded could not serve
 	}
 	if _, id := r.raft.LeaderWithID(); id != "" && id != dead {
 		return false

@@ -142,6 +142,9 @@ type Config struct {
 	// NodeID maps a replica's server id to its broker's node id, for
 	// Leader and NotLeaderError.Node. Default: the server id in decimal.
 	NodeID func(raft.ServerID) (int, bool)
+	// Seeder is the broker's seeding budget (seed.go), shared by its
+	// replicas. Default: an unlimited one of this replica's own.
+	Seeder *Seeder
 }
 
 func decimalNodeID(id raft.ServerID) (int, bool) {
@@ -190,6 +193,9 @@ func (c *Config) validate() error {
 	if c.NodeID == nil {
 		c.NodeID = decimalNodeID
 	}
+	if c.Seeder == nil {
+		c.Seeder = NewSeeder(0)
+	}
 	return nil
 }
 
@@ -210,6 +216,8 @@ type Replica struct {
 	store  *raftlog.Store
 	fsm    *fsm
 	raft   *raft.Raft
+	snaps  raft.SnapshotStore
+	logs   *raft.LogCache // Raft's cache over store; a seed install clears it
 	notify chan bool
 	obs    chan raft.Observation
 	obsReg *raft.Observer
@@ -238,6 +246,12 @@ type Replica struct {
 
 	// maxBatch is Settings.MaxBatchBytes (settings.go).
 	maxBatch atomic.Int64
+
+	// Seeding (seed.go): seedKick wakes seedLoop; seedLeft is the bytes
+	// its copy has left.
+	seeder   *Seeder
+	seedKick chan struct{}
+	seedLeft atomic.Int64
 
 	// watchMu guards watchers.
 	watchMu  sync.Mutex
@@ -297,9 +311,15 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		peerUp:   map[raft.ServerID]time.Time{},
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
+		snaps:    snaps,
+		seeder:   cfg.Seeder,
+		seedKick: make(chan struct{}, 1),
 	}
 	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
-	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger}
+	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger, onBehind: r.behind}
+	if s, ok := cfg.Transport.(interface{ SetSegmentSource(transport.SegmentSource) }); ok {
+		s.SetSegmentSource(segmentSource{r})
+	}
 	rc := *cfg.Raft
 	rc.LocalID = cfg.ID
 	rc.NotifyCh = r.notify
@@ -317,6 +337,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.logs = logs
 	deferBootstrap, bootstrapped := false, false
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(logs, stable, snaps)
@@ -366,8 +387,9 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	})
 	ra.RegisterObserver(r.obsReg)
 	r.watchPeers()
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.monitor()
+	go r.seedLoop()
 	if deferBootstrap {
 		r.wg.Add(1)
 		go r.bootstrapLater()
@@ -902,6 +924,12 @@ func (r *Replica) checkRemoved() bool {
 	}
 	servers := f.Configuration().Servers
 	if len(servers) == 0 || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
+		return false
+	}
+	// A new replica seeded from a snapshot taken before it was added
+	// holds that snapshot's configuration until the entry adding it
+	// arrives: not a removal.
+	if r.fsm.isBehind() || r.store.AwaitingConfiguration() {
 		return false
 	}
 	r.cfg.Logger.Info("partition replica removed from its group; shutting down", "replica", r.cfg.ID)

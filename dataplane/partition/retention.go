@@ -15,8 +15,9 @@ import (
 
 // ErrBehindLogStart: this replica received a snapshot for data its log
 // does not hold (it was behind the leader's log start, so Raft could not
-// catch it up by log replication). It serves nothing until it is seeded
-// again; see DESIGN.md (catch-up).
+// catch it up by log replication), or it is new. It serves nothing until
+// it is seeded from a peer's segments (seed.go); see DESIGN.md, "Seeding a
+// replica from segments".
 var ErrBehindLogStart = errors.New("partition: replica is behind the leader's log start")
 
 // The log start offset is replicated: the leader decides where it moves
@@ -29,8 +30,8 @@ var ErrBehindLogStart = errors.New("partition: replica is behind the leader's lo
 // snapshot covers their entries, because Raft replays the entries after its
 // snapshot at a restart and must find their batches.
 
-// BehindLogStart reports whether the replica is stuck behind the leader's
-// log start (ErrBehindLogStart).
+// BehindLogStart reports whether the replica is behind the leader's log
+// start (ErrBehindLogStart), and so being seeded.
 func (r *Replica) BehindLogStart() bool { return r.fsm.isBehind() }
 
 // EnforceRetention is the leader's retention pass: if retention.ms or
@@ -108,6 +109,9 @@ func (r *Replica) moveLogStart(ctx context.Context, to int64) (int64, error) {
 // and checkpoints the Raft entries file below them. It is cheap when
 // there is nothing to do. It returns how many entry records it dropped.
 func (r *Replica) Checkpoint(ctx context.Context) (int, error) {
+	if r.fsm.isBehind() {
+		return 0, nil // seeding replaces the log (seed.go)
+	}
 	l := r.store.Log()
 	want := r.LogStartOffset()
 	if want <= l.LogStartOffset() {

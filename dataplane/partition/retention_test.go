@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/log"
-	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
 // retentionPass runs a pass on every running replica of partition 0.
@@ -80,44 +79,4 @@ func TestRetentionReplicatedAndRestarted(t *testing.T) {
 		}
 	}
 	produceN(t, c, 0, 3)
-}
-
-// TestFollowerBehindLogStartFailsSafe: a follower stopped while the leader
-// moved the log start past everything it has, and deleted those batches,
-// cannot be caught up by log replication: it gets a snapshot for data it
-// lacks, says so (BehindLogStart) and serves nothing, while the others go
-// on committing.
-func TestFollowerBehindLogStartFailsSafe(t *testing.T) {
-	c := celltest.New(t, celltest.Options{Log: log.Config{SegmentBytes: 2000}})
-	leadB := c.WaitLeader(0, waitLong)
-	produceN(t, c, 0, 5)
-	down := (leadB + 1) % c.Brokers()
-	celltest.WaitFor(t, waitLong, "the follower to apply", func() bool {
-		return c.Replica(down, 0).HighWatermark() == c.Replica(leadB, 0).HighWatermark()
-	})
-	c.StopBroker(down)
-	produceN(t, c, 0, 60)
-	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-	defer cancel()
-	start, err := lead.DeleteRecords(ctx, -1)
-	if err != nil || start != lead.HighWatermark() {
-		t.Fatalf("delete records to the high watermark: %d %v", start, err)
-	}
-	retentionPass(t, c)
-	retentionPass(t, c)
-	c.StartBroker(down)
-	celltest.WaitFor(t, waitLong, "the restarted follower to find itself behind the log start", func() bool {
-		return c.Replica(down, 0).BehindLogStart()
-	})
-	r := c.Replica(down, 0)
-	if _, err := r.FetchEpoch(-1, start, 1<<20); err == nil {
-		t.Fatal("a replica behind the log start served a fetch")
-	} else if r.IsLeader() && !errors.Is(err, partition.ErrBehindLogStart) {
-		t.Fatalf("fetch from a leading replica behind the log start: %v", err)
-	}
-	if _, err := r.DeleteRecords(ctx, -1); err == nil {
-		t.Fatal("a replica behind the log start took DeleteRecords")
-	}
-	produceN(t, c, 0, 3) // the other two still commit
 }

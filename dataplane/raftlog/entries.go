@@ -116,13 +116,26 @@ func (s *Store) recover() error {
 	var kafka int64
 	pos := 0
 	reason := ""
+	// A seeded store's file starts with a base record (seed.go): the
+	// entries start after its index, at its Kafka offset.
+	hasBase, baseTerm := false, uint64(0)
 	for pos < len(b) {
 		index, e, n, ok := parseRecord(b[pos:])
 		if !ok {
 			reason = "torn or corrupt record"
 			break
 		}
-		if len(ents) == 0 {
+		if e.typ == baseRecord {
+			if pos != 0 || e.count != 0 {
+				reason = fmt.Sprintf("base record for index %d is not the first", index)
+				break
+			}
+			hasBase, baseTerm = true, e.term
+			first, kafka = index+1, e.at
+			pos += n
+			continue
+		}
+		if len(ents) == 0 && !hasBase {
 			first, kafka = index, e.at
 		} else if index != first+uint64(len(ents)) || e.at != kafka {
 			reason = fmt.Sprintf("record for index %d does not follow", index)
@@ -138,12 +151,16 @@ func (s *Store) recover() error {
 		pos += n
 	}
 	var rebuilt []entry
-	if len(ents) > 0 && logNext > kafka {
+	if (len(ents) > 0 || hasBase) && logNext > kafka {
 		// Batches past the last record: a crash lost the records of plain
 		// command entries (see StoreLogs), which the batches describe.
-		rebuilt, kafka = s.rebuildTail(ents[len(ents)-1].term, kafka, logNext)
+		last := baseTerm
+		if len(ents) > 0 {
+			last = ents[len(ents)-1].term
+		}
+		rebuilt, kafka = s.rebuildTail(last, kafka, logNext)
 	}
-	if len(ents) == 0 {
+	if len(ents) == 0 && !hasBase {
 		kafka = logNext // a fresh store, or one whose records were all lost
 		if logNext > logStart {
 			kafka = logStart
@@ -207,6 +224,12 @@ func (s *Store) recover() error {
 		break
 	}
 	s.first, s.ents, s.kafkaNext, s.size, s.synced = first, ents, kafka, int64(pos), int64(pos)
+	if hasBase {
+		s.seeded = first - 1
+		for _, e := range ents {
+			s.seedConf = s.seedConf || e.typ == raft.LogConfiguration
+		}
+	}
 	return nil
 }
 

@@ -113,6 +113,8 @@ type Store struct {
 	synced    int64   // bytes of the entries file known to be on stable storage
 	failed    error
 	closed    bool
+	seeded    uint64 // the Raft index a seed started the store after (seed.go); 0 if none known
+	seedConf  bool   // a configuration entry was stored after the seed
 }
 
 var _ raft.LogStore = (*Store)(nil)
@@ -127,6 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open raft log store: %w", err)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open raft log store: %w", err)
+	}
+	if err := finishSeed(cfg); err != nil {
 		return nil, fmt.Errorf("open raft log store: %w", err)
 	}
 	l, err := log.Open(ctx, cfg.Log)
@@ -371,6 +376,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	s.mu.Lock()
+	for _, e := range ents {
+		s.seedConf = s.seedConf || e.typ == raft.LogConfiguration
+	}
 	s.ents = append(s.ents, ents...)
 	s.kafkaNext = kafka
 	s.size = pos + int64(len(rec))

@@ -18,10 +18,11 @@ import (
 )
 
 // TestBehindLogStartReported: while a broker is down the leader deletes
-// every record, and the stored bytes the others report drop below a
-// segment once retention removes the files; the broker comes back behind
-// the log start, its manager counts the replica (the broker's gauge) and
-// its status says so (the cell report), while the others' do not.
+// all but its last records, and the stored bytes the others report drop
+// once retention removes the files; the broker comes back behind the log
+// start, its manager counts the replica as behind and seeding (the
+// broker's gauges, with bytes left to copy) and its status says so (the
+// cell report), while the others' do not; once seeded, none is.
 func TestBehindLogStartReported(t *testing.T) {
 	const n = 3
 	tns := make([]*transport.Node, n)
@@ -42,9 +43,10 @@ func TestBehindLogStartReported(t *testing.T) {
 	dirs := make([]string, n)
 	com := raftlog.NewCommitter(log.SyncFiles)
 	t.Cleanup(com.Close)
+	seedRate := int64(0)
 	open := func(i int) *replicas.Manager {
 		t.Helper()
-		m, err := replicas.New(replicas.Config{NodeID: i + 1, DataDir: dirs[i], Transport: tns[i], Committer: com, Raft: celltest.TestRaftConfig})
+		m, err := replicas.New(replicas.Config{NodeID: i + 1, DataDir: dirs[i], Transport: tns[i], Committer: com, Raft: celltest.TestRaftConfig, SeedRate: seedRate})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +60,11 @@ func TestBehindLogStartReported(t *testing.T) {
 		dirs[i] = filepath.Join(t.TempDir(), "replicas")
 		ms[i] = open(i)
 		m := &ms[i]
-		t.Cleanup(func() { _ = (*m).Close() })
+		t.Cleanup(func() {
+			if *m != nil {
+				_ = (*m).Close()
+			}
+		})
 	}
 	leader := func() (int, *partition.Replica) {
 		for i, m := range ms {
@@ -115,7 +121,7 @@ func TestBehindLogStartReported(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := l.DeleteRecords(ctx, -1); err != nil {
+	if _, err := l.DeleteRecords(ctx, l.HighWatermark()-3); err != nil {
 		t.Fatalf("delete records: %v", err)
 	}
 	// The stored bytes the brokers report (the cell report, the tenant's
@@ -127,7 +133,7 @@ func TestBehindLogStartReported(t *testing.T) {
 			}
 		}
 		for _, m := range ms {
-			if m != nil && size(m) >= 1<<20 {
+			if m != nil && size(m) >= before/2 {
 				return false
 			}
 		}
@@ -138,13 +144,21 @@ func TestBehindLogStartReported(t *testing.T) {
 			t.Fatalf("broker %d counts %d replicas behind the log start", i+1, m.BehindLogStart())
 		}
 	}
+	seedRate = 128 << 10 // the ~200 KiB and more left take a while to copy
 	ms[down] = open(down)
-	celltest.WaitFor(t, wait, "the restarted broker to count its replica behind the log start", func() bool {
-		return ms[down].BehindLogStart() == 1
+	celltest.WaitFor(t, wait, "the restarted broker to count its replica behind the log start and seeding", func() bool {
+		return ms[down].BehindLogStart() == 1 && ms[down].Seeding() == 1 && ms[down].SeedBytesRemaining() > 0
 	})
 	m := ms[down]
 	if g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return m })); g != 1 {
 		t.Fatalf("sluice_replicas_behind_log_start is %v on the broker behind, want 1", g)
+	}
+	seedMetrics := replicas.NewSeedMetrics(func() *replicas.Manager { return m })
+	if g := testutil.ToFloat64(seedMetrics[0]); g != 1 {
+		t.Fatalf("sluice_replicas_seeding is %v on the broker seeding, want 1", g)
+	}
+	if g := testutil.ToFloat64(seedMetrics[1]); g <= 0 {
+		t.Fatalf("sluice_seed_bytes_remaining is %v while seeding", g)
 	}
 	if g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return nil })); g != 0 {
 		t.Fatalf("sluice_replicas_behind_log_start is %v without replicas, want 0", g)
@@ -156,9 +170,21 @@ func TestBehindLogStartReported(t *testing.T) {
 	for i, m := range ms {
 		if i != down {
 			g := testutil.ToFloat64(replicas.NewBehindLogStartGauge(func() *replicas.Manager { return m }))
-			if st := m.Status(); len(st) != 1 || st[0].BehindLogStart || g != 0 {
+			if st := m.Status(); len(st) != 1 || st[0].BehindLogStart || g != 0 || m.Seeding() != 0 {
 				t.Fatalf("broker %d: status %+v, gauge %v", i+1, st, g)
 			}
 		}
+	}
+	celltest.WaitFor(t, wait, "the replica to be seeded", func() bool {
+		return m.BehindLogStart() == 0 && m.Seeding() == 0
+	})
+	if st := m.Status(); len(st) != 1 || st[0].BehindLogStart || st[0].HighWatermark != l.HighWatermark() {
+		t.Fatalf("status of the seeded broker: %+v, leader's high watermark %d", st, l.HighWatermark())
+	}
+	if g, r := testutil.ToFloat64(seedMetrics[2]), testutil.ToFloat64(seedMetrics[1]); g < 128<<10 || r != 0 {
+		t.Fatalf("after the seed sluice_seed_bytes_total is %v and sluice_seed_bytes_remaining %v", g, r)
+	}
+	if g := testutil.ToFloat64(replicas.NewSeedMetrics(func() *replicas.Manager { return nil })[0]); g != 0 {
+		t.Fatalf("sluice_replicas_seeding is %v without replicas, want 0", g)
 	}
 }

@@ -74,6 +74,12 @@ type Config struct {
 	RetentionInterval time.Duration
 	// RetentionTimeout bounds one replica's part of a pass; default 5s.
 	RetentionTimeout time.Duration
+	// SeedRate bounds, in bytes a second, how fast this broker's replicas
+	// copy segment files from peers when they are seeded (behind the log
+	// start, or new): one budget for all of them. 0 is unlimited;
+	// negative is refused. tenantd's -seed-rate defaults to
+	// DefaultSeedRate.
+	SeedRate int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -90,6 +96,9 @@ func (c *Config) validate() error {
 		return errors.New("replicas config: Committer is required: the broker's group committer")
 	case c.Transport.ID() != ServerID(c.NodeID):
 		return fmt.Errorf("replicas config: transport id %q is not ServerID(%d) = %q", c.Transport.ID(), c.NodeID, ServerID(c.NodeID))
+	}
+	if c.SeedRate < 0 {
+		return fmt.Errorf("replicas config: SeedRate %d is negative: bytes a second, 0 for unlimited", c.SeedRate)
 	}
 	if c.Raft == nil {
 		c.Raft = partition.DefaultRaftConfig
@@ -139,6 +148,9 @@ type Manager struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
+	// seeder is the broker's seeding budget, shared by its replicas (seed.go).
+	seeder *partition.Seeder
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
@@ -153,7 +165,7 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
-	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate)}
 	m.wg.Add(1)
 	go m.retentionLoop()
 	return m, nil
@@ -289,6 +301,7 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Settings:      s,
 		Raft:          rc,
 		CheckInterval: m.cfg.CheckInterval,
+		Seeder:        m.seeder,
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
 	})
 	if err != nil {

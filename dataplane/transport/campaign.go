@@ -22,7 +22,13 @@ import (
 // The caller must only call it on a follower that is a voter with a
 // configuration (hashicorp/raft turns even a leader into a candidate on
 // TimeoutNow), and only when no healthy leader is expected.
+//
+// A replica being seeded (SetSeeding) does not campaign: Campaign returns
+// ErrSeeding.
 func (g *GroupTransport) Campaign(ctx context.Context) error {
+	if g.seeding.Load() {
+		return fmt.Errorf("campaign in group %q: %w", g.id, ErrSeeding)
+	}
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{
 		Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{

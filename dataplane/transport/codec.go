@@ -35,6 +35,8 @@ const (
 	kindTimeoutNow      uint8 = 4
 	kindInstallSnapshot uint8 = 5
 	kindPing            uint8 = 6    // liveness probe, no group, no payload (liveness.go)
+	kindSegmentList     uint8 = 7    // which segment files hold a range (segments.go)
+	kindSegmentRead     uint8 = 8    // bytes of one segment file (segments.go)
 	kindSnapshotAccept  uint8 = 0x7e // receiver is ready for snapshot data
 	kindError           uint8 = 0x7f
 	kindResponse        uint8 = 0x80 // or-ed into a request kind
@@ -47,6 +49,8 @@ const (
 	codeBusy         uint8 = 3 // the group's inbound queue is full
 	codeTimeout      uint8 = 4 // the receiving Raft did not answer in time
 	codeRefused      uint8 = 5 // the sender may not send this RPC to this group
+	codeSeeding      uint8 = 6 // the receiving replica is being seeded (segments.go)
+	codeNoSource     uint8 = 7 // the group serves no segment files
 )
 
 const (
@@ -200,6 +204,14 @@ func newMessage(kind uint8) any {
 		return &raft.InstallSnapshotRequest{}
 	case kindInstallSnapshot | kindResponse:
 		return &raft.InstallSnapshotResponse{}
+	case kindSegmentList:
+		return &SegmentListRequest{}
+	case kindSegmentList | kindResponse:
+		return &SegmentListResponse{}
+	case kindSegmentRead:
+		return &SegmentReadRequest{}
+	case kindSegmentRead | kindResponse:
+		return &SegmentReadResponse{}
 	case kindError:
 		return &wireError{}
 	}
@@ -266,6 +278,23 @@ func (c *fieldCodec) payload(msg any) bool {
 		c.header(&m.RPCHeader)
 		c.uv(&m.Term)
 		c.bool(&m.Success)
+	case *SegmentListRequest:
+		c.header(&m.RPCHeader)
+		c.offset(&m.From)
+		c.offset(&m.To)
+	case *SegmentListResponse:
+		c.header(&m.RPCHeader)
+		c.offset(&m.Start)
+		c.segments(&m.Segments)
+	case *SegmentReadRequest:
+		c.header(&m.RPCHeader)
+		c.offset(&m.Base)
+		c.offset(&m.Pos)
+		c.offset(&m.Limit)
+		c.uv(&m.Max)
+	case *SegmentReadResponse:
+		c.header(&m.RPCHeader)
+		c.bytes(&m.Data)
 	case *wireError:
 		c.u8(&m.code)
 		c.str(&m.msg)
@@ -370,6 +399,44 @@ func (c *fieldCodec) size(p *int64) {
 		return
 	}
 	*p = int64(u)
+}
+
+// offset carries a Kafka offset or file position (never negative).
+func (c *fieldCodec) offset(p *int64) {
+	u := uint64(*p)
+	c.uv(&u)
+	if c.encoding || c.d.err != nil {
+		return
+	}
+	if u > math.MaxInt64 {
+		c.fail(fmt.Errorf("offset %d out of range", u))
+		return
+	}
+	*p = int64(u)
+}
+
+// maxSegmentsPerList bounds the list a SegmentListResponse decodes.
+const maxSegmentsPerList = 1 << 20
+
+// segments carries a segment list: count, then base and size of each. The
+// claimed count is checked against the bytes left before allocating.
+func (c *fieldCodec) segments(p *[]SegmentInfo) {
+	n := uint64(len(*p))
+	c.uv(&n)
+	if !c.encoding {
+		if c.d.err != nil || n == 0 {
+			return
+		}
+		if n > maxSegmentsPerList || n > uint64(len(c.d.b))/2 {
+			c.fail(fmt.Errorf("segment list: %d segments in %d bytes", n, len(c.d.b)))
+			return
+		}
+		*p = make([]SegmentInfo, n)
+	}
+	for i := range *p {
+		c.offset(&(*p)[i].Base)
+		c.offset(&(*p)[i].Size)
+	}
 }
 
 func (c *fieldCodec) fail(err error) {

@@ -60,6 +60,13 @@ func codecCases() []struct {
 		{"install snapshot response", kindInstallSnapshot | kindResponse, &raft.InstallSnapshotResponse{RPCHeader: testHeader(), Term: 9, Success: true}},
 		{"snapshot accept", kindSnapshotAccept, nil},
 		{"error", kindError, &wireError{code: codeUnknownGroup, msg: "unknown group"}},
+		{"segment list", kindSegmentList, &SegmentListRequest{RPCHeader: testHeader(), From: 1200, To: 1 << 40}},
+		{"segment list response", kindSegmentList | kindResponse, &SegmentListResponse{RPCHeader: testHeader(), Start: 1200,
+			Segments: []SegmentInfo{{Base: 1100, Size: 8192}, {Base: 1190, Size: 17}}}},
+		{"empty segment list response", kindSegmentList | kindResponse, &SegmentListResponse{RPCHeader: testHeader(), Start: 5}},
+		{"segment read", kindSegmentRead, &SegmentReadRequest{RPCHeader: testHeader(), Base: 1100, Pos: 4096, Limit: 8192, Max: 1 << 20}},
+		{"segment read response", kindSegmentRead | kindResponse, &SegmentReadResponse{RPCHeader: testHeader(), Data: big}},
+		{"seeding error", kindError, &wireError{code: codeSeeding, msg: "replica is being seeded"}},
 	}
 }
 

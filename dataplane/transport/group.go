@@ -28,6 +28,8 @@ type GroupTransport struct {
 	progress    sync.Map                             // raft.ServerID → *peerProgress; see PeerLastLog
 	local       atomic.Pointer[localLog]             // see SetLocalLog
 	members     atomic.Pointer[func() []raft.Server] // see SetMembers
+	segments    atomic.Pointer[SegmentSource]        // see SetSegmentSource
+	seeding     atomic.Bool                          // see SetSeeding
 
 	// mu guards closed against pushes racing Close.
 	mu     sync.RWMutex
@@ -120,11 +122,17 @@ func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // RequestVote implements raft.Transport.
 func (g *GroupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if g.seeding.Load() {
+		return fmt.Errorf("request vote from %s: %w", id, ErrSeeding)
+	}
 	return controlRPC(g, id, target, kindRequestVote, args, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote.
 func (g *GroupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if g.seeding.Load() {
+		return fmt.Errorf("request pre-vote from %s: %w", id, ErrSeeding)
+	}
 	return controlRPC(g, id, target, kindRequestPreVote, args, resp)
 }
 
@@ -219,6 +227,10 @@ func kindOf(msg any) uint8 {
 		return kindTimeoutNow
 	case *raft.InstallSnapshotResponse:
 		return kindInstallSnapshot
+	case *SegmentListResponse:
+		return kindSegmentList
+	case *SegmentReadResponse:
+		return kindSegmentRead
 	}
 	return 0
 }

@@ -52,6 +52,10 @@ func (e *wireError) toError(peer string) error {
 		return fmt.Errorf("raft rpc to %s: receiver: %w", peer, ErrTimeout)
 	case codeRefused:
 		return fmt.Errorf("raft rpc to %s: %w", peer, ErrRefused)
+	case codeSeeding:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrSeeding)
+	case codeNoSource:
+		return fmt.Errorf("raft rpc to %s: %w", peer, ErrNoSegmentSource)
 	}
 	return &RemoteError{Peer: peer, Message: e.msg}
 }
@@ -449,7 +453,7 @@ func (n *Node) handshake(raw net.Conn) {
 // at once what it can (unknown group, heartbeats) and queues the rest to
 // the group, so one slow group never blocks the connection.
 func (n *Node) handleRequest(c *conn, f frame) {
-	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot {
+	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot || int(f.kind) >= len(n.stats.received) {
 		c.close(fmt.Errorf("unexpected frame kind %#x on %s lane", f.kind, c.lane))
 		return
 	}
@@ -477,6 +481,14 @@ func (n *Node) handleRequest(c *conn, f frame) {
 func (n *Node) dispatch(c *conn, f frame, g *GroupTransport) {
 	if err := g.admit(c.peer, f.msg); err != nil {
 		n.refuse(c, f, err)
+		return
+	}
+	if f.kind == kindSegmentList || f.kind == kindSegmentRead {
+		n.serveSegments(c, f, g)
+		return
+	}
+	if g.refuseWhileSeeding(f) {
+		c.replyError(f.reqID, f.group, codeSeeding, "replica is being seeded")
 		return
 	}
 	if f.kind == kindAppendEntries {
@@ -666,7 +678,8 @@ func hashString(s string) uint32 {
 type Stats struct {
 	// Sent and Received count RPCs by kind: "append_entries",
 	// "heartbeat" (sent only), "request_vote", "request_pre_vote",
-	// "timeout_now", "install_snapshot".
+	// "timeout_now", "install_snapshot", "ping", "segment_list",
+	// "segment_read".
 	Sent, Received map[string]uint64
 	// UnknownGroup counts RPCs answered with ErrUnknownGroup.
 	UnknownGroup uint64
@@ -678,14 +691,14 @@ type Stats struct {
 }
 
 type nodeStats struct {
-	sent, received [8]atomic.Uint64 // by request kind; heartbeats at 0
+	sent, received [16]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [4]atomic.Uint64
 }
 
-var kindNames = [8]string{
+var kindNames = [16]string{
 	0:                   "heartbeat",
 	kindAppendEntries:   "append_entries",
 	kindRequestVote:     "request_vote",
@@ -693,6 +706,8 @@ var kindNames = [8]string{
 	kindTimeoutNow:      "timeout_now",
 	kindInstallSnapshot: "install_snapshot",
 	kindPing:            "ping",
+	kindSegmentList:     "segment_list",
+	kindSegmentRead:     "segment_read",
 }
 
 // Stats returns a snapshot of the Node's counters.
