@@ -147,6 +147,8 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		{"the failed produce", "sluice_kafka_request_errors_total", []string{tenant, `error="UNKNOWN_TOPIC_OR_PARTITION"`}, 1, 1000, true},
 		{"produce latency observations", "sluice_kafka_request_seconds_count", []string{`api="Produce"`, tenant}, records, 10 * records, true},
 		{"produce bytes in", "sluice_kafka_request_bytes_total", []string{`api="Produce"`, tenant}, records * 100, 1e7, true},
+		{"records produced over Kafka", "sluice_kafka_produced_records_total", []string{tenant}, records, records, true},
+		{"the tenant's open connections", "sluice_kafka_connections", []string{tenant}, 1, 50, true},
 		{"http publish of the tenant", "sluice_http_tenant_requests_total", []string{`route="/v1/topics/:topic/messages:publish"`, tenant, `outcome="ok"`}, 1, 1, true},
 		{"http publish latency", "sluice_http_tenant_request_seconds_count", []string{tenant}, 1, 10, true},
 		// Batch bytes, as compressed by the client (snappy).
@@ -160,6 +162,7 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		{"log bytes (three replicas)", "sluice_log_bytes", nil, 3 * records * 50, 1e9, true},
 		{"log segments", "sluice_log_segments", nil, 9, 1e4, true},
 		{"disk used", "sluice_disk_used_ratio", nil, 0.0001, 1, true},
+		{"cell state fresh", "sluice_cell_state_sync_age_seconds", nil, 0, 3 * 60, true},
 		{"group rebalances", "sluice_group_rebalances_total", nil, 0, 100, true},
 		// 200 synchronous produces are over the free plan's request rate.
 		{"throttle time", "sluice_quota_throttle_seconds_total", []string{tenant}, 0.001, 1e4, true},

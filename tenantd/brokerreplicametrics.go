@@ -44,7 +44,23 @@ func registerReplicaMetrics(reg prometheus.Registerer, manager *atomic.Pointer[r
 		reg.Unregister(g)
 		return nil, fmt.Errorf("register partition metrics: %w", err)
 	}
-	return func() { reg.Unregister(g); reg.Unregister(pc) }, nil
+	started := time.Now()
+	age := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_cell_state_sync_age_seconds",
+		Help: "Seconds since the control plane last answered this broker's cell-state poll (since the broker started, if it never has).",
+	}, func() float64 {
+		last := syncer.LastSync()
+		if last.IsZero() {
+			last = started
+		}
+		return time.Since(last).Seconds()
+	})
+	if err := reg.Register(age); err != nil {
+		reg.Unregister(g)
+		reg.Unregister(pc)
+		return nil, fmt.Errorf("register cell state metrics: %w", err)
+	}
+	return func() { reg.Unregister(g); reg.Unregister(pc); reg.Unregister(age) }, nil
 }
 
 var (

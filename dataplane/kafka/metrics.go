@@ -22,6 +22,7 @@ type requestMetrics struct {
 	errors   *prometheus.CounterVec   // api, tenant, error
 	latency  *prometheus.HistogramVec // api, tenant
 	bytesIn  *prometheus.CounterVec   // api, tenant
+	records  *prometheus.CounterVec   // tenant
 }
 
 func newRequestMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*requestMetrics, error) {
@@ -40,8 +41,11 @@ func newRequestMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*r
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_kafka_request_bytes_total", Help: "Bytes of Kafka request frames received, by API and tenant.",
 		}, []string{"api", "tenant"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_kafka_produced_records_total", Help: "Records appended by Kafka produce requests and acknowledged, by tenant.",
+		}, []string{"tenant"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn} {
+	for _, c := range []prometheus.Collector{m.requests, m.errors, m.latency, m.bytesIn, m.records} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -49,7 +53,7 @@ func newRequestMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*r
 	labels.OnDemote(func(t string) {
 		for _, v := range []interface {
 			DeletePartialMatch(prometheus.Labels) int
-		}{m.requests, m.errors, m.latency, m.bytesIn} {
+		}{m.requests, m.errors, m.latency, m.bytesIn, m.records} {
 			v.DeletePartialMatch(prometheus.Labels{"tenant": t})
 		}
 	})
@@ -166,4 +170,41 @@ func (c *conn) metricsTenant() string {
 		return p.TenantID
 	}
 	return ""
+}
+
+// produced counts the acknowledged records of a produce.
+func (m *requestMetrics) produced(tenant string, records int64) {
+	if m == nil || records <= 0 {
+		return
+	}
+	m.records.WithLabelValues(m.labels.Label(tenant)).Add(float64(records))
+}
+
+// connectionsCollector is sluice_kafka_connections: the listener's open
+// connections by tenant (label bounded as the request metrics'), counted
+// at each scrape.
+type connectionsCollector struct {
+	s      *Server
+	labels *toptenants.Labels
+}
+
+var descConnections = prometheus.NewDesc("sluice_kafka_connections",
+	"Open Kafka connections by tenant (the busiest tenants by name, the rest as other; none: not authenticated yet).", []string{"tenant"}, nil)
+
+func (cc connectionsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descConnections }
+
+func (cc connectionsCollector) Collect(ch chan<- prometheus.Metric) {
+	cc.s.mu.Lock()
+	conns := make([]*conn, 0, len(cc.s.conns))
+	for c := range cc.s.conns {
+		conns = append(conns, c)
+	}
+	cc.s.mu.Unlock()
+	by := map[string]float64{}
+	for _, c := range conns {
+		by[cc.labels.Label(c.metricsTenant())]++
+	}
+	for t, n := range by {
+		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.GaugeValue, n, t)
+	}
 }

@@ -211,6 +211,9 @@ func New(cfg Config) (*Server, error) {
 			labels = toptenants.New(TopTenants, 10*time.Second, cfg.Now)
 		}
 		rm, err := newRequestMetrics(cfg.Metrics, labels)
+		if err == nil {
+			err = cfg.Metrics.Register(connectionsCollector{s: s, labels: labels})
+		}
 		if err != nil {
 			ln.Close()
 			cancel()

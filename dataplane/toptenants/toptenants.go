@@ -82,6 +82,20 @@ func (l *Labels) Observe(tenant string, weight float64) string {
 	return label
 }
 
+// Label is the tenant's label value now, without counting traffic: for
+// gauges (e.g. open connections) summed by label.
+func (l *Labels) Label(tenant string) string {
+	if tenant == "" {
+		return "none"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.top[tenant] {
+		return tenant
+	}
+	return Other
+}
+
 // admit puts tenant into a top set with room; l.mu is held.
 func (l *Labels) admit(tenant string) bool {
 	l.top[tenant] = true
