@@ -210,7 +210,8 @@ func TestRunbooks(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("the hot tenant had no record acknowledged")
 	}
-	check := kafkaClient(t, s, hot, kgo.ConsumeTopics("ingest"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	check := kafkaClient(t, s, hot, kgo.ConsumeTopics("ingest"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
 	for seen := 0; len(want) > 0; {
 		fs := check.PollFetches(ctx)
 		if ctx.Err() != nil {
