@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,6 +138,8 @@ func TestRunbooks(t *testing.T) {
 	var acks []ack
 	var hotBytes atomic.Int64
 	hotCtx, stopHot := context.WithCancel(ctx)
+	hotStart := time.Now()
+	since := func() time.Duration { return time.Since(hotStart).Round(100 * time.Millisecond) }
 	hotDone := make(chan struct{})
 	go func() {
 		defer close(hotDone)
@@ -162,6 +165,7 @@ func TestRunbooks(t *testing.T) {
 	hotBeside := hotRate(besideFrom, besideTo, b0)
 	t.Logf("compliant tenant's produce p99: alone %v (%d produces), beside the hot tenant %v (%d); hot tenant %.0f KiB/s",
 		solo, nSolo, beside, nBeside, hotBeside/1024)
+	t.Logf("T+%v: SluiceProduceLatencyAboveSLO's condition (p99 > 250 ms) for the compliant tenant: %v", since(), beside > 250*time.Millisecond)
 
 	vars := map[string]string{"HOT_TENANT": hot.id, "CALM_TENANT": calm.id,
 		"CALM_KEY_ID": calm.keyID, "CALM_KEY_SECRET": calm.secret, "LEAKED_TENANT": calm.id, "LEAKED_KEY_ID": leaked["id"].(string), "LEAKED_KEY_SECRET": leaked["secret"].(string),
@@ -173,8 +177,13 @@ func TestRunbooks(t *testing.T) {
 	}
 	var after time.Duration
 	var hotAfter float64
+	var throttledAt time.Time
 	for _, b := range blocks {
 		runBlock(t, b, env, 2*time.Minute)
+		t.Logf("T+%v: %s: ran hot-tenant.md:%d", since(), b.heading, b.line)
+		if strings.Contains(b.script, "tenants throttle \"$HOT_TENANT\"") {
+			throttledAt = time.Now()
+		}
 		if b.heading != "3. Verify the neighbours recovered" {
 			continue
 		}
@@ -184,7 +193,15 @@ func TestRunbooks(t *testing.T) {
 		after, n = calmLat.p99(from, to)
 		hotAfter = hotRate(from, to, b1)
 		t.Logf("after the throttle: compliant tenant's produce p99 %v (%d produces); hot tenant %.0f KiB/s", after, n, hotAfter/1024)
-		if limit := time.Duration(1.2*float64(solo)) + 10*time.Millisecond; after > limit {
+		limit := time.Duration(1.2*float64(solo)) + 10*time.Millisecond
+		for w := throttledAt; w.Before(to); w = w.Add(time.Second) {
+			if p, n := calmLat.p99(w, w.Add(time.Second)); n > 0 && p <= limit {
+				t.Logf("T+%v: the compliant tenant's 1-second produce p99 is back within the limit (%v <= %v), %v after the throttle",
+					w.Sub(hotStart).Round(100*time.Millisecond), p, limit, w.Sub(throttledAt).Round(100*time.Millisecond))
+				break
+			}
+		}
+		if after > limit {
 			t.Errorf("the compliant tenant's produce p99 is %v after the throttle, want within 20%% (+10 ms) of its %v alone (%v beside the hot tenant)", after, solo, beside)
 		}
 		if hotAfter > 3*131072 {
