@@ -163,6 +163,10 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		{"log segments", "sluice_log_segments", nil, 9, 1e4, true},
 		{"disk used", "sluice_disk_used_ratio", nil, 0.0001, 1, true},
 		{"cell state fresh", "sluice_cell_state_sync_age_seconds", nil, 0, 3 * 60, true},
+		{"Raft commits timed", "sluice_raft_seconds_count", []string{`kind="commit"`}, records, 1e7, true},
+		{"Raft applies timed", "sluice_raft_seconds_count", []string{`kind="apply"`}, records, 1e7, true},
+		{"leader log stores (with the group commit's fsync) timed", "sluice_raft_seconds_count", []string{`kind="store_leader"`}, 1, 1e7, true},
+		{"follower log stores timed", "sluice_raft_seconds_count", []string{`kind="store_follower"`}, 1, 1e7, true},
 		{"group rebalances", "sluice_group_rebalances_total", nil, 0, 100, true},
 		// 200 synchronous produces are over the free plan's request rate.
 		{"throttle time", "sluice_quota_throttle_seconds_total", []string{tenant}, 0.001, 1e4, true},
