@@ -187,25 +187,27 @@ func TestRunbooks(t *testing.T) {
 		if b.heading != "3. Verify the neighbours recovered" {
 			continue
 		}
-		b1 := hotBytes.Load()
-		from, to := window(ctx, 6*time.Second)
-		var n int
-		after, n = calmLat.p99(from, to)
-		hotAfter = hotRate(from, to, b1)
-		t.Logf("after the throttle: compliant tenant's produce p99 %v (%d produces); hot tenant %.0f KiB/s", after, n, hotAfter/1024)
+		// The runbook's promise: within 30 s of the throttle, a 6-second
+		// window of the compliant tenant's produces has its p99 back within
+		// 20% (+10 ms of scheduling noise on a shared machine) of its solo
+		// figure. Windows follow one another until one does or 30 s pass.
 		limit := time.Duration(1.2*float64(solo)) + 10*time.Millisecond
-		for w := throttledAt; w.Before(to); w = w.Add(time.Second) {
-			if p, n := calmLat.p99(w, w.Add(time.Second)); n > 0 && p <= limit {
-				t.Logf("T+%v: the compliant tenant's 1-second produce p99 is back within the limit (%v <= %v), %v after the throttle",
-					w.Sub(hotStart).Round(100*time.Millisecond), p, limit, w.Sub(throttledAt).Round(100*time.Millisecond))
-				break
+		var recovered bool
+		for !recovered && time.Since(throttledAt) < 30*time.Second {
+			b1 := hotBytes.Load()
+			from, to := window(ctx, 6*time.Second)
+			var n int
+			after, n = calmLat.p99(from, to)
+			hotAfter = hotRate(from, to, b1)
+			recovered = after <= limit
+			t.Logf("T+%v: window from %v after the throttle: compliant tenant's produce p99 %v (%d produces, limit %v); hot tenant %.0f KiB/s",
+				since(), from.Sub(throttledAt).Round(100*time.Millisecond), after, n, limit, hotAfter/1024)
+			if hotAfter > 3*131072 {
+				t.Errorf("the throttled hot tenant still produces %.0f KiB/s (throttle 128 KiB/s)", hotAfter/1024)
 			}
 		}
-		if after > limit {
-			t.Errorf("the compliant tenant's produce p99 is %v after the throttle, want within 20%% (+10 ms) of its %v alone (%v beside the hot tenant)", after, solo, beside)
-		}
-		if hotAfter > 3*131072 {
-			t.Errorf("the throttled hot tenant still produces %.0f KiB/s (throttle 128 KiB/s)", hotAfter/1024)
+		if !recovered {
+			t.Errorf("the compliant tenant's produce p99 is %v 30 s after the throttle, want within 20%% (+10 ms) of its %v alone (%v beside the hot tenant)", after, solo, beside)
 		}
 	}
 	if after == 0 {
