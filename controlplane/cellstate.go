@@ -124,6 +124,9 @@ func (s *Server) cellState(c echo.Context) error {
 	tick := time.NewTicker(statePollEvery)
 	defer tick.Stop()
 	for {
+		if err := s.expireThrottles(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("expire tenant throttles", "err", err)
+		}
 		var version int64
 		if err := s.db.QueryRow(ctx, `SELECT state_version FROM cells WHERE id = $1`, cell).Scan(&version); err != nil {
 			return dbError("read cell version", err)
@@ -163,7 +166,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}
 		quotas := map[string]api.Quotas{}
 		rows, _ = tx.Query(ctx, `SELECT t.id, t.name, t.status, t.plan, `+quotaColumns+` FROM tenants t
-			JOIN quotas q ON q.tenant_id = t.id WHERE t.home_cell_id = $1 ORDER BY t.id`, cell)
+			JOIN effective_quotas q ON q.tenant_id = t.id WHERE t.home_cell_id = $1 ORDER BY t.id`, cell)
 		if st.Tenants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Tenant, error) {
 			var t wire.Tenant
 			var q api.Quotas

@@ -28,6 +28,7 @@ commands:
   cells list
   brokers list
 ` + fleetUsage + `
+` + oncallUsage + `
 The API URL and operator key come from SLUICE_ENDPOINT, SLUICE_API_KEY_ID
 and SLUICE_API_KEY_SECRET (as tenantd dev prints them, and as the Terraform
 provider reads them) unless given as flags; the older SLUICE_API_URL and
@@ -83,6 +84,10 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	}
 
 	if handled, err := adminFleet(ctx, c, p, out, rest); handled {
+		return err
+	}
+	oc := oncall{c: c, p: p, out: out, hc: lt.httpClient(), apiURL: *apiURL, keyID: id, secret: secret, metrics: getenv("SLUICE_METRICS_URL")}
+	if handled, err := oc.run(ctx, rest[0]+" "+rest[1], rest[2:]); handled {
 		return err
 	}
 	switch rest[0] + " " + rest[1] {

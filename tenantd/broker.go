@@ -69,6 +69,7 @@ type brokerConfig struct {
 
 	adm     *admission.Admission // set by runBroker for startKafka
 	applied *applyState          // set by runBroker: the last reconciliation's outcome, for /readyz
+	parts   *brokerParts         // set by runBroker: what the broker's metrics read
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
@@ -101,6 +102,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
+	cfg.parts = newBrokerParts()
 	// runReplicas hands gl its group coordinator's committed offsets.
 	gl, err := newGroupLag(syncer, replicaOf(&manager), log)
 	if err != nil {
@@ -111,7 +113,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 			return fmt.Errorf("register group lag metrics: %w", err)
 		}
 		defer cfg.Metrics.Unregister(gl.tracker)
-		unregister, err := registerReplicaMetrics(cfg.Metrics, &manager)
+		unregister, err := registerReplicaMetrics(cfg.Metrics, &manager, syncer, cfg.parts)
 		if err != nil {
 			return err
 		}
@@ -199,6 +201,9 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		return err
 	}
 	defer node.Close()
+	cfg.parts.node.Store(node)
+	defer cfg.parts.node.Store(nil)
+	cfg.parts.selfID.Store(int64(self.NodeID))
 	stopReload := reloadOnHangup("peer certificate", cfg.Peer.Cert, func() error { return cert.Load(cfg.Peer.Cert, cfg.Peer.Key) }, log)
 	defer stopReload()
 	com := raftlog.NewCommitter(dlog.SyncFiles)
@@ -221,6 +226,8 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		return err
 	}
 	defer coord.Close()
+	cfg.parts.coord.Store(coord)
+	defer cfg.parts.coord.Store(nil)
 	gl.useCoordinator(coord.AllGroups)
 	defer gl.useCoordinator(nil)
 	// One producer-id allocator per broker: both front doors hand out ids
@@ -307,9 +314,11 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		Homes: kafka.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
 			return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
 		}),
-		Logger:    log,
-		Admission: cfg.adm,
-		TLS:       cfg.TLS.server(),
+		Logger:       log,
+		Admission:    cfg.adm,
+		TLS:          cfg.TLS.server(),
+		Metrics:      cfg.Metrics,
+		TenantLabels: cfg.parts.labels,
 	})
 	if err != nil {
 		return nil, err

@@ -51,8 +51,10 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		// count them as the tenants' own requests.
 		PeerKey:    httpapi.PeerKeyFrom(cfg.CellKeySecret),
 		Registerer: reg,
-		Logger:     log,
-		TLS:        cfg.TLS.server(),
+		// One top set of tenants for both front doors' series.
+		TenantLabels: cfg.parts.labels,
+		Logger:       log,
+		TLS:          cfg.TLS.server(),
 	}
 	if cfg.TLS != nil {
 		hc.ForwardCAs = cfg.TLS.roots

@@ -105,6 +105,7 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 	keyFile := filepath.Join(cfg.DataDir, "operator-key")
 
 	reg := prometheus.NewRegistry() // the control plane's and the dev brokers' metrics
+	reg.MustRegister(raftTimingHistograms())
 	var readyErr error
 	var brokers sync.WaitGroup
 	sctx, cancel := context.WithCancel(ctx)

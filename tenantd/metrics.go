@@ -79,9 +79,9 @@ func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry
 }
 
 // brokerRegistry is a broker process's own Prometheus registry, with the Go
-// and process collectors.
+// and process collectors and the process's Raft timings (raftmetrics.go).
 func brokerRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), raftTimingHistograms())
 	return reg
 }

@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/contract/apimetrics"
+	"github.com/sluicehq/sluice/dataplane/toptenants"
 )
 
 // metrics of the HTTP data API: its requests (apimetrics, as the control
@@ -14,9 +16,10 @@ type metrics struct {
 	*apimetrics.Requests
 	forwards  *prometheus.CounterVec
 	published *prometheus.CounterVec
+	tenants   *tenantMetrics
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*metrics, error) {
 	r, err := apimetrics.New(reg, apimetrics.Opts{Prefix: "sluice_http", API: "HTTP data API", LatencyNote: " (long polls included)",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12), Route: routeName, Catalogued: toCatalog})
 	if err != nil {
@@ -36,10 +39,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	if m.tenants, err = newTenantMetrics(reg, labels); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc { return m.Middleware(next) }
+func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	counted := m.Middleware(next)
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := counted(c)
+		m.tenants.observe(c, start, err)
+		return err
+	}
+}
 
 // routeName is the route pattern a request matched, as documented (the
 // escaping of ':' for echo removed).

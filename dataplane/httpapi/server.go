@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/toptenants"
 )
 
 // Config configures a Server.
@@ -71,6 +72,9 @@ type Config struct {
 	// registers them with the broker's, on its metrics listener). Default:
 	// a private registry, i.e. not exported.
 	Registerer prometheus.Registerer
+	// TenantLabels bounds the tenant label of the per-tenant request
+	// metrics (nil: the TopTenants busiest of this API).
+	TenantLabels *toptenants.Labels
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body (413 body_too_large). Default 16 MiB.
@@ -203,7 +207,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, cfg.TenantLabels)
 	if err != nil {
 		return nil, fmt.Errorf("register http api metrics: %w", err)
 	}

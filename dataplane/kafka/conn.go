@@ -49,6 +49,8 @@ type conn struct {
 	release  func()        // gives back the tenant's connection slot, once taken
 
 	preAuthHost string // counted among this address's unauthenticated connections; guarded by s.mu
+
+	respErr int16 // the error code of the response handle wrote last (metrics.go)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -142,7 +144,11 @@ func (c *conn) serve() {
 				c.noteUse(p)
 			}
 		}
-		if err := c.handle(req); err != nil {
+		start := time.Now()
+		err = c.handle(req)
+		c.s.rm.observe(req.key, c.metricsTenant(), len(frame), start, c.respErr, err != nil && !errors.Is(err, errCloseAfterReply))
+		c.respErr = 0
+		if err != nil {
 			if !errors.Is(err, errCloseAfterReply) {
 				log.Info("kafka connection closed", "api", kmsg.NameForKey(req.key), "err", err)
 			}
@@ -229,6 +235,7 @@ func (c *conn) handle(req *request) error {
 	if tr, ok := resp.(kmsg.SetThrottleResponse); ok && c.throttle > 0 {
 		tr.SetThrottle(throttleMillis(c.throttle))
 	}
+	c.respErr = responseError(resp)
 	if err := c.respond(req, func() error { return c.write(req, resp) }); err != nil {
 		return err
 	}

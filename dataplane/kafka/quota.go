@@ -115,6 +115,7 @@ func (c *conn) checkProduce(size int) error {
 // recordProduce records the acknowledged bytes and records of a produce
 // and adds their throttle to the request's.
 func (c *conn) recordProduce(bytes, records int64) {
+	c.s.rm.produced(c.metricsTenant(), records)
 	if a := c.s.cfg.Admission; a != nil && bytes > 0 {
 		c.throttle = max(c.throttle, a.RecordProduce(c.tenant(), bytes, records))
 	}

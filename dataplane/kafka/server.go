@@ -12,10 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/toptenants"
 )
 
 // Config configures a Server.
@@ -108,6 +111,11 @@ type Config struct {
 	// (throttle_time_ms and muted connections), fair egress for fetches,
 	// disk watermarks and per-tenant limits. Unset, nothing is limited.
 	Admission *admission.Admission
+	// Metrics, when set, gets the listener's request metrics (metrics.go):
+	// per Kafka API and tenant, the tenants bounded by TenantLabels (nil:
+	// the TopTenants busiest of this listener).
+	Metrics      prometheus.Registerer
+	TenantLabels *toptenants.Labels
 }
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.
@@ -165,7 +173,8 @@ type Server struct {
 	ctx    context.Context // ends at Close; bounds every wait of a request
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	homes  *homeCache // nil without Config.Homes
+	homes  *homeCache      // nil without Config.Homes
+	rm     *requestMetrics // nil without Config.Metrics
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -195,6 +204,22 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}, preAuth: map[string]int{}}
 	if cfg.Homes != nil {
 		s.homes = newHomeCache(cfg.Homes, cfg.HomeLimits, cfg.Now)
+	}
+	if cfg.Metrics != nil {
+		labels := cfg.TenantLabels
+		if labels == nil {
+			labels = toptenants.New(TopTenants, 10*time.Second, cfg.Now)
+		}
+		rm, err := newRequestMetrics(cfg.Metrics, labels)
+		if err == nil {
+			err = cfg.Metrics.Register(connectionsCollector{s: s, labels: labels})
+		}
+		if err != nil {
+			ln.Close()
+			cancel()
+			return nil, fmt.Errorf("kafka metrics: %w", err)
+		}
+		s.rm = rm
 	}
 	return s, nil
 }

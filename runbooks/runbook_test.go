@@ -1,0 +1,164 @@
+package runbooks
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// block is one marked shell block of a runbook, with the expectations
+// that follow it.
+type block struct {
+	file, heading string
+	line          int
+	script        string
+	expect        []*regexp.Regexp // each must match the block's output
+}
+
+// Markers: "```sh {run}" opens a block the test runs (and a reader sees
+// as run); "```text {expect}" right after it lists, one per line, regular
+// expressions its output must match. Plain "```sh" blocks are shown, not
+// run.
+const (
+	runFence    = "```sh {run}"
+	expectFence = "```text {expect}"
+)
+
+// parseRunbook extracts a runbook's run blocks in order.
+func parseRunbook(path string) ([]block, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []block
+	var cur *block
+	var heading string
+	mode := ""
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		switch {
+		case mode == "" && strings.HasPrefix(l, "#"):
+			heading = strings.TrimSpace(strings.TrimLeft(l, "#"))
+		case mode == "" && strings.TrimSpace(l) == runFence:
+			out = append(out, block{file: filepath.Base(path), heading: heading, line: n})
+			cur, mode = &out[len(out)-1], "run"
+		case mode == "" && strings.TrimSpace(l) == expectFence:
+			if cur == nil {
+				return nil, fmt.Errorf("%s:%d: an expect block with no run block before it", path, n)
+			}
+			mode = "expect"
+		case mode == "" && strings.HasPrefix(strings.TrimSpace(l), "```"):
+			mode = "other"
+			if strings.TrimSpace(l) != "```" {
+				cur = nil // another block between: the next expect has no run block
+			}
+		case mode != "" && strings.TrimSpace(l) == "```":
+			if mode == "other" {
+				cur = nil
+			}
+			mode = ""
+		case mode == "run":
+			cur.script += l + "\n"
+		case mode == "expect":
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			re, err := regexp.Compile("(?m)" + strings.TrimSpace(l))
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: expect %q: %w", path, n, l, err)
+			}
+			cur.expect = append(cur.expect, re)
+		case mode == "" && strings.TrimSpace(l) != "":
+			cur = nil // prose between a run block and an expect block
+		}
+	}
+	if mode != "" {
+		return nil, fmt.Errorf("%s: unclosed code block", path)
+	}
+	return out, sc.Err()
+}
+
+// runBlock runs one block with bash -euo pipefail in env and checks its
+// expectations; it fails the test on a non-zero exit (a command that
+// drifted from the CLI) or an unmatched expectation.
+func runBlock(t *testing.T, b block, env []string, limit time.Duration) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.script)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s:%d (%s): %v\n$ %s%s", b.file, b.line, b.heading, err, b.script, out.String())
+		}
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s:%d (%s): still running after %s\n$ %s%s", b.file, b.line, b.heading, limit, b.script, out.String())
+	}
+	for _, re := range b.expect {
+		if !re.MatchString(out.String()) {
+			t.Fatalf("%s:%d (%s): the output does not match %q, as the runbook says it should\n$ %s%s", b.file, b.line, b.heading, re, b.script, out.String())
+		}
+	}
+	t.Logf("%s:%d (%s)\n$ %s%s", b.file, b.line, b.heading, b.script, out.String())
+	return out.String()
+}
+
+// TestRunbooksWellFormed: every runbook names its alert, has run blocks,
+// and its blocks parse; every alert of alerts.yml has a runbook.
+func TestRunbooksWellFormed(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	want := []string{"broker-lost.md", "control-plane-down.md", "disk-watermark.md", "hot-tenant.md", "lag-beyond-retention.md", "leaked-key.md", "stuck-move.md"}
+	for _, w := range want {
+		if !contains(files, w) {
+			t.Errorf("no runbook %s", w)
+		}
+	}
+	for _, f := range files {
+		if f == "README.md" {
+			continue
+		}
+		blocks, err := parseRunbook(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(blocks) == 0 {
+			t.Errorf("%s has no run blocks", f)
+		}
+		raw, _ := os.ReadFile(f)
+		for _, section := range []string{"## Alert", "## Rollback"} {
+			if !strings.Contains(string(raw), section) {
+				t.Errorf("%s has no %q section", f, section)
+			}
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

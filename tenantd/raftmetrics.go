@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"sync"
+
+	gometrics "github.com/hashicorp/go-metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// raftTimings turns the timings hashicorp/raft reports through go-metrics
+// into Prometheus histograms: commit latency (raft.commitTime: from the
+// leader dispatching an entry to its commit), FSM apply latency
+// (raft.fsm.apply) and the Raft log store's StoreLogs time on the leader
+// (raft.leader.dispatchLog) and on followers
+// (raft.rpc.appendEntries.storeLogs), which in Sluice's store includes
+// waiting for the group commit's fsync. go-metrics is process-wide, so the
+// series cover every Raft group of the process (in `tenantd dev`, the
+// three brokers together). Every other go-metrics key is dropped.
+type raftTimings struct {
+	gometrics.BlackholeSink
+	hist *prometheus.HistogramVec // by kind
+}
+
+var (
+	raftOnce sync.Once
+	raftHist *prometheus.HistogramVec
+)
+
+// raftTimingHistograms installs the go-metrics sink (once per process)
+// and returns its histograms, for each broker registry to register.
+func raftTimingHistograms() *prometheus.HistogramVec {
+	raftOnce.Do(func() {
+		raftHist = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_raft_seconds",
+			Help:    "Raft timings of this process's partitions, by kind: commit (leader dispatch to commit), apply (FSM apply), store_leader and store_follower (StoreLogs, including the group commit's fsync).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"kind"})
+		cfg := gometrics.DefaultConfig("")
+		cfg.EnableHostname, cfg.EnableHostnameLabel, cfg.EnableRuntimeMetrics = false, false, false
+		_, _ = gometrics.NewGlobal(cfg, &raftTimings{hist: raftHist})
+	})
+	return raftHist
+}
+
+// raftKinds maps the go-metrics keys kept to their kind label.
+var raftKinds = map[string]string{
+	"raft.commitTime":                  "commit",
+	"raft.fsm.apply":                   "apply",
+	"raft.leader.dispatchLog":          "store_leader",
+	"raft.rpc.appendEntries.storeLogs": "store_follower",
+}
+
+// AddSample receives MeasureSince's milliseconds.
+func (r *raftTimings) AddSample(key []string, val float32) {
+	if kind, ok := raftKinds[strings.Join(key, ".")]; ok {
+		r.hist.WithLabelValues(kind).Observe(float64(val) / 1000)
+	}
+}
+
+func (r *raftTimings) AddSampleWithLabels(key []string, val float32, _ []gometrics.Label) {
+	r.AddSample(key, val)
+}
