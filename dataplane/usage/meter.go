@@ -1,0 +1,130 @@
+package usage
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// key is one counter: a tenant's meter on a topic in an hour.
+type key struct {
+	tenant, topic, meter string
+	hour                 int64
+}
+
+// Meter holds a broker's counters between flushes. Its methods are safe
+// for concurrent use; a nil *Meter counts nothing and Sync returns at
+// once, so the front doors call it whether or not metering is on.
+type Meter struct {
+	now func() time.Time
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	counts map[key]int64
+	// gen numbers the counts being accumulated; flushed is the newest
+	// generation whose counts are committed in a usage partition, and
+	// done is closed (and replaced) when flushed moves.
+	gen, flushed uint64
+	done         chan struct{}
+	// want asks the flusher for a flush now (a Sync is waiting).
+	want chan struct{}
+}
+
+// NewMeter returns a Meter; now is its clock (nil: time.Now).
+func NewMeter(now func() time.Time) *Meter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Meter{now: now, counts: map[key]int64{}, gen: 1, done: make(chan struct{}), want: make(chan struct{}, 1)}
+}
+
+// Add counts n of meter for tenant on topic (a topic id; "" for none) in
+// the current hour.
+func (m *Meter) Add(tenant, topic, meter string, n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	hour := m.now().Truncate(time.Hour).Unix()
+	m.mu.Lock()
+	m.counts[key{tenant, topic, meter, hour}] += n
+	m.mu.Unlock()
+}
+
+// Produced counts an appended batch of bytes holding messages records.
+func (m *Meter) Produced(tenant, topic string, bytes, messages int64) {
+	m.Add(tenant, topic, BytesIn, bytes)
+	m.Add(tenant, topic, MessagesIn, messages)
+}
+
+// Fetched counts fetched bytes holding messages records.
+func (m *Meter) Fetched(tenant, topic string, bytes, messages int64) {
+	m.Add(tenant, topic, BytesOut, bytes)
+	m.Add(tenant, topic, MessagesOut, messages)
+}
+
+// Sync waits until everything counted before it was called is committed
+// in a usage partition, or ctx ends (then it returns ctx's error and the
+// counts stay queued: a later flush carries them).
+func (m *Meter) Sync(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	if len(m.counts) == 0 && m.flushed+1 >= m.gen {
+		// Nothing counted and no flush outstanding.
+		m.mu.Unlock()
+		return nil
+	}
+	// With nothing new counted, the flush in flight is the one to wait
+	// for.
+	gen := m.gen
+	if len(m.counts) == 0 {
+		gen--
+	}
+	for m.flushed < gen {
+		done := m.done
+		m.mu.Unlock()
+		select {
+		case m.want <- struct{}{}:
+		default:
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		m.mu.Lock()
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// take returns the counts accumulated so far and their generation, and
+// starts a new one.
+func (m *Meter) take() (map[key]int64, uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, g := m.counts, m.gen
+	m.counts = map[key]int64{}
+	m.gen++
+	return c, g
+}
+
+// markFlushed records that the counts of generations up to g are
+// committed.
+func (m *Meter) markFlushed(g uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g > m.flushed {
+		m.flushed = g
+		close(m.done)
+		m.done = make(chan struct{})
+	}
+}
+
+// Pending reports whether counts wait for a flush.
+func (m *Meter) Pending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.counts) > 0 || m.flushed+1 < m.gen
+}
