@@ -1,0 +1,176 @@
+package billing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Meters are the ledger's meters, in display order.
+var Meters = []string{"bytes_in", "bytes_out", "messages_in", "messages_out"}
+
+// IsMeter reports whether m is one of Meters.
+func IsMeter(m string) bool {
+	for _, x := range Meters {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Record is a usage record as the brokers write it (dataplane/usage's
+// Record, version 1).
+type Record struct {
+	Version int     `json:"v"`
+	Node    int     `json:"node"`
+	Boot    string  `json:"boot"`
+	Seq     int64   `json:"seq"`
+	At      int64   `json:"at"`
+	Entries []Entry `json:"entries"`
+}
+
+// Entry is one counter of a Record.
+type Entry struct {
+	Tenant string `json:"tenant"`
+	Topic  string `json:"topic,omitempty"`
+	Meter  string `json:"meter"`
+	Hour   int64  `json:"hour"`
+	Value  int64  `json:"value"`
+}
+
+// Shipment is one range of a usage partition's records.
+type Shipment struct {
+	Cell      string
+	Partition int32
+	// From is the offset the range starts at (-1: only ask for the
+	// position); Next the offset after it.
+	From, Next int64
+	Records    []json.RawMessage
+}
+
+// ShipResult is what Ship did.
+type ShipResult struct {
+	// Position is the partition's applied position after the call.
+	Position int64
+	// Applied is true if the shipment was applied (its From was the
+	// position).
+	Applied bool
+	// Records is how many records were new; Duplicates how many had
+	// been applied before (a flush retried); Rejected how many could not
+	// be read (logged by the caller, never applied).
+	Records, Duplicates, Rejected int
+}
+
+// Ledger is the usage ledger in Postgres (migration 00012).
+type Ledger struct {
+	DB *pgxpool.Pool
+}
+
+type ledgerKey struct {
+	tenant, topic, meter string
+	hour                 int64
+}
+
+// Ship applies s in one transaction: only if s.From is the partition's
+// position, each record whose source was not applied before, and the
+// position moves to s.Next. Concurrent shipments of one partition are
+// serialized on its position row.
+func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
+	var res ShipResult
+	if s.From >= 0 && s.Next < s.From {
+		return res, fmt.Errorf("ship usage: range [%d, %d) is inverted", s.From, s.Next)
+	}
+	err := pgx.BeginFunc(ctx, l.DB, func(tx pgx.Tx) error {
+		res = ShipResult{}
+		if _, err := tx.Exec(ctx, `INSERT INTO usage_positions (cell_id, partition, next_offset) VALUES ($1, $2, 0)
+			ON CONFLICT DO NOTHING`, s.Cell, s.Partition); err != nil {
+			return fmt.Errorf("create usage position: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT next_offset FROM usage_positions WHERE cell_id = $1 AND partition = $2 FOR UPDATE`,
+			s.Cell, s.Partition).Scan(&res.Position); err != nil {
+			return fmt.Errorf("read usage position: %w", err)
+		}
+		if s.From < 0 || s.From != res.Position {
+			return nil
+		}
+		sums := map[ledgerKey]int64{}
+		for _, raw := range s.Records {
+			r, err := decode(raw)
+			if err != nil {
+				res.Rejected++
+				continue
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO usage_sources (cell_id, node, boot, seq) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+				s.Cell, r.Node, r.Boot, r.Seq)
+			if err != nil {
+				return fmt.Errorf("record usage source: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				res.Duplicates++
+				continue
+			}
+			res.Records++
+			for _, e := range r.Entries {
+				sums[ledgerKey{e.Tenant, e.Topic, e.Meter, e.Hour}] += e.Value
+			}
+		}
+		if err := addSums(ctx, tx, sums); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE usage_positions SET next_offset = $3, updated_at = now() WHERE cell_id = $1 AND partition = $2`,
+			s.Cell, s.Partition, s.Next); err != nil {
+			return fmt.Errorf("move usage position: %w", err)
+		}
+		res.Position, res.Applied = s.Next, true
+		return nil
+	})
+	return res, err
+}
+
+// addSums adds sums to the ledger in one statement.
+func addSums(ctx context.Context, tx pgx.Tx, sums map[ledgerKey]int64) error {
+	if len(sums) == 0 {
+		return nil
+	}
+	var tenants, topics, meters []string
+	var hours []time.Time
+	var values []int64
+	for k, v := range sums {
+		tenants, topics, meters = append(tenants, k.tenant), append(topics, k.topic), append(meters, k.meter)
+		hours, values = append(hours, time.Unix(k.hour, 0).UTC()), append(values, v)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO usage_ledger (tenant_id, topic_id, meter, hour, value)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[])
+		ON CONFLICT (tenant_id, meter, hour, topic_id) DO UPDATE SET value = usage_ledger.value + EXCLUDED.value`,
+		tenants, topics, meters, hours, values)
+	if err != nil {
+		return fmt.Errorf("add usage to the ledger: %w", err)
+	}
+	return nil
+}
+
+var errBadRecord = errors.New("bad usage record")
+
+// decode parses and checks one record: a record that fails is never
+// applied, and does not stop the records after it.
+func decode(raw []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return r, fmt.Errorf("%w: %w", errBadRecord, err)
+	}
+	if r.Version != 1 || r.Node <= 0 || r.Boot == "" || r.Seq <= 0 {
+		return r, fmt.Errorf("%w: version %d, source %d/%q/%d", errBadRecord, r.Version, r.Node, r.Boot, r.Seq)
+	}
+	for _, e := range r.Entries {
+		if e.Tenant == "" || !IsMeter(e.Meter) || e.Value < 0 || e.Hour%3600 != 0 {
+			return r, fmt.Errorf("%w: entry %+v", errBadRecord, e)
+		}
+	}
+	return r, nil
+}
