@@ -313,6 +313,8 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/admin/api-keys":           func() { operatorOnly("GET", "/v1/admin/api-keys") },
 		"POST /v1/admin/api-keys":          func() { operatorOnly("POST", "/v1/admin/api-keys") },
 		"DELETE /v1/admin/api-keys/:id":    func() { operatorOnly("DELETE", "/v1/admin/api-keys/"+a.keyID) },
+		"GET /v1/usage":                    func() { usageIsolated(t, e, a, b) },
+		"GET /v1/admin/usage":              func() { operatorOnly("GET", "/v1/admin/usage") },
 	}
 	for _, r := range e.srv.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {
