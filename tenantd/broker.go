@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
+	metering "github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // brokerConfig is what one broker needs.
@@ -59,7 +60,8 @@ type brokerConfig struct {
 	// Isolation configures tenant isolation (isolation.go).
 	Isolation isolationConfig
 
-	adm *admission.Admission // set by runBroker for startKafka
+	adm   *admission.Admission // set by runBroker for startKafka
+	usage *metering.Meter      // set by runReplicas for the front doors
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
@@ -212,6 +214,12 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 	}}
+	meter, stopUsage, err := startUsage(cfg, self.NodeID, m, log)
+	if err != nil {
+		return err
+	}
+	defer stopUsage() // before the replicas close: its last flush needs them
+	cfg.usage = meter
 	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, ids, log)
 	if err != nil {
 		return err
@@ -290,6 +298,7 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		}),
 		Logger:    log,
 		Admission: cfg.adm,
+		Usage:     cfg.usage,
 		TLS:       cfg.TLS.server(),
 	})
 	if err != nil {

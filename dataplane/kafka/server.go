@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // Config configures a Server.
@@ -108,6 +109,8 @@ type Config struct {
 	// (throttle_time_ms and muted connections), fair egress for fetches,
 	// disk watermarks and per-tenant limits. Unset, nothing is limited.
 	Admission *admission.Admission
+	// Usage meters what produces append and fetches send (nil: none).
+	Usage *usage.Meter
 }
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.
