@@ -33,6 +33,25 @@ type Record struct {
 	Seq     int64   `json:"seq"`
 	At      int64   `json:"at"`
 	Entries []Entry `json:"entries"`
+	Batches []Batch `json:"batches"`
+}
+
+// Batch is one produced batch of a Record: counted once per (topic,
+// partition, base offset) as bytes_in and messages_in.
+type Batch struct {
+	Tenant    string `json:"tenant"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Base      int64  `json:"base"`
+	Hour      int64  `json:"hour"`
+	Bytes     int64  `json:"bytes"`
+	Messages  int64  `json:"messages"`
+}
+
+type batchKey struct {
+	topic     string
+	partition int32
+	base      int64
 }
 
 // Entry is one counter of a Record.
@@ -100,6 +119,7 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 			return nil
 		}
 		sums := map[ledgerKey]int64{}
+		batches := map[batchKey]Batch{}
 		for _, raw := range s.Records {
 			r, err := decode(raw)
 			if err != nil {
@@ -119,6 +139,12 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 			for _, e := range r.Entries {
 				sums[ledgerKey{e.Tenant, e.Topic, e.Meter, e.Hour}] += e.Value
 			}
+			for _, b := range r.Batches {
+				batches[batchKey{b.Topic, b.Partition, b.Base}] = b
+			}
+		}
+		if err := newBatches(ctx, tx, batches, sums); err != nil {
+			return err
 		}
 		if err := addSums(ctx, tx, sums); err != nil {
 			return err
@@ -131,6 +157,40 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 		return nil
 	})
 	return res, err
+}
+
+// newBatches records batches in usage_batches and adds those not counted
+// before to sums.
+func newBatches(ctx context.Context, tx pgx.Tx, batches map[batchKey]Batch, sums map[ledgerKey]int64) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	var topics []string
+	var parts []int32
+	var bases []int64
+	for k := range batches {
+		topics, parts, bases = append(topics, k.topic), append(parts, k.partition), append(bases, k.base)
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO usage_batches (topic_id, partition, base_offset)
+		SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[]) ON CONFLICT DO NOTHING
+		RETURNING topic_id, partition, base_offset`, topics, parts, bases)
+	if err != nil {
+		return fmt.Errorf("record usage batches: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k batchKey
+		if err := rows.Scan(&k.topic, &k.partition, &k.base); err != nil {
+			return fmt.Errorf("record usage batches: %w", err)
+		}
+		b := batches[k]
+		sums[ledgerKey{b.Tenant, b.Topic, "bytes_in", b.Hour}] += b.Bytes
+		sums[ledgerKey{b.Tenant, b.Topic, "messages_in", b.Hour}] += b.Messages
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("record usage batches: %w", err)
+	}
+	return nil
 }
 
 // addSums adds sums to the ledger in one statement.
@@ -170,6 +230,11 @@ func decode(raw []byte) (Record, error) {
 	for _, e := range r.Entries {
 		if e.Tenant == "" || !IsMeter(e.Meter) || e.Value < 0 || e.Hour%3600 != 0 {
 			return r, fmt.Errorf("%w: entry %+v", errBadRecord, e)
+		}
+	}
+	for _, b := range r.Batches {
+		if b.Tenant == "" || b.Topic == "" || b.Partition < 0 || b.Base < 0 || b.Bytes < 0 || b.Messages < 0 || b.Hour%3600 != 0 {
+			return r, fmt.Errorf("%w: batch %+v", errBadRecord, b)
 		}
 	}
 	return r, nil

@@ -129,3 +129,36 @@ func TestShipConcurrentShippers(t *testing.T) {
 		t.Fatalf("messages_in %d, want %d", tot["messages_in"], n)
 	}
 }
+
+// TestShipBatchOnce: a produced batch reported by two leaders (the one
+// that appended it, and the next, which answered the producer's retry as
+// a duplicate) counts once, also when both reports come in one shipment.
+func TestShipBatchOnce(t *testing.T) {
+	l := newLedger(t)
+	ctx := context.Background()
+	batch := billing.Batch{Tenant: "t1", Topic: "tp", Partition: 2, Base: 40, Hour: hour0.Unix(), Bytes: 300, Messages: 3}
+	other := batch
+	other.Base = 43
+	mk := func(node int, seq int64, bs ...billing.Batch) json.RawMessage {
+		b, err := json.Marshal(billing.Record{Version: 1, Node: node, Boot: "b", Seq: seq, Batches: bs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ship := func(from int64, recs ...json.RawMessage) {
+		t.Helper()
+		if res, err := l.Ship(ctx, billing.Shipment{Cell: "c1", Partition: 1, From: from, Next: from + int64(len(recs)), Records: recs}); err != nil || !res.Applied {
+			t.Fatalf("ship: %+v %v", res, err)
+		}
+	}
+	ship(0, mk(1, 1, batch), mk(2, 1, batch, other))
+	ship(2, mk(3, 1, batch))
+	tot, err := l.Totals(ctx, "t1", hour0, hour0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tot["bytes_in"] != 600 || tot["messages_in"] != 6 {
+		t.Fatalf("totals %v, want bytes_in 600 messages_in 6", tot)
+	}
+}

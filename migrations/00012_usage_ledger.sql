@@ -40,7 +40,20 @@ CREATE TABLE usage_sources (
 );
 CREATE INDEX usage_sources_applied ON usage_sources (applied_at);
 
+-- Produced batches counted, by topic id, partition and base offset: a
+-- batch is counted once although the leader that appended it and a later
+-- one that answered its producer's retry as a duplicate both report it.
+CREATE TABLE usage_batches (
+    topic_id    text NOT NULL,
+    partition   integer NOT NULL,
+    base_offset bigint NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (topic_id, partition, base_offset)
+);
+CREATE INDEX usage_batches_applied ON usage_batches (applied_at);
+
 -- +goose Down
+DROP TABLE usage_batches;
 DROP TABLE usage_sources;
 DROP TABLE usage_positions;
 DROP TABLE usage_ledger;

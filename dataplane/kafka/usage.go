@@ -32,7 +32,7 @@ func (c *conn) meterProduce(ctx context.Context, r *kmsg.ProduceRequest, resp *k
 			if op.ErrorCode != 0 || op.BaseOffset < 0 || len(rp.Records) < 61 {
 				continue
 			}
-			u.Produced(c.tenant(), t.ID, int64(len(rp.Records)), int64(binary.BigEndian.Uint32(rp.Records[57:])))
+			u.Produced(c.tenant(), t.ID, rp.Partition, op.BaseOffset, int64(len(rp.Records)), int64(binary.BigEndian.Uint32(rp.Records[57:])))
 		}
 	}
 	c.syncUsage(ctx)

@@ -139,9 +139,9 @@ func (f *Flusher) run() {
 // none are pending.
 func (f *Flusher) flush(ctx context.Context) error {
 	if len(f.pending) == 0 {
-		counts, gen := f.cfg.Meter.take()
+		counts, batches, gen := f.cfg.Meter.take()
 		f.pendingGen = gen
-		f.pending = f.records(counts)
+		f.pending = f.records(counts, batches)
 	}
 	for len(f.pending) > 0 {
 		p, ok := f.cfg.Partition()
@@ -164,8 +164,8 @@ func (f *Flusher) flush(ctx context.Context) error {
 
 // records turns counts into records of at most maxEntries entries, in a
 // stable order.
-func (f *Flusher) records(counts map[key]int64) []Record {
-	if len(counts) == 0 {
+func (f *Flusher) records(counts map[key]int64, batches []Batch) []Record {
+	if len(counts) == 0 && len(batches) == 0 {
 		return nil
 	}
 	keys := make([]key, 0, len(counts))
@@ -185,15 +185,16 @@ func (f *Flusher) records(counts map[key]int64) []Record {
 	})
 	at := time.Now().UnixMilli()
 	var out []Record
-	for len(keys) > 0 {
+	for len(keys) > 0 || len(batches) > 0 {
 		n := min(len(keys), maxEntries)
+		nb := min(len(batches), maxEntries-n)
 		f.seq++
-		r := Record{Version: RecordVersion, Node: f.cfg.NodeID, Boot: f.cfg.Boot, Seq: f.seq, At: at}
+		r := Record{Version: RecordVersion, Node: f.cfg.NodeID, Boot: f.cfg.Boot, Seq: f.seq, At: at, Batches: batches[:nb:nb]}
 		for _, k := range keys[:n] {
 			r.Entries = append(r.Entries, Entry{Tenant: k.tenant, Topic: k.topic, Meter: k.meter, Hour: k.hour, Value: counts[k]})
 		}
 		out = append(out, r)
-		keys = keys[n:]
+		keys, batches = keys[n:], batches[nb:]
 	}
 	return out
 }

@@ -37,11 +37,12 @@ func (l *memLog) Produce(_ context.Context, b []byte) (int64, error) {
 }
 
 // totals folds the log the way the ledger does: each (node, boot, seq)
-// once.
+// once, each batch (topic, partition, base) once.
 func (l *memLog) totals(t *testing.T) (map[string]int64, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seen := map[[3]any]bool{}
+	batches := map[[3]any]bool{}
 	out := map[string]int64{}
 	dups := 0
 	for _, b := range l.batches {
@@ -58,6 +59,13 @@ func (l *memLog) totals(t *testing.T) (map[string]int64, int) {
 			seen[k] = true
 			for _, e := range r.Entries {
 				out[e.Tenant+"/"+e.Topic+"/"+e.Meter] += e.Value
+			}
+			for _, b := range r.Batches {
+				if k := [3]any{b.Topic, b.Partition, b.Base}; !batches[k] {
+					batches[k] = true
+					out[b.Tenant+"/"+b.Topic+"/bytes_in"] += b.Bytes
+					out[b.Tenant+"/"+b.Topic+"/messages_in"] += b.Messages
+				}
 			}
 			return nil
 		}); err != nil {
@@ -101,7 +109,10 @@ func TestSyncCommitsBeforeReturn(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					m.Produced("t1", "topic-a", int64(100+i), 2)
+					m.Produced("t1", "topic-a", 0, int64(i), int64(100+i), 2)
+					// A retry of batch i answered as a duplicate
+					// (same base offset): counted once.
+					m.Produced("t1", "topic-a", 0, int64(i), int64(100+i), 2)
 					m.Fetched("t2", "", 10, 1)
 					if err := m.Sync(context.Background()); err != nil {
 						t.Error(err)
@@ -148,7 +159,7 @@ func TestSyncWaitsForAPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m.Produced("t1", "a", 10, 1)
+	m.Produced("t1", "a", 0, 0, 10, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.Sync(ctx); !errors.Is(err, context.Canceled) {
@@ -201,7 +212,7 @@ func BenchmarkMeterAdd(b *testing.B) {
 	m := NewMeter(nil)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Produced("tenant", "topic", 1000, 1)
+			m.Produced("tenant", "topic", 0, 0, 1000, 1)
 		}
 	})
 }

@@ -21,6 +21,8 @@ type Meter struct {
 	// mu guards the fields below.
 	mu     sync.Mutex
 	counts map[key]int64
+	// batches are the produced batches since the last take.
+	batches []Batch
 	// gen numbers the counts being accumulated; flushed is the newest
 	// generation whose counts are committed in a usage partition, and
 	// done is closed (and replaced) when flushed moves.
@@ -50,10 +52,17 @@ func (m *Meter) Add(tenant, topic, meter string, n int64) {
 	m.mu.Unlock()
 }
 
-// Produced counts an appended batch of bytes holding messages records.
-func (m *Meter) Produced(tenant, topic string, bytes, messages int64) {
-	m.Add(tenant, topic, BytesIn, bytes)
-	m.Add(tenant, topic, MessagesIn, messages)
+// Produced counts a batch of bytes holding messages records, appended to
+// partition of topic at base (or found there as a duplicate of a retried
+// batch: the ledger counts each base offset once).
+func (m *Meter) Produced(tenant, topic string, partition int32, base, bytes, messages int64) {
+	if m == nil || bytes <= 0 {
+		return
+	}
+	hour := m.now().Truncate(time.Hour).Unix()
+	m.mu.Lock()
+	m.batches = append(m.batches, Batch{Tenant: tenant, Topic: topic, Partition: partition, Base: base, Hour: hour, Bytes: bytes, Messages: messages})
+	m.mu.Unlock()
 }
 
 // Fetched counts fetched bytes holding messages records.
@@ -70,7 +79,7 @@ func (m *Meter) Sync(ctx context.Context) error {
 		return nil
 	}
 	m.mu.Lock()
-	if len(m.counts) == 0 && m.flushed+1 >= m.gen {
+	if len(m.counts) == 0 && len(m.batches) == 0 && m.flushed+1 >= m.gen {
 		// Nothing counted and no flush outstanding.
 		m.mu.Unlock()
 		return nil
@@ -78,7 +87,7 @@ func (m *Meter) Sync(ctx context.Context) error {
 	// With nothing new counted, the flush in flight is the one to wait
 	// for.
 	gen := m.gen
-	if len(m.counts) == 0 {
+	if len(m.counts) == 0 && len(m.batches) == 0 {
 		gen--
 	}
 	for m.flushed < gen {
@@ -101,13 +110,13 @@ func (m *Meter) Sync(ctx context.Context) error {
 
 // take returns the counts accumulated so far and their generation, and
 // starts a new one.
-func (m *Meter) take() (map[key]int64, uint64) {
+func (m *Meter) take() (map[key]int64, []Batch, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, g := m.counts, m.gen
-	m.counts = map[key]int64{}
+	c, b, g := m.counts, m.batches, m.gen
+	m.counts, m.batches = map[key]int64{}, nil
 	m.gen++
-	return c, g
+	return c, b, g
 }
 
 // markFlushed records that the counts of generations up to g are
@@ -126,5 +135,5 @@ func (m *Meter) markFlushed(g uint64) {
 func (m *Meter) Pending() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.counts) > 0 || m.flushed+1 < m.gen
+	return len(m.counts) > 0 || len(m.batches) > 0 || m.flushed+1 < m.gen
 }

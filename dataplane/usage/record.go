@@ -32,6 +32,23 @@ type Record struct {
 	// At is when the flush was made, unix milliseconds.
 	At      int64   `json:"at"`
 	Entries []Entry `json:"entries"`
+	// Batches are the produced batches, each once per count: the ledger
+	// counts a batch (topic, partition, base offset) once, so a retry
+	// that the partition answered as a duplicate of a batch another
+	// leader already counted adds nothing.
+	Batches []Batch `json:"batches,omitempty"`
+}
+
+// Batch is one appended batch: its bytes and records are bytes_in and
+// messages_in.
+type Batch struct {
+	Tenant    string `json:"tenant"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Base      int64  `json:"base"`
+	Hour      int64  `json:"hour"`
+	Bytes     int64  `json:"bytes"`
+	Messages  int64  `json:"messages"`
 }
 
 // Entry is one counter of a Record.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,39 @@ func (c *usageCell) produceKafka(ctx context.Context, topic string, from, n int)
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		c.t.Fatalf("produce through kafka: %v", err)
+	}
+}
+
+// produceKafkaKilling produces n records through franz-go (idempotent,
+// one small batch after another) and calls kill once half of them are
+// acknowledged, with the rest in flight; it returns when all are.
+func (c *usageCell) produceKafkaKilling(ctx context.Context, topic string, from, n int, kill func()) {
+	c.t.Helper()
+	cl := c.kgo(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(20))
+	var acked atomic.Int64
+	errs := make(chan error, n)
+	killed := false
+	for i := from; i < from+n; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "x%06d", i), Value: bytes.Repeat([]byte{'x'}, 100)}, func(_ *kgo.Record, err error) {
+			acked.Add(1)
+			errs <- err
+		})
+		if !killed && acked.Load() >= int64(n/2) {
+			killed = true
+			kill()
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+	if !killed {
+		c.t.Fatal("every record was acknowledged before the kill: nothing was in flight")
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			c.t.Fatalf("produce through kafka across the kill: %v", err)
+		}
 	}
 }
 
@@ -263,19 +297,31 @@ func TestUsageExactAcrossCrashes(t *testing.T) {
 		}
 	}
 
-	// Half, then kill broker 2 and the control plane at once.
-	c.produceKafka(ctx, topic, 0, n/2)
+	kill := func() {
+		c.procs[1].Signal(syscall.SIGKILL)
+		c.cp.Proc.Signal(syscall.SIGKILL)
+		c.procs[1].Wait(10 * time.Second)
+		c.cp.Proc.Wait(10 * time.Second)
+	}
+	restart := func() {
+		c.startControlPlane()
+		c.startBroker(1)
+	}
+
+	// A third, then kill broker 2 and the control plane at once, idle.
+	c.produceKafka(ctx, topic, 0, n/3)
 	c.publishHTTP(ctx, topic, 0, m/2)
 	read()
-	c.procs[1].Signal(syscall.SIGKILL)
-	c.cp.Proc.Signal(syscall.SIGKILL)
-	c.procs[1].Wait(10 * time.Second)
-	c.cp.Proc.Wait(10 * time.Second)
-	c.startControlPlane()
-	c.startBroker(1)
+	kill()
+	restart()
+
+	// A third with both killed again while records are in flight (the
+	// producer retries them on the new leaders), then restarted.
+	c.produceKafkaKilling(ctx, topic, n/3, n/3, kill)
+	restart()
 
 	// The rest, with the restarted broker back.
-	c.produceKafka(ctx, topic, n/2, n-n/2)
+	c.produceKafka(ctx, topic, 2*n/3, n-2*n/3)
 	c.publishHTTP(ctx, topic, m/2, m-m/2)
 	read()
 
