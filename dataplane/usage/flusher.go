@@ -75,20 +75,33 @@ func (c *FlusherConfig) validate() error {
 	return nil
 }
 
+// maxInflight is how many flushes may be in flight at once: a Sync that
+// arrives during a flush starts the next one at once instead of waiting
+// for it, and Raft pipelines their appends.
+const maxInflight = 4
+
 // Flusher writes a Meter's counts into the usage partitions: every
-// Interval, and at once when a Sync waits. One goroutine, which Close
-// waits for, owns the sequence and the records in flight.
+// Interval, and at once when a Sync waits, up to maxInflight flushes at a
+// time. Its goroutine, which Close waits for, owns the sequence and takes
+// the counts; each flush's goroutine (which the same goroutine waits for)
+// appends its records, retrying each with its sequence number until it
+// is committed.
 type Flusher struct {
 	cfg  FlusherConfig
-	seq  uint64
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+	// quit ends flushes that still retry, shortly after stop.
+	quit   context.Context
+	cancel context.CancelFunc
 
-	// pending are the records of generation pendingGen not yet known to
-	// be committed; each keeps its sequence number across retries.
-	pending    []Record
-	pendingGen uint64
+	// Owned by run: the last sequence number used, the flushes in flight
+	// and the generations they carry.
+	seq       uint64
+	inflight  int
+	done      chan uint64
+	completed map[uint64]bool
+	upTo      uint64 // every generation up to it is committed
 }
 
 // NewFlusher checks cfg and starts flushing.
@@ -96,7 +109,8 @@ func NewFlusher(cfg FlusherConfig) (*Flusher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Flusher{cfg: cfg, stop: make(chan struct{})}
+	f := &Flusher{cfg: cfg, stop: make(chan struct{}), done: make(chan uint64, maxInflight), completed: map[uint64]bool{}}
+	f.quit, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(1)
 	go f.run()
 	return f, nil
@@ -106,60 +120,97 @@ func (f *Flusher) run() {
 	defer f.wg.Done()
 	tick := time.NewTicker(f.cfg.Interval)
 	defer tick.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
+	var flushes sync.WaitGroup
+	wanted := false // a flush was asked for while maxInflight were in flight
 	for {
 		select {
 		case <-f.stop:
 			// A last flush, bounded: what it cannot write is lost with
 			// the process, as on a crash.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			for f.flush(ctx) != nil && ctx.Err() == nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(f.cfg.RetryInterval):
-				}
+			t := time.AfterFunc(2*time.Second, f.cancel)
+			if f.inflight == maxInflight {
+				f.inflight--
+				f.complete(<-f.done)
 			}
-			cancel()
+			f.start(&flushes)
+			for f.inflight > 0 {
+				f.inflight--
+				f.complete(<-f.done)
+			}
+			flushes.Wait()
+			t.Stop()
+			f.cancel()
 			return
+		case g := <-f.done:
+			f.inflight--
+			f.complete(g)
+			if !wanted {
+				continue
+			}
 		case <-tick.C:
 		case <-f.cfg.Meter.want:
-		case <-retry.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := f.flush(ctx)
-		cancel()
-		if err != nil {
-			retry.Reset(f.cfg.RetryInterval)
+		wanted = f.inflight >= maxInflight
+		if !wanted {
+			f.start(&flushes)
 		}
 	}
 }
 
-// flush commits the pending records, taking the meter's counts first if
-// none are pending.
-func (f *Flusher) flush(ctx context.Context) error {
-	if len(f.pending) == 0 {
-		counts, batches, gen := f.cfg.Meter.take()
-		f.pendingGen = gen
-		f.pending = f.records(counts, batches)
+// start takes the meter's counts and starts a flush of them.
+func (f *Flusher) start(flushes *sync.WaitGroup) {
+	counts, batches, gen := f.cfg.Meter.take()
+	recs := f.records(counts, batches)
+	if len(recs) == 0 {
+		f.complete(gen)
+		return
 	}
-	for len(f.pending) > 0 {
-		p, ok := f.cfg.Partition()
-		if !ok {
-			return errors.New("this broker leads no usage partition")
+	f.inflight++
+	flushes.Add(1)
+	go func() {
+		defer flushes.Done()
+		for _, r := range recs {
+			f.append(r)
 		}
-		batch, err := EncodeBatch(f.pending[0])
-		if err != nil {
-			return err
+		f.done <- gen
+	}()
+}
+
+// append commits one record, retrying until it is or quit ends.
+func (f *Flusher) append(r Record) {
+	for f.quit.Err() == nil {
+		err := errors.New("this broker leads no usage partition")
+		if p, ok := f.cfg.Partition(); ok {
+			var batch []byte
+			if batch, err = EncodeBatch(r); err != nil {
+				f.cfg.Logger.Error("encode usage record", "seq", r.Seq, "err", err)
+				return
+			}
+			ctx, cancel := context.WithTimeout(f.quit, 10*time.Second)
+			_, err = p.Produce(ctx, batch)
+			cancel()
+			if err == nil {
+				return
+			}
 		}
-		if _, err := p.Produce(ctx, batch); err != nil {
-			f.cfg.Logger.Warn("flush usage record; will retry", "seq", f.pending[0].Seq, "err", err)
-			return err
+		f.cfg.Logger.Debug("flush usage record; will retry", "seq", r.Seq, "err", err)
+		select {
+		case <-f.quit.Done():
+		case <-time.After(f.cfg.RetryInterval):
 		}
-		f.pending = f.pending[1:]
 	}
-	f.cfg.Meter.markFlushed(f.pendingGen)
-	return nil
+	f.cfg.Logger.Warn("usage record not flushed before shutdown; its counts are lost", "seq", r.Seq)
+}
+
+// complete records that generation g's flush ended, and tells the meter
+// how far every generation is committed.
+func (f *Flusher) complete(g uint64) {
+	f.completed[g] = true
+	for f.completed[f.upTo+1] {
+		delete(f.completed, f.upTo+1)
+		f.upTo++
+	}
+	f.cfg.Meter.markFlushed(f.upTo)
 }
 
 // records turns counts into records of at most maxEntries entries, in a
