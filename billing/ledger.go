@@ -120,21 +120,26 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 		}
 		sums := map[ledgerKey]int64{}
 		batches := map[batchKey]Batch{}
+		recs := make([]Record, 0, len(s.Records))
 		for _, raw := range s.Records {
 			r, err := decode(raw)
 			if err != nil {
 				res.Rejected++
 				continue
 			}
-			tag, err := tx.Exec(ctx, `INSERT INTO usage_sources (cell_id, node, boot, seq) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-				s.Cell, r.Node, r.Boot, r.Seq)
-			if err != nil {
-				return fmt.Errorf("record usage source: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
+			recs = append(recs, r)
+		}
+		fresh, err := newSources(ctx, tx, s.Cell, recs)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if !fresh[sourceKey{r.Node, r.Boot, r.Seq}] {
 				res.Duplicates++
 				continue
 			}
+			// A source twice in one shipment counts once.
+			delete(fresh, sourceKey{r.Node, r.Boot, r.Seq})
 			res.Records++
 			for _, e := range r.Entries {
 				sums[ledgerKey{e.Tenant, e.Topic, e.Meter, e.Hour}] += e.Value
@@ -157,6 +162,43 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 		return nil
 	})
 	return res, err
+}
+
+type sourceKey struct {
+	node int
+	boot string
+	seq  int64
+}
+
+// newSources records the sources of recs in usage_sources and returns
+// those not applied before.
+func newSources(ctx context.Context, tx pgx.Tx, cell string, recs []Record) (map[sourceKey]bool, error) {
+	fresh := map[sourceKey]bool{}
+	if len(recs) == 0 {
+		return fresh, nil
+	}
+	nodes, boots, seqs := make([]int32, len(recs)), make([]string, len(recs)), make([]int64, len(recs))
+	for i, r := range recs {
+		nodes[i], boots[i], seqs[i] = int32(r.Node), r.Boot, r.Seq
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO usage_sources (cell_id, node, boot, seq)
+		SELECT $1, * FROM unnest($2::integer[], $3::text[], $4::bigint[]) ON CONFLICT DO NOTHING
+		RETURNING node, boot, seq`, cell, nodes, boots, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("record usage sources: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k sourceKey
+		if err := rows.Scan(&k.node, &k.boot, &k.seq); err != nil {
+			return nil, fmt.Errorf("record usage sources: %w", err)
+		}
+		fresh[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("record usage sources: %w", err)
+	}
+	return fresh, nil
 }
 
 // newBatches records batches in usage_batches and adds those not counted

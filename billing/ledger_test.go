@@ -162,3 +162,45 @@ func TestShipBatchOnce(t *testing.T) {
 		t.Fatalf("totals %v, want bytes_in 600 messages_in 6", tot)
 	}
 }
+
+// BenchmarkShip: the ledger's throughput in usage records per second.
+// Each shipment holds 100 records, as a shipper sends them from a busy
+// usage partition; each record, one broker's flush, has the four meters
+// of 5 tenants' topics and 10 produced batches.
+func BenchmarkShip(b *testing.B) {
+	pool, err := pgxpool.New(context.Background(), pgtest.New(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	l := &billing.Ledger{DB: pool}
+	ctx := context.Background()
+	const perShipment = 100
+	seq, base := int64(0), int64(0)
+	pos := int64(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i += perShipment {
+		var recs []json.RawMessage
+		for range min(perShipment, b.N-i) {
+			seq++
+			r := billing.Record{Version: 1, Node: 1, Boot: "bench", Seq: seq}
+			for tn := range 5 {
+				for _, m := range []string{"bytes_out", "messages_out"} {
+					r.Entries = append(r.Entries, billing.Entry{Tenant: fmt.Sprint("t", tn), Topic: "tp", Meter: m, Hour: hour0.Unix(), Value: 10})
+				}
+			}
+			for range 10 {
+				base += 5
+				r.Batches = append(r.Batches, billing.Batch{Tenant: "t1", Topic: "tp", Partition: 0, Base: base, Hour: hour0.Unix(), Bytes: 1000, Messages: 5})
+			}
+			raw, _ := json.Marshal(r)
+			recs = append(recs, raw)
+		}
+		res, err := l.Ship(ctx, billing.Shipment{Cell: "c1", Partition: 1, From: pos, Next: pos + int64(len(recs)), Records: recs})
+		if err != nil || !res.Applied {
+			b.Fatalf("ship: %+v %v", res, err)
+		}
+		pos = res.Position
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
