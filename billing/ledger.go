@@ -12,7 +12,7 @@ import (
 )
 
 // Meters are the ledger's meters, in display order.
-var Meters = []string{"bytes_in", "bytes_out", "messages_in", "messages_out"}
+var Meters = []string{"bytes_in", "bytes_out", "messages_in", "messages_out", "partition_seconds", "storage_byte_seconds"}
 
 // IsMeter reports whether m is one of Meters.
 func IsMeter(m string) bool {

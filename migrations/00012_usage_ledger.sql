@@ -11,7 +11,10 @@ CREATE TABLE usage_ledger (
     -- '' for usage not attributed to one topic (an HTTP group fetch).
     -- Topic ids, not names: usage outlives a deleted topic.
     topic_id  text NOT NULL DEFAULT '',
-    meter     text NOT NULL CHECK (meter IN ('bytes_in', 'bytes_out', 'messages_in', 'messages_out')),
+    -- partition_seconds and storage_byte_seconds are sampled from the
+    -- partitions' leaders: partition-hours and byte-hours times 3,600.
+    meter     text NOT NULL CHECK (meter IN ('bytes_in', 'bytes_out', 'messages_in', 'messages_out',
+                                             'partition_seconds', 'storage_byte_seconds')),
     hour      timestamptz NOT NULL CHECK (date_trunc('hour', hour) = hour),
     value     bigint NOT NULL CHECK (value >= 0),
     PRIMARY KEY (tenant_id, meter, hour, topic_id)

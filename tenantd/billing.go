@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	metering "github.com/sluicehq/sluice/dataplane/usage"
 )
@@ -17,20 +18,41 @@ import (
 // the records of the usage partitions it leads to the control plane's
 // ledger. stop makes a last flush and stops both; call it before the
 // replicas close.
-func startUsage(cfg brokerConfig, nodeID int, m *replicas.Manager, log *slog.Logger) (meter *metering.Meter, stop func(), err error) {
+func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replicas.Manager, log *slog.Logger) (meter *metering.Meter, stop func(), err error) {
 	meter = metering.NewMeter(nil)
 	f, err := metering.NewFlusher(metering.FlusherConfig{NodeID: nodeID, Meter: meter, Partition: m.UsageAppender, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
+	// Partition-seconds and storage byte-seconds of the partitions led
+	// here, sized after retention.
+	sm, err := metering.NewSampler(metering.SamplerConfig{Meter: meter, Led: func() []metering.Sample {
+		v := syncer.View()
+		var out []metering.Sample
+		for _, st := range m.Status() {
+			if st.LeaderNode != nodeID {
+				continue
+			}
+			if t, ok := v.TopicByID(st.TopicID); ok {
+				out = append(out, metering.Sample{Tenant: t.TenantID, Topic: t.ID, Bytes: st.SizeBytes})
+			}
+		}
+		return out
+	}})
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
 	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
 	sh, err := metering.NewShipper(metering.ShipperConfig{Led: m.UsageLed, Sink: usageSink{cell: cell, cellID: cfg.Cell}, Logger: log})
 	if err != nil {
+		_ = sm.Close()
 		_ = f.Close()
 		return nil, nil, err
 	}
 	return meter, func() {
 		_ = sh.Close()
+		_ = sm.Close()
 		_ = f.Close()
 	}, nil
 }

@@ -214,7 +214,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 	}}
-	meter, stopUsage, err := startUsage(cfg, self.NodeID, m, log)
+	meter, stopUsage, err := startUsage(cfg, self.NodeID, syncer, m, log)
 	if err != nil {
 		return err
 	}

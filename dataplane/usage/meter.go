@@ -23,6 +23,9 @@ type Meter struct {
 	counts map[key]int64
 	// batches are the produced batches since the last take.
 	batches []Batch
+	// milli holds what addMilli counted below a whole unit, per counter
+	// without its hour: carried into the next sample.
+	milli map[key]int64
 	// gen numbers the counts being accumulated; flushed is the newest
 	// generation whose counts are committed in a usage partition, and
 	// done is closed (and replaced) when flushed moves.
@@ -37,7 +40,7 @@ func NewMeter(now func() time.Time) *Meter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Meter{now: now, counts: map[key]int64{}, gen: 1, done: make(chan struct{}), want: make(chan struct{}, 1)}
+	return &Meter{now: now, counts: map[key]int64{}, milli: map[key]int64{}, gen: 1, done: make(chan struct{}), want: make(chan struct{}, 1)}
 }
 
 // Add counts n of meter for tenant on topic (a topic id; "" for none) in
@@ -50,6 +53,23 @@ func (m *Meter) Add(tenant, topic, meter string, n int64) {
 	m.mu.Lock()
 	m.counts[key{tenant, topic, meter, hour}] += n
 	m.mu.Unlock()
+}
+
+// addMilli counts n thousandths of a unit of meter, carrying the
+// fraction below a whole unit to the next call.
+func (m *Meter) addMilli(tenant, topic, meter string, n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	hour := m.now().Truncate(time.Hour).Unix()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key{tenant, topic, meter, 0}
+	total := m.milli[k] + n
+	m.milli[k] = total % 1000
+	if whole := total / 1000; whole > 0 {
+		m.counts[key{tenant, topic, meter, hour}] += whole
+	}
 }
 
 // Produced counts a batch of bytes holding messages records, appended to
