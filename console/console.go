@@ -177,6 +177,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /groups", c.authed(c.groupsPage))
 	m.HandleFunc("GET /groups/{group}", c.authed(c.groupPage))
 	m.HandleFunc("GET /usage", c.authed(c.usagePage))
+	m.HandleFunc("GET /usage.csv", c.authed(c.usageCSV))
 
 	m.HandleFunc("GET /tenants", c.authed(c.tenantsPage))
 	m.HandleFunc("POST /tenants", c.authed(c.createTenant))
