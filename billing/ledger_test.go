@@ -1,9 +1,11 @@
 package billing_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -204,3 +206,7 @@ func BenchmarkShip(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
+
+type jsonRaw = json.RawMessage
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
