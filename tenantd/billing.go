@@ -5,6 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/billing"
 
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/cellview"
@@ -88,3 +94,45 @@ func (s usageSink) Ship(ctx context.Context, sh metering.Shipment) (int64, error
 type jsonRaw []byte
 
 func (r jsonRaw) MarshalJSON() ([]byte, error) { return r, nil }
+
+// billingInterval is how often the billing worker reports to Stripe.
+const billingInterval = 30 * time.Second
+
+// startBillingWorker reports the ledger to Stripe from this control-plane
+// process, every billingInterval, when a Stripe secret key is configured
+// (SLUICE_STRIPE_KEY; SLUICE_STRIPE_URL points it elsewhere, e.g. at
+// stripe-mock). Without a key billing keeps the ledger only and nothing is
+// sent. Any number of control planes may run it: a Postgres advisory lock
+// lets one work at a time. stop ends it and waits.
+func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (stop func()) {
+	key := os.Getenv("SLUICE_STRIPE_KEY")
+	if key == "" {
+		log.Info("billing: no Stripe key (SLUICE_STRIPE_KEY); keeping the usage ledger only")
+		return func() {}
+	}
+	r, err := billing.NewReporter(billing.StripeConfig{DB: pool, Key: key, URL: os.Getenv("SLUICE_STRIPE_URL"), Logger: log})
+	if err != nil {
+		log.Error("billing: no Stripe reporting", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(billingInterval)
+		defer t.Stop()
+		for {
+			if n, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("billing: report to stripe; will retry", "err", err)
+			} else if n > 0 {
+				log.Info("billing: meter events sent", "events", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
