@@ -16,6 +16,9 @@ import (
 	"github.com/stripe/stripe-go/v76/client"
 )
 
+// DefaultCloseAfter is StripeConfig.CloseAfter's default.
+const DefaultCloseAfter = 10 * time.Minute
+
 // workerLock is the advisory lock key of the Stripe worker: one worker
 // of all the control planes sends at a time.
 const workerLock = 0x5175_1ce_b111
@@ -58,7 +61,7 @@ func NewReporter(cfg StripeConfig) (*Reporter, error) {
 		return nil, errors.New("stripe config: Key is required (without one, billing keeps the ledger only)")
 	}
 	if cfg.CloseAfter <= 0 {
-		cfg.CloseAfter = 10 * time.Minute
+		cfg.CloseAfter = DefaultCloseAfter
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

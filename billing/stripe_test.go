@@ -183,6 +183,17 @@ func TestStripeOneEventPerClosedHour(t *testing.T) {
 	if err := l.DB.QueryRow(ctx, `SELECT count(*) FROM billing_outbox WHERE state <> 'sent'`).Scan(&pending); err != nil || pending != 0 {
 		t.Fatalf("outbox rows not sent: %d %v", pending, err)
 	}
+
+	// Reconcile: all sent and equal to the ledger; then usage shipped
+	// late for a closed hour shows as a difference.
+	if d, err := l.Reconcile(ctx, hour0.Add(-time.Hour), clock, 10*time.Minute); err != nil || len(d) != 0 {
+		t.Fatalf("reconcile after sending: %+v %v", d, err)
+	}
+	ship(3, 4, e("t1", "tp", "bytes_in", hour0, 5))
+	d, err := l.Reconcile(ctx, hour0.Add(-time.Hour), clock, 10*time.Minute)
+	if err != nil || len(d) != 1 || d[0].Tenant != "t1" || d[0].Meter != "bytes_in" || d[0].Ledger != 125 || d[0].Outbox != 120 || d[0].State != "sent" {
+		t.Fatalf("reconcile after a late shipment: %+v %v", d, err)
+	}
 }
 
 // TestStripeNeedsAKey: without a key there is no reporter (billing keeps

@@ -315,6 +315,7 @@ func TestTenantIsolation(t *testing.T) {
 		"DELETE /v1/admin/api-keys/:id":    func() { operatorOnly("DELETE", "/v1/admin/api-keys/"+a.keyID) },
 		"GET /v1/usage":                    func() { usageIsolated(t, e, a, b) },
 		"GET /v1/admin/usage":              func() { operatorOnly("GET", "/v1/admin/usage") },
+		"GET /v1/admin/billing/reconcile":  func() { operatorOnly("GET", "/v1/admin/billing/reconcile") },
 	}
 	for _, r := range e.srv.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {

@@ -93,6 +93,7 @@ func (s *Server) routes() *echo.Echo {
 	op.POST("/api-keys", s.adminCreateKey)
 	op.DELETE("/api-keys/:id", s.adminRevokeKey)
 	op.GET("/usage", s.adminGetUsage)
+	op.GET("/billing/reconcile", s.adminBillingReconcile)
 
 	in := e.Group("/internal/v1/cells/:cell")
 	in.GET("/state", s.cellState)

@@ -212,3 +212,31 @@ func (s *Server) adminGetUsage(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, usageOut(q, gran, rows, true))
 }
+
+// adminBillingReconcile answers GET /v1/admin/billing/reconcile: the
+// closed hours since since (RFC 3339; default 7 days ago) whose meter
+// event was not sent, never enqueued, or was sent with a value the ledger
+// no longer holds.
+func (s *Server) adminBillingReconcile(c echo.Context) error {
+	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
+		return err
+	}
+	now := time.Now()
+	since := now.Add(-7 * 24 * time.Hour)
+	if v := c.QueryParam("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return catalog.InvalidRequest.Newf("since %q is not an RFC 3339 time (e.g. 2026-01-02T15:00:00Z)", v)
+		}
+		if now.Sub(t) > 35*24*time.Hour {
+			return catalog.InvalidRequest.New("since may be at most 35 days ago: Stripe takes no older meter events")
+		}
+		since = t
+	}
+	l := billing.Ledger{DB: s.db}
+	d, err := l.Reconcile(c.Request().Context(), since, now, billing.DefaultCloseAfter)
+	if err != nil {
+		return dbError("reconcile billing", err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": d})
+}

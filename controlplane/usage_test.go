@@ -154,3 +154,35 @@ func TestUsageBadInput(t *testing.T) {
 func basicAuth(tn *tenant) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(tn.keyID+":"+tn.secret))
 }
+
+// TestBillingReconcile: with no Stripe reporting, a closed hour of the
+// ledger shows as missing from the outbox; the open hour does not show;
+// a bad since is refused.
+func TestBillingReconcile(t *testing.T) {
+	e := newEnv(t)
+	a := e.signup("reconcile-a")
+	cell := e.cellClient()
+	closed := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	shipUsage(t, cell, 2, 0, 1, a.Tenant.ID, "", "bytes_out", closed, 42)
+	shipUsage(t, cell, 2, 1, 2, a.Tenant.ID, "", "bytes_out", time.Now().UTC().Truncate(time.Hour), 9)
+	var out struct {
+		Items []struct {
+			TenantID string    `json:"tenant_id"`
+			Meter    string    `json:"meter"`
+			Hour     time.Time `json:"hour"`
+			Ledger   int64     `json:"ledger"`
+			State    string    `json:"state"`
+		} `json:"items"`
+	}
+	if err := e.op.Do(context.Background(), http.MethodGet, "/v1/admin/billing/reconcile", nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 1 || out.Items[0].TenantID != a.Tenant.ID || out.Items[0].Ledger != 42 || out.Items[0].State != "missing" || !out.Items[0].Hour.Equal(closed) {
+		t.Fatalf("reconcile: %+v", out.Items)
+	}
+	_, _, sess := e.operatorKeySession("reconcile")
+	st, ae, _ := e.raw("GET", "/v1/admin/billing/reconcile?since=2000-01-01T00:00:00Z", "Bearer "+sess.Token, "", "")
+	if st != http.StatusBadRequest || !strings.Contains(ae.Message, "35 days") {
+		t.Fatalf("reconcile since 2000: %d %+v", st, ae)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -135,4 +137,28 @@ func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logge
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// billingReconcile is `tenantd admin billing reconcile [-since T]`: the
+// hours whose Stripe meter event is pending, missing, or differs from the
+// ledger (GET /v1/admin/billing/reconcile).
+func billingReconcile(ctx context.Context, c *client.Client, p printer, args []string) error {
+	sub := flag.NewFlagSet("billing reconcile", flag.ContinueOnError)
+	since := sub.String("since", "", "RFC 3339 time of the first hour to compare (default 7 days ago)")
+	if err := sub.Parse(args); err != nil {
+		return err
+	}
+	path := "/v1/admin/billing/reconcile"
+	if *since != "" {
+		path += "?since=" + url.QueryEscape(*since)
+	}
+	var out struct {
+		Items []billing.Difference `json:"items"`
+	}
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return err
+	}
+	return table(p, out.Items, []string{"HOUR", "TENANT", "METER", "LEDGER", "SENT", "STATE"}, func(d billing.Difference) []any {
+		return []any{d.Hour.Format(time.RFC3339), d.Tenant, d.Meter, d.Ledger, d.Outbox, d.State}
+	})
 }
