@@ -50,7 +50,9 @@ type ShipperConfig struct {
 	Sink Sink
 	// Interval is how often each led partition is read; default 1s.
 	Interval time.Duration
-	// MaxBytes bounds one shipment's batches; default 1 MiB.
+	// MaxBytes bounds one shipment's batches; default 512 KiB, so that
+	// a shipment's JSON stays under the control plane's 1 MiB body limit
+	// (a record is at most maxEntries entries, about 300 KiB).
 	MaxBytes int32
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -80,7 +82,7 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 		cfg.Interval = time.Second
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 1 << 20
+		cfg.MaxBytes = 512 << 10
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
