@@ -28,6 +28,7 @@ import (
 // replicas close.
 func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replicas.Manager, log *slog.Logger) (meter *metering.Meter, stop func(), err error) {
 	meter = metering.NewMeter(nil)
+	meter.WaitWhen(m.HasUsage)
 	f, err := metering.NewFlusher(metering.FlusherConfig{NodeID: nodeID, Meter: meter, Partition: m.UsageAppender, Logger: log})
 	if err != nil {
 		return nil, nil, err

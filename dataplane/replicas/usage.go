@@ -104,3 +104,16 @@ func (m *Manager) UsageLed() map[int32]usage.Source {
 	}
 	return out
 }
+
+// HasUsage reports whether this broker has a replica of a usage partition
+// (led or not): none until the cell lists enough brokers for them.
+func (m *Manager) HasUsage() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k := range m.replicas {
+		if k.topic == UsageTopicID {
+			return true
+		}
+	}
+	return false
+}

@@ -38,8 +38,8 @@ type FlusherConfig struct {
 	// Interval is the flush interval when no Sync waits; default
 	// DefaultFlushInterval.
 	Interval time.Duration
-	// RetryInterval is the wait before a failed flush is tried again;
-	// default 20ms.
+	// RetryInterval is the first wait before a failed flush is tried
+	// again, doubled after each failure up to 1 s; default 20ms.
 	RetryInterval time.Duration
 	// Boot names this process in its records; default a random id.
 	Boot string
@@ -178,6 +178,7 @@ func (f *Flusher) start(flushes *sync.WaitGroup) {
 
 // append commits one record, retrying until it is or quit ends.
 func (f *Flusher) append(r Record) {
+	wait := f.cfg.RetryInterval
 	for f.quit.Err() == nil {
 		err := errors.New("this broker leads no usage partition")
 		if p, ok := f.cfg.Partition(); ok {
@@ -196,8 +197,9 @@ func (f *Flusher) append(r Record) {
 		f.cfg.Logger.Debug("flush usage record; will retry", "seq", r.Seq, "err", err)
 		select {
 		case <-f.quit.Done():
-		case <-time.After(f.cfg.RetryInterval):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, time.Second) // a cell without usage partitions waits long
 	}
 	f.cfg.Logger.Warn("usage record not flushed before shutdown; its counts are lost", "seq", r.Seq)
 }

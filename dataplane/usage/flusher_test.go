@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -215,4 +216,35 @@ func BenchmarkMeterAdd(b *testing.B) {
 			m.Produced("tenant", "topic", 0, 0, 1000, 1)
 		}
 	})
+}
+
+// TestSyncWithoutUsagePartitions: on a broker with no usage partition at
+// all, Sync does not wait; the counts are flushed once it has one.
+func TestSyncWithoutUsagePartitions(t *testing.T) {
+	l := &memLog{}
+	var has atomic.Bool
+	m := NewMeter(nil)
+	m.WaitWhen(has.Load)
+	f, err := NewFlusher(FlusherConfig{NodeID: 1, Meter: m, Interval: time.Hour, RetryInterval: time.Millisecond,
+		Partition: func() (Appender, bool) { return l, has.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m.Produced("t1", "a", 0, 0, 10, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Sync(ctx); err != nil {
+		t.Fatalf("Sync without usage partitions: %v", err)
+	}
+	if !m.Pending() {
+		t.Fatal("the count was dropped")
+	}
+	has.Store(true)
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.totals(t); got["t1/a/bytes_in"] != 10 {
+		t.Fatalf("totals %v", got)
+	}
 }

@@ -3,6 +3,7 @@ package usage
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,10 @@ type key struct {
 // once, so the front doors call it whether or not metering is on.
 type Meter struct {
 	now func() time.Time
+	// durable, when set, says whether this broker has a usage partition
+	// at all (a cell of fewer brokers than a usage partition's replicas
+	// has none); without one Sync does not wait.
+	durable atomic.Pointer[func() bool]
 
 	// mu guards the fields below.
 	mu     sync.Mutex
@@ -42,6 +47,12 @@ func NewMeter(now func() time.Time) *Meter {
 	}
 	return &Meter{now: now, counts: map[key]int64{}, milli: map[key]int64{}, gen: 1, done: make(chan struct{}), want: make(chan struct{}, 1)}
 }
+
+// WaitWhen makes Sync wait only while has reports that this broker has
+// a usage partition to flush into (led or not): in a cell too small for
+// usage partitions the counts stay in memory, flushed once it has one,
+// and answers do not wait for them.
+func (m *Meter) WaitWhen(has func() bool) { m.durable.Store(&has) }
 
 // Add counts n of meter for tenant on topic (a topic id; "" for none) in
 // the current hour.
@@ -96,6 +107,9 @@ func (m *Meter) Fetched(tenant, topic string, bytes, messages int64) {
 // counts stay queued: a later flush carries them).
 func (m *Meter) Sync(ctx context.Context) error {
 	if m == nil {
+		return nil
+	}
+	if has := m.durable.Load(); has != nil && !(*has)() {
 		return nil
 	}
 	m.mu.Lock()
