@@ -192,6 +192,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/tenants/{id}", c.authed(c.adminTenantPage))
 	m.HandleFunc("POST /admin/tenants/{id}/quotas", c.authed(c.adminSetQuotas))
 	m.HandleFunc("GET /admin/cells", c.authed(c.adminCellsPage))
+	m.HandleFunc("GET /admin/usage", c.authed(c.adminUsagePage))
 
 	m.HandleFunc("/", c.notFound)
 }

@@ -1,10 +1,12 @@
 package console
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,4 +173,72 @@ func (c *Console) usageCSV(w http.ResponseWriter, r *http.Request, s *session) {
 		_ = cw.Write([]string{u.Start.UTC().Format(time.RFC3339), u.Meter, topic, id, strconv.FormatInt(u.Value, 10)})
 	}
 	cw.Flush()
+}
+
+// tenantUsage is one tenant's totals over the operators' usage page's 30
+// days, in usageMeters' order.
+type tenantUsage struct {
+	ID, Name string
+	Totals   []string
+}
+
+type adminUsageData struct {
+	Meters  []string
+	Tenants []tenantUsage
+}
+
+// adminUsagePage shows operators every tenant's usage of the last 30 days
+// by meter, from /v1/admin/usage, most bytes in first.
+func (c *Console) adminUsagePage(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.operatorOnly(w, r, s) {
+		return
+	}
+	var out struct {
+		Usage []struct {
+			TenantID string `json:"tenant_id"`
+			Meter    string `json:"meter"`
+			Value    int64  `json:"value"`
+		} `json:"usage"`
+	}
+	if err := s.api.Do(r.Context(), http.MethodGet, "/v1/admin/usage?granularity=day", nil, &out); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	names := map[string]string{}
+	if ts, err := s.api.AdminTenants(r.Context(), "name"); err == nil {
+		for _, t := range ts {
+			names[t.ID] = t.Name
+		}
+	}
+	sums := map[string]map[string]int64{}
+	for _, u := range out.Usage {
+		if sums[u.TenantID] == nil {
+			sums[u.TenantID] = map[string]int64{}
+		}
+		sums[u.TenantID][u.Meter] += u.Value
+	}
+	ids := make([]string, 0, len(sums))
+	for id := range sums {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := cmp.Compare(sums[b]["bytes_in"], sums[a]["bytes_in"]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	d := adminUsageData{}
+	for _, m := range usageMeters {
+		d.Meters = append(d.Meters, m.title)
+	}
+	for _, id := range ids {
+		tu := tenantUsage{ID: id, Name: names[id]}
+		for _, m := range usageMeters {
+			tu.Totals = append(tu.Totals, m.format(sums[id][m.name]))
+		}
+		d.Tenants = append(d.Tenants, tu)
+	}
+	p := sessionPage(s, "Usage by tenant", "admin-usage")
+	p.Data = d
+	c.render(w, r, http.StatusOK, "admin_usage", p)
 }

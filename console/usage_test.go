@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,5 +107,30 @@ func TestBrowserUsage(t *testing.T) {
 	bob.open("/usage", "#usage-empty")
 	if strings.Contains(bob.html(), "usage-bytes_out-hour") {
 		t.Fatal("another tenant's usage page draws charts")
+	}
+}
+
+// TestAdminUsagePage: operators see every tenant's usage by tenant; a
+// tenant's session cannot open the page.
+func TestAdminUsagePage(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.browser(), e.browser()
+	a.signup("big-co")
+	b.signup("small-co")
+	now := time.Now().UTC().Truncate(time.Hour)
+	e.shipUsage("big-co", "bytes_in", now, 5<<20)
+	e.shipUsage("small-co", "bytes_in", now, 1024)
+	op := e.browser()
+	op.get("/login") // the form's CSRF token
+	resp, body := op.post("/login/operator", url.Values{"api_key": {e.opKey}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	resp, body = op.get("/admin/usage")
+	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, `id="admin-usage"`, "big-co", "small-co", "5.0 MiB", "1.0 KiB")
+	if strings.Index(body, "big-co") > strings.Index(body, "small-co") {
+		t.Fatal("the tenant with more bytes in is not first")
+	}
+	if resp, _ := a.get("/admin/usage"); resp.StatusCode == http.StatusOK {
+		t.Fatal("a tenant's session opens the operators' usage page")
 	}
 }
