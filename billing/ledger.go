@@ -281,3 +281,22 @@ func decode(raw []byte) (Record, error) {
 	}
 	return r, nil
 }
+
+// SourceRetention is how long the ledger remembers applied sources and
+// batches: longer than a usage partition keeps its records (14 days), so
+// no record it forgets can be shipped again.
+const SourceRetention = 15 * 24 * time.Hour
+
+// Prune forgets the sources and batches applied before cutoff (now -
+// SourceRetention in production) and returns how many rows it deleted.
+func (l *Ledger) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	for _, table := range []string{"usage_sources", "usage_batches"} {
+		tag, err := l.DB.Exec(ctx, `DELETE FROM `+table+` WHERE applied_at < $1`, cutoff)
+		if err != nil {
+			return n, fmt.Errorf("prune %s: %w", table, err)
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}

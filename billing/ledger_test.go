@@ -210,3 +210,24 @@ func BenchmarkShip(b *testing.B) {
 type jsonRaw = json.RawMessage
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// TestPrune: sources and batches applied before the cutoff are forgotten,
+// newer ones kept, and the ledger's values stay.
+func TestPrune(t *testing.T) {
+	l := newLedger(t)
+	ctx := context.Background()
+	b := billing.Batch{Tenant: "t1", Topic: "tp", Base: 1, Hour: hour0.Unix(), Bytes: 10, Messages: 1}
+	raw, _ := json.Marshal(billing.Record{Version: 1, Node: 1, Boot: "b", Seq: 1, Batches: []billing.Batch{b}})
+	if _, err := l.Ship(ctx, billing.Shipment{Cell: "c1", Partition: 1, From: 0, Next: 1, Records: []json.RawMessage{raw}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := l.Prune(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("prune of nothing old: %d %v", n, err)
+	}
+	if n, err := l.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+		t.Fatalf("prune: %d rows, %v; want the source and the batch", n, err)
+	}
+	if tot, err := l.Totals(ctx, "t1", hour0, hour0.Add(time.Hour)); err != nil || tot["bytes_in"] != 10 {
+		t.Fatalf("ledger after prune: %v %v", tot, err)
+	}
+}

@@ -101,23 +101,24 @@ func (r jsonRaw) MarshalJSON() ([]byte, error) { return r, nil }
 // billingInterval is how often the billing worker reports to Stripe.
 const billingInterval = 30 * time.Second
 
-// startBillingWorker reports the ledger to Stripe from this control-plane
-// process, every billingInterval, when a Stripe secret key is configured
-// (SLUICE_STRIPE_KEY; SLUICE_STRIPE_URL points it elsewhere, e.g. at
-// stripe-mock). Without a key billing keeps the ledger only and nothing is
-// sent. Any number of control planes may run it: a Postgres advisory lock
+// startBillingWorker runs the billing worker in this control-plane
+// process: every billingInterval it prunes the ledger's applied sources
+// and batches older than billing.SourceRetention, and reports the ledger
+// to Stripe when a Stripe secret key is configured (SLUICE_STRIPE_KEY;
+// SLUICE_STRIPE_URL points it elsewhere, e.g. at stripe-mock). Without a
+// key billing keeps the ledger only and nothing is sent. Any number of control planes may run it: a Postgres advisory lock
 // lets one work at a time. stop ends it and waits.
 func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (stop func()) {
-	key := os.Getenv("SLUICE_STRIPE_KEY")
-	if key == "" {
+	var r *billing.Reporter
+	if key := os.Getenv("SLUICE_STRIPE_KEY"); key == "" {
 		log.Info("billing: no Stripe key (SLUICE_STRIPE_KEY); keeping the usage ledger only")
-		return func() {}
+	} else {
+		var err error
+		if r, err = billing.NewReporter(billing.StripeConfig{DB: pool, Key: key, URL: os.Getenv("SLUICE_STRIPE_URL"), Logger: log}); err != nil {
+			log.Error("billing: no Stripe reporting", "err", err)
+		}
 	}
-	r, err := billing.NewReporter(billing.StripeConfig{DB: pool, Key: key, URL: os.Getenv("SLUICE_STRIPE_URL"), Logger: log})
-	if err != nil {
-		log.Error("billing: no Stripe reporting", "err", err)
-		return func() {}
-	}
+	l := billing.Ledger{DB: pool}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -125,10 +126,17 @@ func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logge
 		t := time.NewTicker(billingInterval)
 		defer t.Stop()
 		for {
-			if n, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("billing: report to stripe; will retry", "err", err)
-			} else if n > 0 {
-				log.Info("billing: meter events sent", "events", n)
+			// Forget sources and batches no usage partition still holds
+			// (cheap, idempotent: every control plane may do it).
+			if _, err := l.Prune(ctx, time.Now().Add(-billing.SourceRetention)); err != nil && ctx.Err() == nil {
+				log.Warn("billing: prune the ledger's applied sources", "err", err)
+			}
+			if r != nil {
+				if n, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("billing: report to stripe; will retry", "err", err)
+				} else if n > 0 {
+					log.Info("billing: meter events sent", "events", n)
+				}
 			}
 			select {
 			case <-ctx.Done():
