@@ -231,3 +231,17 @@ func TestPrune(t *testing.T) {
 		t.Fatalf("ledger after prune: %v %v", tot, err)
 	}
 }
+
+// TestEstimate: month-to-date charges at the plan's list prices, and
+// their linear projection to the month's end.
+func TestEstimate(t *testing.T) {
+	now := time.Date(2026, 4, 16, 0, 0, 0, 0, time.UTC) // half of April
+	e := billing.EstimateFor("standard", map[string]int64{"bytes_in": 10 << 30, "bytes_out": 30 << 30, "partition_seconds": 3600 * 1000}, now)
+	// 10 GiB × 0.05 + 30 GiB × 0.05 + 1000 partition-hours × 0.0015
+	if e.MonthToDate != 3.5 || e.Projected != 7 || !e.MonthStart.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("estimate %+v", e)
+	}
+	if free := billing.EstimateFor("free", map[string]int64{"bytes_in": 1 << 40}, now); free.MonthToDate != 0 || len(free.Lines) != 0 {
+		t.Fatalf("free plan estimate %+v", free)
+	}
+}

@@ -314,6 +314,7 @@ func TestTenantIsolation(t *testing.T) {
 		"POST /v1/admin/api-keys":          func() { operatorOnly("POST", "/v1/admin/api-keys") },
 		"DELETE /v1/admin/api-keys/:id":    func() { operatorOnly("DELETE", "/v1/admin/api-keys/"+a.keyID) },
 		"GET /v1/usage":                    func() { usageIsolated(t, e, a, b) },
+		"GET /v1/billing":                  func() { billingIsolated(t, e, a, b) },
 		"GET /v1/admin/usage":              func() { operatorOnly("GET", "/v1/admin/usage") },
 		"GET /v1/admin/billing/reconcile":  func() { operatorOnly("GET", "/v1/admin/billing/reconcile") },
 	}

@@ -65,6 +65,7 @@ func (s *Server) routes() *echo.Echo {
 	a.GET("/groups/:group", s.getGroup)
 
 	a.GET("/usage", s.getUsage)
+	a.GET("/billing", s.getBilling)
 
 	a.GET("/members", s.listMembers)
 	a.POST("/members", s.addMember)

@@ -240,3 +240,26 @@ func (s *Server) adminBillingReconcile(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]any{"items": d})
 }
+
+// getBilling answers GET /v1/billing: the caller's tenant's plan, its list
+// prices and its charges this UTC month so far, projected to the month's
+// end.
+func (s *Server) getBilling(c echo.Context) error {
+	p, err := s.tenantCaller(c, authz.ObjBilling, authz.ActRead)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var plan string
+	if err := s.db.QueryRow(ctx, `SELECT plan FROM tenants WHERE id = $1`, p.tenantID).Scan(&plan); err != nil {
+		return dbError("load plan", err)
+	}
+	now := time.Now().UTC()
+	est := billing.EstimateFor(plan, nil, now)
+	l := billing.Ledger{DB: s.db}
+	totals, err := l.Totals(ctx, p.tenantID, est.MonthStart, now.Truncate(time.Hour).Add(time.Hour))
+	if err != nil {
+		return dbError("query usage", err)
+	}
+	return c.JSON(http.StatusOK, billing.EstimateFor(plan, totals, now))
+}

@@ -186,3 +186,50 @@ func TestBillingReconcile(t *testing.T) {
 		t.Fatalf("reconcile since 2000: %d %+v", st, ae)
 	}
 }
+
+type billingAnswer struct {
+	Plan  string `json:"plan"`
+	Lines []struct {
+		Meter  string  `json:"meter"`
+		Value  int64   `json:"value"`
+		Amount float64 `json:"amount"`
+	} `json:"lines"`
+	MonthToDate float64 `json:"month_to_date"`
+	Projected   float64 `json:"projected"`
+}
+
+// billingIsolated: B's estimate counts none of A's usage.
+func billingIsolated(t *testing.T, e *env, a, b *tenant) {
+	t.Helper()
+	cell := e.cellClient()
+	pos := shipUsage(t, cell, 10, -1, 0, "", "", "", time.Now(), 0)
+	shipUsage(t, cell, 10, pos.Position, 2000+int(pos.Position), a.Tenant.ID, "", "bytes_in", time.Now().UTC().Truncate(time.Hour), 1<<40)
+	var out billingAnswer
+	if err := b.key.Do(context.Background(), http.MethodGet, "/v1/billing", nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range out.Lines {
+		if l.Value != 0 {
+			t.Fatalf("B's estimate counts usage: %+v", out)
+		}
+	}
+}
+
+// TestBillingEstimate: a standard tenant's month-to-date charge is its
+// usage at the plan's list prices.
+func TestBillingEstimate(t *testing.T) {
+	e := newEnv(t)
+	a := e.signup("estimate-a")
+	if _, err := e.db.Exec(context.Background(), `UPDATE tenants SET plan = 'standard' WHERE id = $1`, a.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	cell := e.cellClient()
+	shipUsage(t, cell, 3, 0, 1, a.Tenant.ID, "", "bytes_in", time.Now().UTC().Truncate(time.Hour), 20<<30)
+	var out billingAnswer
+	if err := a.key.Do(context.Background(), http.MethodGet, "/v1/billing", nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Plan != "standard" || out.MonthToDate != 1 || out.Projected < 1 {
+		t.Fatalf("estimate %+v, want 20 GiB in at $0.05 = $1.00 so far", out)
+	}
+}
