@@ -51,9 +51,24 @@ type usageChart struct {
 }
 
 type usageData struct {
-	Any    bool
-	Charts []usageChart
-	Quotas *api.Quotas
+	Any      bool
+	Charts   []usageChart
+	Quotas   *api.Quotas
+	Estimate *estimate
+}
+
+// estimate is /v1/billing: this month's charges at the plan's list prices.
+type estimate struct {
+	Plan       string    `json:"plan"`
+	MonthStart time.Time `json:"month_start"`
+	Lines      []struct {
+		Meter     string  `json:"meter"`
+		Unit      string  `json:"unit"`
+		UnitPrice float64 `json:"unit_price"`
+		Amount    float64 `json:"amount"`
+	} `json:"lines"`
+	MonthToDate float64 `json:"month_to_date"`
+	Projected   float64 `json:"projected"`
 }
 
 // usagePage shows the tenant's usage of the last 24 hours by hour and the
@@ -97,6 +112,15 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) 
 			d.Charts = append(d.Charts, usageChart{ID: "usage-" + m.name + "-" + sp.gran, Title: m.title, Span: sp.span,
 				Total: m.format(total), SVG: barChart(m.title+", "+sp.span, vals[m.name], from, sp.unit, m.format)})
 		}
+	}
+	var est estimate
+	switch err := s.api.Do(r.Context(), http.MethodGet, "/v1/billing", nil, &est); {
+	case err == nil:
+		d.Estimate = &est
+	case c.authLost(w, r, err):
+		return
+	default:
+		c.log.Warn("console load billing estimate", "err", err)
 	}
 	q, err := s.api.Quotas(r.Context())
 	switch {
@@ -241,4 +265,13 @@ func (c *Console) adminUsagePage(w http.ResponseWriter, r *http.Request, s *sess
 	p := sessionPage(s, "Usage by tenant", "admin-usage")
 	p.Data = d
 	c.render(w, r, http.StatusOK, "admin_usage", p)
+}
+
+// dollars writes a US dollar amount: cents, or more digits below a cent
+// (a unit price).
+func dollars(x float64) string {
+	if x != 0 && x < 0.01 {
+		return "$" + strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return "$" + strconv.FormatFloat(x, 'f', 2, 64)
 }

@@ -63,7 +63,8 @@ func TestUsagePageAndCSV(t *testing.T) {
 
 	resp, body := a.get("/usage")
 	wantStatus(t, resp, body, http.StatusOK)
-	wantContains(t, body, `id="usage-bytes_in-hour"`, `id="usage-bytes_in-day"`, `data-value="2048"`, `data-value="7"`, "<svg", `href="/usage.csv"`)
+	wantContains(t, body, `id="usage-bytes_in-hour"`, `id="usage-bytes_in-day"`, `data-value="2048"`, `data-value="7"`, "<svg", `href="/usage.csv"`,
+		`id="estimate"`, "at the free plan's list prices")
 	resp, body = a.get("/usage.csv?granularity=hour")
 	wantStatus(t, resp, body, http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
