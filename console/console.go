@@ -177,6 +177,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /groups", c.authed(c.groupsPage))
 	m.HandleFunc("GET /groups/{group}", c.authed(c.groupPage))
 	m.HandleFunc("GET /usage", c.authed(c.usagePage))
+	m.HandleFunc("GET /usage.csv", c.authed(c.usageCSV))
 
 	m.HandleFunc("GET /tenants", c.authed(c.tenantsPage))
 	m.HandleFunc("POST /tenants", c.authed(c.createTenant))
@@ -191,6 +192,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/tenants/{id}", c.authed(c.adminTenantPage))
 	m.HandleFunc("POST /admin/tenants/{id}/quotas", c.authed(c.adminSetQuotas))
 	m.HandleFunc("GET /admin/cells", c.authed(c.adminCellsPage))
+	m.HandleFunc("GET /admin/usage", c.authed(c.adminUsagePage))
 
 	m.HandleFunc("/", c.notFound)
 }

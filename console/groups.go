@@ -82,30 +82,3 @@ func lagTime(sec float64) string {
 	}
 	return d.String()
 }
-
-// usageRow is one metering period. Usage has no API yet.
-type usageRow struct {
-	Period                          string
-	BytesIn, BytesOut, StorageBytes int64
-}
-
-type usageData struct {
-	Rows   []usageRow
-	Quotas *api.Quotas
-}
-
-func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) {
-	d := usageData{}
-	q, err := s.api.Quotas(r.Context())
-	switch {
-	case err == nil:
-		d.Quotas = &q
-	case c.authLost(w, r, err):
-		return
-	default:
-		c.log.Warn("console load quotas", "err", err)
-	}
-	p := sessionPage(s, "Usage", "usage")
-	p.Data = d
-	c.render(w, r, http.StatusOK, "usage", p)
-}

@@ -67,6 +67,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
 	"bytes":    humanBytes,
+	"dollars":  dollars,
 	"duration": humanMillis,
 	"pct": func(used, total int64) string {
 		if total <= 0 {

@@ -319,6 +319,10 @@ func TestTenantIsolation(t *testing.T) {
 		"DELETE /v1/admin/tenants/:id/api-keys/:key": func() {
 			operatorOnly("DELETE", "/v1/admin/tenants/"+a.Tenant.ID+"/api-keys/"+a.keyID)
 		},
+		"GET /v1/usage":                   func() { usageIsolated(t, e, a, b) },
+		"GET /v1/billing":                 func() { billingIsolated(t, e, a, b) },
+		"GET /v1/admin/usage":             func() { operatorOnly("GET", "/v1/admin/usage") },
+		"GET /v1/admin/billing/reconcile": func() { operatorOnly("GET", "/v1/admin/billing/reconcile") },
 	}
 	for _, r := range e.srv.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {

@@ -64,6 +64,9 @@ func (s *Server) routes() *echo.Echo {
 	a.GET("/groups", s.listGroups)
 	a.GET("/groups/:group", s.getGroup)
 
+	a.GET("/usage", s.getUsage)
+	a.GET("/billing", s.getBilling)
+
 	a.GET("/members", s.listMembers)
 	a.POST("/members", s.addMember)
 	a.PATCH("/members/:user_id", s.updateMember)
@@ -94,6 +97,8 @@ func (s *Server) routes() *echo.Echo {
 	op.GET("/api-keys", s.adminListKeys)
 	op.POST("/api-keys", s.adminCreateKey)
 	op.DELETE("/api-keys/:id", s.adminRevokeKey)
+	op.GET("/usage", s.adminGetUsage)
+	op.GET("/billing/reconcile", s.adminBillingReconcile)
 
 	in := e.Group("/internal/v1/cells/:cell")
 	in.GET("/state", s.cellState)
@@ -101,6 +106,7 @@ func (s *Server) routes() *echo.Echo {
 	in.POST("/producer-ids", s.producerIDs)
 	in.POST("/key-home", s.keyHome)
 	in.PUT("/brokers/:id", s.cellRegisterBroker)
+	in.POST("/usage", s.shipUsage)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	return e

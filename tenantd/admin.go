@@ -29,6 +29,8 @@ commands:
   brokers list
 ` + fleetUsage + `
 ` + oncallUsage + `
+  billing reconcile [-since RFC3339]  closed hours whose Stripe meter event is pending, missing, or differs from the usage ledger
+
 The API URL and operator key come from SLUICE_ENDPOINT, SLUICE_API_KEY_ID
 and SLUICE_API_KEY_SECRET (as tenantd dev prints them, and as the Terraform
 provider reads them) unless given as flags; the older SLUICE_API_URL and
@@ -104,6 +106,8 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		return table(p, ts, []string{"ID", "NAME", "PLAN", "STATUS", "CELL", "TOPICS", "PARTITIONS", "STORED", "KEYS"}, func(t api.AdminTenant) []any {
 			return []any{t.ID, t.Name, t.Plan, t.Status, t.HomeCellID, t.Topics, t.Partitions, humanBytes(t.StoredBytes), t.ActiveKeys}
 		})
+	case "billing reconcile":
+		return billingReconcile(ctx, c, p, rest[2:])
 	case "tenants show":
 		return printFor(ctx, p, rest, c.AdminTenant)
 	case "tenants suspend", "tenants resume":

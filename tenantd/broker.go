@@ -27,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
+	metering "github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // brokerConfig is what one broker needs.
@@ -70,6 +71,7 @@ type brokerConfig struct {
 	adm     *admission.Admission // set by runBroker for startKafka
 	applied *applyState          // set by runBroker: the last reconciliation's outcome, for /readyz
 	parts   *brokerParts         // set by runBroker: what the broker's metrics read
+	usage   *metering.Meter      // set by runReplicas for the front doors
 }
 
 func brokerConfigOf(cfg Config) brokerConfig {
@@ -236,6 +238,12 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 	}}
+	meter, stopUsage, err := startUsage(cfg, self.NodeID, syncer, m, log)
+	if err != nil {
+		return err
+	}
+	defer stopUsage() // before the replicas close: its last flush needs them
+	cfg.usage = meter
 	ks, err := startKafka(ctx, cfg, self, syncer, m, coord, ids, log)
 	if err != nil {
 		return err
@@ -316,6 +324,7 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 		}),
 		Logger:       log,
 		Admission:    cfg.adm,
+		Usage:        cfg.usage,
 		TLS:          cfg.TLS.server(),
 		Metrics:      cfg.Metrics,
 		TenantLabels: cfg.parts.labels,

@@ -51,6 +51,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 		// count them as the tenants' own requests.
 		PeerKey:    httpapi.PeerKeyFrom(cfg.CellKeySecret),
 		Registerer: reg,
+		Usage:      cfg.usage,
 		// One top set of tenants for both front doors' series.
 		TenantLabels: cfg.parts.labels,
 		Logger:       log,

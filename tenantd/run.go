@@ -73,6 +73,7 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		if err != nil {
 			return err
 		}
+		defer startBillingWorker(ctx, pool, log)()
 		return serveControlPlane(ctx, pool, log, ln, lt, mailer, func() {
 			log.Info("control plane ready", "url", lt.scheme()+"://"+ln.Addr().String())
 		})

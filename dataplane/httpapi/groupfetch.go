@@ -272,6 +272,9 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 		delete(fails, tp)
 		st.HighWatermark = rr.HighWatermark
 		sess.hw[tp] = rr.HighWatermark
+		if isLocal {
+			s.meterRead(cl, t.ID, rr)
+		}
 		for _, m := range rr.Messages {
 			m.Topic = ap.topic
 			if retrying && m.Offset == r.Offset {
@@ -295,6 +298,7 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 	// admitted before it read. Bytes read on another broker were counted
 	// by that broker, which read them.
 	s.record(Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: local})
+	s.syncUsage(c.Request().Context())
 	return out, nil
 }
 

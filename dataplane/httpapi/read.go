@@ -137,6 +137,8 @@ func (s *Server) read(c echo.Context) error {
 		size += int64(len(m.Key) + len(m.Value))
 	}
 	s.record(Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size})
+	s.meterRead(cl, t.ID, out)
+	s.syncUsage(c.Request().Context())
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/toptenants"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // Config configures a Server.
@@ -67,6 +68,8 @@ type Config struct {
 	// Record, when set, is told what an admitted request moved: after a
 	// publish commits, and after a read with what it returns.
 	Record func(a Admission)
+	// Usage meters what publishes append and reads return (nil: none).
+	Usage *usage.Meter
 	// Registerer receives the API's metrics. The API does not serve them:
 	// its port is the tenants', and the series are the operator's (tenantd
 	// registers them with the broker's, on its metrics listener). Default:

@@ -77,6 +77,7 @@ func (c *conn) fetch(req *request, r *kmsg.FetchRequest) error {
 				// client fetches the same offsets again.
 				dropRecords(topics)
 			}
+			c.meterFetch(topics)
 			err := c.respond(req, func() error {
 				err := writeFetch(c.nc, c.s.cfg.Now().Add(c.s.cfg.WriteTimeout), req, topErr, throttleMillis(c.throttle), topics)
 				releaseFetch(topics) // before the mute: the records are sent

@@ -166,6 +166,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		}
 	}
 	c.recordProduce(acked, records)
+	c.meterProduce(ctx, r, resp)
 	if r.Version >= 10 {
 		addLeaderEndpoints(v, resp)
 	}

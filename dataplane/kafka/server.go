@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/toptenants"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // Config configures a Server.
@@ -116,6 +117,8 @@ type Config struct {
 	// the TopTenants busiest of this listener).
 	Metrics      prometheus.Registerer
 	TenantLabels *toptenants.Labels
+	// Usage meters what produces append and fetches send (nil: none).
+	Usage *usage.Meter
 }
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.

@@ -209,6 +209,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		}
 	}
 	m.offsetsWanted(v, want)
+	m.usageWanted(v, want, settings, planMax)
 	settings[groups.OffsetsTopicID] = offsetsSettings
 	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
@@ -377,7 +378,7 @@ func (m *Manager) Status() []wire.PartitionStatus {
 	defer m.mu.RUnlock()
 	out := make([]wire.PartitionStatus, 0, len(m.replicas))
 	for k, r := range m.replicas {
-		if k.topic == groups.OffsetsTopicID {
+		if k.topic == groups.OffsetsTopicID || k.topic == UsageTopicID {
 			continue // internal: no topic of the control plane's
 		}
 		st := wire.PartitionStatus{TopicID: k.topic, Partition: int(k.part), LeaderEpoch: int64(r.LeaderEpoch()),

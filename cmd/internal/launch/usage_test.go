@@ -1,0 +1,358 @@
+package launch_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/billing"
+	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+)
+
+// usageCell is a control plane and three broker processes for the
+// metering test.
+type usageCell struct {
+	t         *testing.T
+	bin, dir  string
+	db        *launch.DB
+	listen    string
+	cp        *launch.ControlPlane
+	specs     []*launch.Broker
+	procs     []*launch.Proc
+	cellKey   string
+	tenant    *launch.Tenant
+	bootstrap []string
+}
+
+func startUsageCell(t *testing.T) *usageCell {
+	t.Helper()
+	ctx := context.Background()
+	c := &usageCell{t: t, dir: t.TempDir()}
+	c.bin = filepath.Join(c.dir, "tenantd")
+	if out, err := exec.Command("go", "build", "-o", c.bin, "../../../tenantd").CombinedOutput(); err != nil {
+		t.Fatalf("build tenantd: %v\n%s", err, out)
+	}
+	var err error
+	if c.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_usage_"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.db.Drop() })
+	addrs, err := launch.FreeAddrs("127.0.0.1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.listen = addrs[0]
+	c.startControlPlane()
+	for i := range 3 {
+		c.specs = append(c.specs, &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, Kafka: addrs[1+i], Raft: addrs[4+i], HTTP: addrs[7+i],
+			DataDir: filepath.Join(c.dir, fmt.Sprintf("b%d", i+1))})
+		c.bootstrap = append(c.bootstrap, addrs[1+i])
+	}
+	if c.cellKey, err = launch.SeedCell(ctx, c.cp.Operator, "usage", "usage-cell", filepath.Join(c.dir, "certs"), c.specs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.specs {
+		c.procs = append(c.procs, nil)
+		c.startBroker(i)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			if p != nil {
+				p.Stop(15 * time.Second)
+			}
+		}
+	})
+	if c.tenant, err = launch.SignUp(ctx, c.cp, "metered", ""); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *usageCell) startControlPlane() {
+	c.t.Helper()
+	// Each start in its own directory: it makes a new operator key.
+	dir := c.t.TempDir()
+	var err error
+	if c.cp, err = launch.StartControlPlane(context.Background(), c.bin, c.db.URL, c.listen, dir, "warn"); err != nil {
+		c.t.Fatal(err)
+	}
+	p := c.cp.Proc
+	c.t.Cleanup(func() { p.Stop(15 * time.Second) })
+}
+
+func (c *usageCell) startBroker(i int) {
+	c.t.Helper()
+	p, err := c.specs[i].Start(c.bin, c.cp.URL, "usage-cell", c.cellKey, "warn", filepath.Join(c.dir, c.specs[i].ID+".log"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.procs[i] = p
+}
+
+func (c *usageCell) kgo(extra ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap...),
+		kgo.SASL(plain.Auth{User: c.tenant.KeyID, Pass: c.tenant.Secret}.AsMechanism())}, extra...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceKafka produces n records of a known size through franz-go.
+func (c *usageCell) produceKafka(ctx context.Context, topic string, from, n int) {
+	c.t.Helper()
+	cl := c.kgo(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(2*time.Minute))
+	var recs []*kgo.Record
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Key: fmt.Appendf(nil, "k%06d", i), Value: bytes.Repeat([]byte{'v'}, 100)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		c.t.Fatalf("produce through kafka: %v", err)
+	}
+}
+
+// produceKafkaKilling produces n records through franz-go (idempotent,
+// one small batch after another) and calls kill once half of them are
+// acknowledged, with the rest in flight; it returns when all are.
+func (c *usageCell) produceKafkaKilling(ctx context.Context, topic string, from, n int, kill func()) {
+	c.t.Helper()
+	cl := c.kgo(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(20))
+	var acked atomic.Int64
+	errs := make(chan error, n)
+	killed := false
+	for i := from; i < from+n; i++ {
+		cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "x%06d", i), Value: bytes.Repeat([]byte{'x'}, 100)}, func(_ *kgo.Record, err error) {
+			acked.Add(1)
+			errs <- err
+		})
+		if !killed && acked.Load() >= int64(n/2) {
+			killed = true
+			kill()
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+	if !killed {
+		c.t.Fatal("every record was acknowledged before the kill: nothing was in flight")
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			c.t.Fatalf("produce through kafka across the kill: %v", err)
+		}
+	}
+}
+
+// publishHTTP publishes m messages through the HTTP data API, ten per
+// request.
+func (c *usageCell) publishHTTP(ctx context.Context, topic string, from, m int) {
+	c.t.Helper()
+	for i := from; i < from+m; i += 10 {
+		type msg struct {
+			Key   []byte `json:"key"`
+			Value []byte `json:"value"`
+		}
+		var body struct {
+			Messages []msg `json:"messages"`
+		}
+		for j := i; j < min(i+10, from+m); j++ {
+			body.Messages = append(body.Messages, msg{Key: fmt.Appendf(nil, "h%06d", j), Value: bytes.Repeat([]byte{'w'}, 80)})
+		}
+		b, _ := json.Marshal(body)
+		err := launch.WaitFor(ctx, "http publish", 30*time.Second, func() error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(b))
+			req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Results []struct {
+					Error *api.Error `json:"error"`
+				} `json:"results"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("publish: %s %v", resp.Status, err)
+			}
+			for _, r := range out.Results {
+				if r.Error != nil {
+					// A partial failure would be retried whole and
+					// append twice; the test wants none.
+					c.t.Fatalf("publish answered a per-message error: %+v", r.Error)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// readAll fetches every partition of topic from offset 0 to its high
+// watermark with raw Fetch requests to the leaders, and returns the
+// record-batch bytes and records the brokers sent.
+func (c *usageCell) readAll(ctx context.Context, topic string, parts int) (bytesOut, msgsOut int64) {
+	c.t.Helper()
+	cl := c.kgo()
+	for p := range int32(parts) {
+		off := int64(0)
+		err := launch.WaitFor(ctx, "read partition", 60*time.Second, func() error {
+			for {
+				meta := kmsg.NewPtrMetadataRequest()
+				mt := kmsg.NewMetadataRequestTopic()
+				mt.Topic = kmsg.StringPtr(topic)
+				meta.Topics = append(meta.Topics, mt)
+				mr, err := meta.RequestWith(ctx, cl)
+				if err != nil {
+					return err
+				}
+				leader := mr.Topics[0].Partitions[p].Leader
+				req := kmsg.NewPtrFetchRequest()
+				req.MaxWaitMillis, req.MaxBytes = 0, 1<<20
+				rt := kmsg.NewFetchRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = p, off, 1<<20, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := cl.Broker(int(leader)).Request(ctx, req)
+				if err != nil {
+					return err
+				}
+				fp := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+				if fp.ErrorCode != 0 {
+					return fmt.Errorf("fetch partition %d: error %d", p, fp.ErrorCode)
+				}
+				b := fp.RecordBatches
+				if len(b) == 0 {
+					if off >= fp.HighWatermark {
+						return nil
+					}
+					continue
+				}
+				bytesOut += int64(len(b))
+				for len(b) >= 61 {
+					n := int(uint32(b[8])<<24|uint32(b[9])<<16|uint32(b[10])<<8|uint32(b[11])) + 12
+					base := int64(0)
+					for _, x := range b[0:8] {
+						base = base<<8 | int64(x)
+					}
+					last := int64(uint32(b[23])<<24 | uint32(b[24])<<16 | uint32(b[25])<<8 | uint32(b[26]))
+					msgsOut += last + 1
+					off = base + last + 1
+					b = b[n:]
+				}
+			}
+		})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	return bytesOut, msgsOut
+}
+
+// TestUsageExactAcrossCrashes is issue 19's acceptance test: N records of
+// known size through Kafka and M through HTTP, all read K times; a broker
+// and the control plane (where the ledger is folded) SIGKILLed midway and
+// restarted; the ledger's bytes and messages in and out equal what was
+// done, exactly.
+func TestUsageExactAcrossCrashes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and three brokers")
+	}
+	const topic, parts, n, m, k = "metered", 3, 600, 200, 2
+	c := startUsageCell(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	var out, outMsgs int64
+	read := func() {
+		for range k {
+			b, ms := c.readAll(ctx, topic, parts)
+			out, outMsgs = out+b, outMsgs+ms
+		}
+	}
+
+	kill := func() {
+		c.procs[1].Signal(syscall.SIGKILL)
+		c.cp.Proc.Signal(syscall.SIGKILL)
+		c.procs[1].Wait(10 * time.Second)
+		c.cp.Proc.Wait(10 * time.Second)
+	}
+	restart := func() {
+		c.startControlPlane()
+		c.startBroker(1)
+	}
+
+	// A third, then kill broker 2 and the control plane at once, idle.
+	c.produceKafka(ctx, topic, 0, n/3)
+	c.publishHTTP(ctx, topic, 0, m/2)
+	read()
+	kill()
+	restart()
+
+	// A third with both killed again while records are in flight (the
+	// producer retries them on the new leaders), then restarted.
+	c.produceKafkaKilling(ctx, topic, n/3, n/3, kill)
+	restart()
+
+	// The rest, with the restarted broker back.
+	c.produceKafka(ctx, topic, 2*n/3, n-2*n/3)
+	c.publishHTTP(ctx, topic, m/2, m-m/2)
+	read()
+
+	// What is in the log is what was produced: every batch once.
+	in, inMsgs := c.readAll(ctx, topic, parts)
+	if inMsgs != n+m {
+		t.Fatalf("the topic holds %d records, want %d", inMsgs, n+m)
+	}
+	want := map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": out + in, "messages_out": outMsgs + inMsgs}
+
+	pool, err := pgxpool.New(ctx, c.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	l := billing.Ledger{DB: pool}
+	from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+	var got map[string]int64
+	err = launch.WaitFor(ctx, "ledger equal to the traffic", 60*time.Second, func() error {
+		if got, err = l.Totals(ctx, c.tenant.ID, from, to); err != nil {
+			return err
+		}
+		for meter, v := range want {
+			if got[meter] != v {
+				return fmt.Errorf("%s: ledger %d, traffic %d", meter, got[meter], v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v (ledger %v, traffic %v)", err, got, want)
+	}
+	t.Logf("ledger %v; traffic %v", got, want)
+}

@@ -1,0 +1,78 @@
+package replicated
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/usage"
+)
+
+// BenchmarkProduceMetered is BenchmarkProduceReplicated (buffer=1000)
+// with metering off and on in the same run. On, every broker's listener
+// counts into a usage.Meter whose flusher writes into a Raft group of the
+// same cell (groups 3 to 5, one led by each broker, as the cell's usage
+// partitions are), and every produce response waits for its count to be
+// committed there (Meter.Sync).
+func BenchmarkProduceMetered(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metering=%v", on), func(b *testing.B) {
+			opts := cellOptions{groups: 2 * benchParts}
+			var c *cell
+			var flushers []*usage.Flusher
+			if on {
+				opts.configure = func(br int, cfg *kafka.Config) {
+					m := usage.NewMeter(nil)
+					f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: br + 1, Meter: m, Partition: func() (usage.Appender, bool) {
+						for _, g := range []int{benchParts + br, benchParts, benchParts + 1, benchParts + 2} {
+							if r := c.cell.Replica(br, g); r != nil && r.IsLeader() {
+								return r, true
+							}
+						}
+						return nil, false
+					}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					flushers = append(flushers, f)
+					cfg.Usage = m
+				}
+			}
+			var tn *cptest.Tenant
+			c, tn = startCellWith(b, benchParts, "bench", opts)
+			defer func() {
+				for _, f := range flushers {
+					_ = f.Close()
+				}
+			}()
+			celltest.WaitFor(b, 30*time.Second, "every partition led by its preferred broker", func() bool {
+				for p := 0; p < benchParts; p++ {
+					if c.cell.Leader(p) != p {
+						return false
+					}
+				}
+				return true
+			})
+			prod := c.client(b, tn, kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(kgo.AllISRAcks()),
+				kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(1000),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+			produceTimed(b, prod, 2000) // connect, init the producer id, warm up
+			b.SetBytes(int64(len(benchValue)))
+			b.ResetTimer()
+			start := time.Now()
+			lat := produceTimed(b, prod, b.N)
+			el := time.Since(start)
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package usage
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSamplerPartitionAndStorageSeconds: a topic of 3 partitions of
+// 1,000,000 bytes each, led here for an hour sampled every 7.3 s (not
+// whole seconds: the carried fractions must add up), meters 3 × 3,600
+// partition-seconds and 3 × 10^6 × 3,600 byte-seconds, within 1%.
+func TestSamplerPartitionAndStorageSeconds(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	m := NewMeter(clock)
+	l := &memLog{}
+	newTestFlusher(t, l, m)
+	s, err := NewSampler(SamplerConfig{Meter: m, Interval: time.Hour * 1000, Now: clock, Led: func() []Sample {
+		return []Sample{{"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const every = 7300 * time.Millisecond
+	for elapsed := time.Duration(0); elapsed < time.Hour; elapsed += every {
+		step := min(every, time.Hour-elapsed)
+		mu.Lock()
+		now = now.Add(step)
+		mu.Unlock()
+		s.Sample()
+	}
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.totals(t)
+	for meter, want := range map[string]float64{"t1/tp/partition_seconds": 3 * 3600, "t1/tp/storage_byte_seconds": 3e6 * 3600} {
+		if g := float64(got[meter]); g < want*0.99 || g > want*1.01 {
+			t.Errorf("%s = %.0f, want %.0f ± 1%%", meter, g, want)
+		}
+	}
+	_ = s.Close()
+}
