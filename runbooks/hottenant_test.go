@@ -3,6 +3,7 @@ package runbooks
 import (
 	"context"
 	"crypto/rand"
+	"flag"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -22,6 +23,15 @@ type latencies struct {
 	at      []time.Time
 	seconds []float64
 }
+
+// sloCheck makes the neighbours' recovery a failure: the compliant
+// tenant's produce p99 back within 20% (+10 ms) of its solo figure within
+// 30 s. It compares latencies measured a minute apart, so it is for the
+// measured run of docs/oncall-hot-tenant.md on a quiet machine, not for
+// make test on a busy one, where the test logs the figures and checks
+// what does not depend on timing (the throttle holds, no acknowledged
+// record is lost).
+var sloCheck = flag.Bool("runbook-slo", false, "fail unless the compliant tenant's produce p99 recovers within 20% (+10 ms) of its solo figure within 30 s of the throttle")
 
 func (l *latencies) add(at time.Time, d time.Duration) {
 	l.mu.Lock()
@@ -193,7 +203,8 @@ func TestRunbooks(t *testing.T) {
 		// figure. Windows follow one another until one does or 30 s pass.
 		limit := time.Duration(1.2*float64(solo)) + 10*time.Millisecond
 		var recovered bool
-		for !recovered && time.Since(throttledAt) < 30*time.Second {
+		until := time.Now().Add(30 * time.Second)
+		for !recovered && time.Now().Before(until) {
 			b1 := hotBytes.Load()
 			from, to := window(ctx, 6*time.Second)
 			var n int
@@ -206,8 +217,11 @@ func TestRunbooks(t *testing.T) {
 				t.Errorf("the throttled hot tenant still produces %.0f KiB/s (throttle 128 KiB/s)", hotAfter/1024)
 			}
 		}
-		if !recovered {
+		if !recovered && *sloCheck {
 			t.Errorf("the compliant tenant's produce p99 is %v 30 s after the throttle, want within 20%% (+10 ms) of its %v alone (%v beside the hot tenant)", after, solo, beside)
+		}
+		if !recovered {
+			t.Logf("the compliant tenant's produce p99 is %v 30 s after the throttle, not within 20%% (+10 ms) of its %v alone (%v beside the hot tenant); not a failure without -runbook-slo", after, solo, beside)
 		}
 	}
 	if after == 0 {

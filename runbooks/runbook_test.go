@@ -21,16 +21,24 @@ type block struct {
 	line          int
 	script        string
 	expect        []*regexp.Regexp // each must match the block's output
+	// retry, when set, is how long the block is run again (2 s apart)
+	// until its output matches: for a step whose effect takes a moment
+	// to reach every broker.
+	retry time.Duration
 }
 
 // Markers: "```sh {run}" opens a block the test runs (and a reader sees
-// as run); "```text {expect}" right after it lists, one per line, regular
-// expressions its output must match. Plain "```sh" blocks are shown, not
-// run.
+// as run); "```sh {run, again until it matches, up to 60s}" one the
+// reader runs again until the output looks as expected; "```text
+// {expect}" right after it lists, one per line, regular expressions its
+// output must match. Plain "```sh" blocks are shown, not run.
 const (
 	runFence    = "```sh {run}"
 	expectFence = "```text {expect}"
 )
+
+// retryFence matches the fence of a block run again until it matches.
+var retryFence = regexp.MustCompile("^```sh \\{run, again until it matches, up to ([0-9]+s)\\}$")
 
 // parseRunbook extracts a runbook's run blocks in order.
 func parseRunbook(path string) ([]block, error) {
@@ -50,6 +58,13 @@ func parseRunbook(path string) ([]block, error) {
 			heading = strings.TrimSpace(strings.TrimLeft(l, "#"))
 		case mode == "" && strings.TrimSpace(l) == runFence:
 			out = append(out, block{file: filepath.Base(path), heading: heading, line: n})
+			cur, mode = &out[len(out)-1], "run"
+		case mode == "" && retryFence.MatchString(strings.TrimSpace(l)):
+			d, err := time.ParseDuration(retryFence.FindStringSubmatch(strings.TrimSpace(l))[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			out = append(out, block{file: filepath.Base(path), heading: heading, line: n, retry: d})
 			cur, mode = &out[len(out)-1], "run"
 		case mode == "" && strings.TrimSpace(l) == expectFence:
 			if cur == nil {
@@ -92,6 +107,25 @@ func parseRunbook(path string) ([]block, error) {
 // drifted from the CLI) or an unmatched expectation.
 func runBlock(t *testing.T, b block, env []string, limit time.Duration) string {
 	t.Helper()
+	deadline := time.Now().Add(b.retry)
+	for {
+		out, miss := runOnce(t, b, env, limit)
+		if miss == nil {
+			t.Logf("%s:%d (%s)\n$ %s%s", b.file, b.line, b.heading, b.script, out)
+			return out
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("%s:%d (%s): the output does not match %q, as the runbook says it should\n$ %s%s", b.file, b.line, b.heading, miss, b.script, out)
+		}
+		t.Logf("%s:%d (%s): not yet %q; running it again", b.file, b.line, b.heading, miss)
+		time.Sleep(2 * time.Second) // the pace a reader re-runs a command at
+	}
+}
+
+// runOnce runs the block once and answers its output and the first
+// expectation it misses (nil: all matched).
+func runOnce(t *testing.T, b block, env []string, limit time.Duration) (string, *regexp.Regexp) {
+	t.Helper()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.script)
 	cmd.Env = env
 	var out bytes.Buffer
@@ -113,11 +147,10 @@ func runBlock(t *testing.T, b block, env []string, limit time.Duration) string {
 	}
 	for _, re := range b.expect {
 		if !re.MatchString(out.String()) {
-			t.Fatalf("%s:%d (%s): the output does not match %q, as the runbook says it should\n$ %s%s", b.file, b.line, b.heading, re, b.script, out.String())
+			return out.String(), re
 		}
 	}
-	t.Logf("%s:%d (%s)\n$ %s%s", b.file, b.line, b.heading, b.script, out.String())
-	return out.String()
+	return out.String(), nil
 }
 
 // TestRunbooksWellFormed: every runbook names its alert, has run blocks,
