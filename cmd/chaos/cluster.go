@@ -229,3 +229,12 @@ func (c *Cluster) Close() {
 		}
 	}
 }
+
+// DataDirs answers each broker's data directory, in broker order.
+func (c *Cluster) DataDirs() []string {
+	out := make([]string, len(c.brokers))
+	for i, b := range c.brokers {
+		out[i] = filepath.Join(b.DataDir, b.ID)
+	}
+	return out
+}

@@ -59,6 +59,9 @@ type Config struct {
 	// record, so that segments fill at a modest record rate.
 	RecordPad      int
 	BrokerLogLevel string
+	// DiskEvery, when positive, samples each broker's bytes on disk at
+	// this interval and prints them as a table (the soak).
+	DiskEvery time.Duration
 }
 
 func (c *Config) validate() error {
@@ -73,8 +76,8 @@ func (c *Config) validate() error {
 		return errors.New("-session and -final-timeout must be positive")
 	case c.Retention != 0 && c.Retention < time.Second:
 		return errors.New("-retention must be 0 (off) or at least 1s (the retention.ms floor)")
-	case c.DeleteEvery < 0 || c.RecordPad < 0:
-		return errors.New("-delete-records and -record-pad must not be negative")
+	case c.DeleteEvery < 0 || c.RecordPad < 0 || c.DiskEvery < 0:
+		return errors.New("-delete-records, -record-pad and -disk-every must not be negative")
 	}
 	if c.Dir == "" {
 		d, err := os.MkdirTemp("", "sluice-chaos-")
@@ -115,6 +118,7 @@ func main() {
 	flag.DurationVar(&cfg.DeleteEvery, "delete-records", 30*time.Second, "how often DeleteRecords moves each partition's log start halfway to its high watermark (0: never)")
 	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of random padding header on every record (batches are compressed)")
 	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
+	flag.DurationVar(&cfg.DiskEvery, "disk-every", 0, "sample each broker's bytes on disk (all, and raft.entries) this often and print them as a table (0: off); with -nemeses none, a soak")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()
 	var err error
@@ -183,6 +187,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 			tr.Run(stopTr)
 		}
 	}()
+	var disk *DiskSampler
+	if cfg.DiskEvery > 0 {
+		disk = StartDiskSampler(c.DataDirs(), cfg.DiskEvery)
+	}
 	nem := NewNemesis(c, cfg.Seed, cfg.Nemeses, log)
 	stopNem := make(chan struct{})
 	nemDone := make(chan struct{})
@@ -210,6 +218,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	w.Stop()
 	close(stopTr)
 	<-trDone
+	if disk != nil {
+		disk.Stop()
+	}
 	if err := FinalRead(context.Background(), cfg, c, chk, tr, log); err != nil {
 		return Outcome{Result: chk.Result()}, err
 	}
@@ -241,6 +252,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	}
 	if len(res.Unchecked) > 0 {
 		fmt.Fprintf(out, "  partitions without a final read: %v\n", res.Unchecked)
+	}
+	if disk != nil {
+		fmt.Fprintf(out, "  disk: at most %.1f MiB on one broker; per broker over time:\n\n", float64(disk.Max())/(1<<20))
+		disk.Write(out)
+		fmt.Fprintln(out)
 	}
 	if res.Valid() {
 		fmt.Fprintln(out, "  valid: yes")

@@ -110,6 +110,10 @@ func (n *Nemesis) Run(stop <-chan struct{}, interval time.Duration) {
 			return true
 		}
 	}
+	if len(n.kinds) == 0 {
+		<-stop
+		return
+	}
 	for wait(interval) {
 		desc, heal := n.Inject()
 		n.log.Info("nemesis: inject", "fault", desc)
@@ -134,10 +138,14 @@ func (n *Nemesis) Counts() (total int, desc string) {
 	return total, strings.Join(parts, " ")
 }
 
-// ParseNemeses parses a comma-separated list of nemeses ("all" for every one).
+// ParseNemeses parses a comma-separated list of nemeses ("all" for every
+// one, "none" for a run without faults: a soak).
 func ParseNemeses(s string) ([]string, error) {
 	if s == "all" || s == "" {
 		return Nemeses, nil
+	}
+	if s == "none" {
+		return nil, nil
 	}
 	var out []string
 	for _, k := range strings.Split(s, ",") {
