@@ -28,7 +28,7 @@ import (
 // a taken name apart in the answer would also tell that the address is
 // free, so the name's news goes by mail too.
 func (s *Server) signup(c echo.Context) error {
-	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
 	}
 	var req api.SignupRequest
@@ -106,7 +106,7 @@ func (s *Server) signupMail(ctx context.Context, email, name, plan, hash string)
 // pool, its owner, and the plan's quotas, from the signup its mailed token
 // names, and signs the owner in. A token works once.
 func (s *Server) confirmSignup(c echo.Context) error {
-	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
 	}
 	var req api.ConfirmSignupRequest
@@ -247,7 +247,7 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok, wait := s.logins.allow("email:"+email, s.clientKey(c)); !ok {
+	if ok, wait := s.logins.allow(c.Request().Context(), "email:"+email, s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many sign-in attempts; retry later")
 	}
 	ctx := c.Request().Context()
@@ -298,7 +298,7 @@ func (s *Server) createKeySession(c echo.Context, key string) error {
 	if credential.ValidKeyID(id) {
 		keys = append(keys, "key:"+id)
 	}
-	if ok, wait := s.logins.allow(keys...); !ok {
+	if ok, wait := s.logins.allow(c.Request().Context(), keys...); !ok {
 		return rateLimited(wait, "too many sign-in attempts; retry later")
 	}
 	ctx := c.Request().Context()
