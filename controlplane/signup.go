@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
@@ -104,7 +105,8 @@ func (s *Server) signupMail(ctx context.Context, email, name, plan, hash string)
 
 // confirmSignup creates the tenant on the least-loaded cell of a shared
 // pool, its owner, and the plan's quotas, from the signup its mailed token
-// names, and signs the owner in. A token works once.
+// names, enqueues its Stripe customer (billing.EnqueueCustomer), and signs
+// the owner in. A token works once.
 func (s *Server) confirmSignup(c echo.Context) error {
 	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
@@ -148,7 +150,12 @@ func (s *Server) confirmSignup(c echo.Context) error {
 		}
 		p := &principal{kind: "user", userID: user.ID}
 		tenant, sess, err = s.placeTenant(ctx, tx, p, name, plan, quotas, "tenant.signup")
-		return err
+		if err != nil {
+			return err
+		}
+		// The billing worker creates the tenant's Stripe customer from
+		// this outbox row: Stripe is never called inside a signup.
+		return billing.EnqueueCustomer(ctx, tx, tenant.ID, tenant.Name, user.Email)
 	})
 	if err := txError("confirm signup", err); err != nil {
 		return err
