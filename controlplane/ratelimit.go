@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -49,7 +51,8 @@ const (
 )
 
 // newLimiter returns the limit called name (part of its Redis keys:
-// namespace:cp:rate:name:key) of burst calls, then one per every.
+// namespace:cp:rate:name:<hash of the key>) of burst calls, then one per
+// every.
 func newLimiter(name string, every time.Duration, burst int, cfg *Config) *limiter {
 	return &limiter{name: name, every: every, burst: burst, now: cfg.Now, rdb: cfg.RateLimitRedis,
 		pfx: cfg.RateLimitNamespace + ":cp:rate:" + name + ":", log: cfg.Logger, buckets: map[string]*rate.Limiter{}}
@@ -110,7 +113,9 @@ func (l *limiter) allowRedis(ctx context.Context, keys []string) (bool, time.Dur
 	defer cancel()
 	rk := make([]string, len(keys))
 	for i, k := range keys {
-		rk[i] = l.pfx + k
+		// Hashed: the keys name emails and addresses, which Redis need not hold.
+		sum := sha256.Sum256([]byte(k))
+		rk[i] = l.pfx + hex.EncodeToString(sum[:16])
 	}
 	res, err := gcraScript.Run(ctx, l.rdb, rk, strconv.FormatInt(l.every.Microseconds(), 10), l.burst).Int64Slice()
 	if err != nil {
