@@ -66,10 +66,10 @@ func (l *limiter) allow(ctx context.Context, keys ...string) (bool, time.Duratio
 		if err == nil {
 			return ok, wait
 		}
-		l.mu.Lock()
-		l.redisDownUntil = time.Now().Add(redisRetry)
-		l.mu.Unlock()
-		if ctx.Err() == nil {
+		if ctx.Err() == nil { // not the caller going away: Redis failed
+			l.mu.Lock()
+			l.redisDownUntil = time.Now().Add(redisRetry)
+			l.mu.Unlock()
 			l.log.Warn("rate limit redis unavailable; limiting per instance", "limit", l.name, "retry_in", redisRetry, "err", err)
 		}
 	}
