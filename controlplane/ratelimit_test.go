@@ -59,3 +59,29 @@ func TestKeyHomeLimitSharedThroughRedis(t *testing.T) {
 		t.Fatalf("local buckets used with Redis up: %d, %d", len(a.buckets), len(b.buckets))
 	}
 }
+
+// BenchmarkLimiterRedis is one sign-in check (two keys) through Redis,
+// what a shared limit adds to a sign-in.
+func BenchmarkLimiterRedis(b *testing.B) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		b.Skipf("no redis at 127.0.0.1:6379: %v", err)
+	}
+	cfg := Config{RateLimitRedis: rdb, RateLimitNamespace: "rlbench", Now: time.Now, Logger: slog.New(slog.DiscardHandler)}
+	l := newLimiter("login", time.Nanosecond, 1<<30, &cfg)
+	b.Cleanup(func() {
+		if keys, _ := rdb.Keys(ctx, "rlbench:*").Result(); len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+	for b.Loop() {
+		if ok, _ := l.allow(ctx, "email:a@b.test", "addr:127.0.0.1"); !ok {
+			b.Fatal("refused")
+		}
+	}
+	if len(l.buckets) != 0 {
+		b.Fatal("fell back to local buckets")
+	}
+}
