@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	stripe "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
@@ -91,8 +90,9 @@ func Identifier(tenant, meter string, hour time.Time) string {
 }
 
 // RunOnce does one round, if no other worker holds the lock: it creates
-// missing meters and customers, enqueues the hours closed since the last
-// round, and sends what is due. It returns how many events it sent.
+// the Stripe customers signups asked for (customers.go) and missing
+// meters, enqueues the hours closed since the last round, and sends what
+// is due. It returns how many events it sent.
 func (r *Reporter) RunOnce(ctx context.Context) (sent int, err error) {
 	conn, err := r.cfg.DB.Acquire(ctx)
 	if err != nil {
@@ -107,6 +107,9 @@ func (r *Reporter) RunOnce(ctx context.Context) (sent int, err error) {
 		return 0, nil // another worker works
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, workerLock) }()
+	if _, err := r.createCustomers(ctx); err != nil {
+		return 0, err
+	}
 	if err := r.ensureMeters(ctx); err != nil {
 		return 0, err
 	}
@@ -158,31 +161,6 @@ func (r *Reporter) enqueue(ctx context.Context) error {
 		return fmt.Errorf("enqueue meter events: %w", err)
 	}
 	return nil
-}
-
-// customer returns the tenant's Stripe customer, creating it (with an
-// idempotency key of its tenant id) the first time.
-func (r *Reporter) customer(ctx context.Context, tenant string) (string, error) {
-	var id string
-	err := r.cfg.DB.QueryRow(ctx, `SELECT stripe_customer_id FROM billing_customers WHERE tenant_id = $1`, tenant).Scan(&id)
-	if err == nil {
-		return id, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("read stripe customer: %w", err)
-	}
-	p := &stripe.CustomerParams{Description: stripe.String("Sluice tenant " + tenant)}
-	p.AddMetadata("sluice_tenant_id", tenant)
-	p.SetIdempotencyKey("sluice-customer-" + tenant)
-	c, err := r.api.Customers.New(p)
-	if err != nil {
-		return "", fmt.Errorf("create stripe customer: %w", err)
-	}
-	if err := r.cfg.DB.QueryRow(ctx, `INSERT INTO billing_customers (tenant_id, stripe_customer_id) VALUES ($1, $2)
-		ON CONFLICT (tenant_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id RETURNING stripe_customer_id`, tenant, c.ID).Scan(&id); err != nil {
-		return "", fmt.Errorf("record stripe customer: %w", err)
-	}
-	return id, nil
 }
 
 // backoff is the wait after attempt n failed: 1 s doubling to an hour.

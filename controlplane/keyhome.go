@@ -34,7 +34,7 @@ func (s *Server) keyHome(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok, wait := s.keyHomes.allow(cell); !ok {
+	if ok, wait := s.keyHomes.allow(c.Request().Context(), cell); !ok {
 		return rateLimited(wait, "too many key lookups from this cell; retry later")
 	}
 	var req wire.KeyHomeRequest

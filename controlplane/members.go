@@ -106,7 +106,7 @@ const invitedMessage = "we sent a message to this address: it has the token that
 // the role of its mailed token, making the user (with the inviter's
 // initial password) if the address has no account. A token works once.
 func (s *Server) acceptInvitation(c echo.Context) error {
-	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many requests from this address; retry later")
 	}
 	var req api.AcceptInvitationRequest

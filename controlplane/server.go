@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/credential"
@@ -79,6 +80,17 @@ type Config struct {
 	// plugs a real mailer in here; default mail.Log, which sends nothing
 	// and writes each message to Logger.
 	Mailer mail.Mailer
+	// RateLimitRedis, when set, keeps the rate limits' buckets (sign-in,
+	// signup, tenant creation, key-home lookups) in this Redis, shared by
+	// every control plane instance on it, so a limit holds across all of
+	// them. While it does not answer, and when unset (the default), each
+	// instance limits in its own memory: the effective limit is then up to
+	// N times the configured one with N instances.
+	RateLimitRedis redis.UniversalClient
+	// RateLimitNamespace prefixes the limits' Redis keys
+	// (NAMESPACE:cp:rate:...), so control planes of separate deployments
+	// may share one Redis (default "sluice").
+	RateLimitNamespace string
 	// SignupTTL is how long a signup's mailed token stays valid (default
 	// 24h).
 	SignupTTL time.Duration
@@ -94,6 +106,7 @@ func (c *Config) validate() error {
 	if c.Mailer == nil {
 		c.Mailer = mail.Log{Logger: c.Logger}
 	}
+	c.RateLimitNamespace = cmp.Or(c.RateLimitNamespace, "sluice")
 	c.SignupTTL = cmp.Or(c.SignupTTL, 24*time.Hour)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	if c.MaxBodyBytes < 1024 {
@@ -161,12 +174,12 @@ func New(cfg Config) (*Server, error) {
 		db:      cfg.DB,
 		log:     cfg.Logger,
 		authz:   az,
-		logins:  newLimiter(cfg.LoginRate, cfg.LoginBurst, cfg.Now),
-		signups: newLimiter(cfg.SignupRate, cfg.SignupBurst, cfg.Now),
+		logins:  newLimiter("login", cfg.LoginRate, cfg.LoginBurst, &cfg),
+		signups: newLimiter("signup", cfg.SignupRate, cfg.SignupBurst, &cfg),
 
-		tenantCreates: newLimiter(cfg.TenantCreateRate, cfg.TenantCreateBurst, cfg.Now),
+		tenantCreates: newLimiter("tenant_create", cfg.TenantCreateRate, cfg.TenantCreateBurst, &cfg),
 
-		keyHomes: newLimiter(keyHomeEvery, keyHomeBurst, cfg.Now),
+		keyHomes: newLimiter("key_home", keyHomeEvery, keyHomeBurst, &cfg),
 	}
 	s.echo = s.routes()
 	return s, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
@@ -28,7 +29,7 @@ import (
 // a taken name apart in the answer would also tell that the address is
 // free, so the name's news goes by mail too.
 func (s *Server) signup(c echo.Context) error {
-	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
 	}
 	var req api.SignupRequest
@@ -104,9 +105,10 @@ func (s *Server) signupMail(ctx context.Context, email, name, plan, hash string)
 
 // confirmSignup creates the tenant on the least-loaded cell of a shared
 // pool, its owner, and the plan's quotas, from the signup its mailed token
-// names, and signs the owner in. A token works once.
+// names, enqueues its Stripe customer (billing.EnqueueCustomer), and signs
+// the owner in. A token works once.
 func (s *Server) confirmSignup(c echo.Context) error {
-	if ok, wait := s.signups.allow(s.clientKey(c)); !ok {
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many signups from this address; retry later")
 	}
 	var req api.ConfirmSignupRequest
@@ -148,7 +150,12 @@ func (s *Server) confirmSignup(c echo.Context) error {
 		}
 		p := &principal{kind: "user", userID: user.ID}
 		tenant, sess, err = s.placeTenant(ctx, tx, p, name, plan, quotas, "tenant.signup")
-		return err
+		if err != nil {
+			return err
+		}
+		// The billing worker creates the tenant's Stripe customer from
+		// this outbox row: Stripe is never called inside a signup.
+		return billing.EnqueueCustomer(ctx, tx, tenant.ID, tenant.Name, user.Email)
 	})
 	if err := txError("confirm signup", err); err != nil {
 		return err
@@ -247,7 +254,7 @@ func (s *Server) createSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok, wait := s.logins.allow("email:"+email, s.clientKey(c)); !ok {
+	if ok, wait := s.logins.allow(c.Request().Context(), "email:"+email, s.clientKey(c)); !ok {
 		return rateLimited(wait, "too many sign-in attempts; retry later")
 	}
 	ctx := c.Request().Context()
@@ -298,7 +305,7 @@ func (s *Server) createKeySession(c echo.Context, key string) error {
 	if credential.ValidKeyID(id) {
 		keys = append(keys, "key:"+id)
 	}
-	if ok, wait := s.logins.allow(keys...); !ok {
+	if ok, wait := s.logins.allow(c.Request().Context(), keys...); !ok {
 		return rateLimited(wait, "too many sign-in attempts; retry later")
 	}
 	ctx := c.Request().Context()

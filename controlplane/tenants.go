@@ -63,7 +63,7 @@ func (s *Server) createTenant(c echo.Context) error {
 		// Otherwise a suspension could be walked around with a new tenant.
 		return catalog.TenantSuspended.New("this session's tenant is suspended; no tenant can be created from it")
 	}
-	if ok, wait := s.tenantCreates.allow("user:" + p.userID); !ok {
+	if ok, wait := s.tenantCreates.allow(c.Request().Context(), "user:"+p.userID); !ok {
 		return rateLimited(wait, "too many tenants created by this user; retry later")
 	}
 	var req api.CreateTenantRequest

@@ -210,6 +210,11 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	defer stopReload()
 	com := raftlog.NewCommitter(dlog.SyncFiles)
 	defer com.Close()
+	unobserve, err := observeFsync(cfg.Metrics, com)
+	if err != nil {
+		return err
+	}
+	defer unobserve()
 	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, Logger: log})
 	if err != nil {
 		return err

@@ -163,6 +163,9 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		{"log segments", "sluice_log_segments", nil, 9, 1e4, true},
 		{"disk used", "sluice_disk_used_ratio", nil, 0.0001, 1, true},
 		{"cell state fresh", "sluice_cell_state_sync_age_seconds", nil, 0, 3 * 60, true},
+		// Each synchronous produce waits for a durable round on its leader.
+		{"fsync rounds timed", "sluice_fsync_seconds_count", nil, records, 1e7, true},
+		{"fsync time spent", "sluice_fsync_seconds_sum", nil, 1e-6, 1e4, true},
 		{"Raft commits timed", "sluice_raft_seconds_count", []string{`kind="commit"`}, records, 1e7, true},
 		{"Raft applies timed", "sluice_raft_seconds_count", []string{`kind="apply"`}, records, 1e7, true},
 		{"leader log stores (with the group commit's fsync) timed", "sluice_raft_seconds_count", []string{`kind="store_leader"`}, 1, 1e7, true},
@@ -180,6 +183,9 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		if v < c.lo || v > c.hi {
 			t.Errorf("%s: %s%v = %v, want in [%v, %v]", c.what, c.name, c.match, v, c.lo, c.hi)
 		}
+	}
+	if _, n := metricSum(metrics, "sluice_fsync_seconds_count"); n != 3 {
+		t.Errorf("%d sluice_fsync_seconds histograms, want one per dev broker (3)", n)
 	}
 	if _, n := metricSum(metrics, "sluice_kafka_requests_total", `tenant="other"`); n != 0 {
 		t.Errorf("one tenant but an other series:\n%s", metrics)

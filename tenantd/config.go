@@ -119,6 +119,12 @@ type Config struct {
 	// cell-wide quotas by demand (default 127.0.0.1:6379). Without it a
 	// broker enforces an even share.
 	RedisAddr string `json:"redis_addr"`
+	// RateLimitRedis, for controlplane: a Redis (host:port) holding the
+	// API's rate limits (sign-in, signup, tenant creation, key-home
+	// lookups), shared by every control plane on it. Unset (the default),
+	// each instance limits on its own; while Redis does not answer, each
+	// falls back to its own limits.
+	RateLimitRedis string `json:"ratelimit_redis"`
 	// DiskSoftWatermark and DiskHardWatermark are the data disk's
 	// watermarks as fractions (defaults 0.80 and 0.90).
 	DiskSoftWatermark float64 `json:"disk_soft_watermark"`
@@ -272,6 +278,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	kafkaListen := fs.String("kafka-listen", "", "broker: Kafka listen address (env SLUICE_KAFKA_LISTEN; default the kafka_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devKafkaListen+")")
 	httpListen := fs.String("http-listen", "", "broker: HTTP data API listen address (env SLUICE_HTTP_LISTEN; default the http_addr the cell state lists); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devHTTPListen+")")
 	redisAddr := fs.String("redis", "", "broker, dev: the cell's Redis for sharing quotas (env SLUICE_REDIS_ADDR; default "+defaultRedisAddr+")")
+	rateRedis := fs.String("ratelimit-redis", "", "controlplane: Redis (host:port) sharing the API's rate limits among control plane instances (env SLUICE_RATELIMIT_REDIS; default none: each instance limits on its own)")
 	diskSoft := fs.Float64("disk-soft-watermark", 0, "broker, dev: soft disk watermark as a fraction (default 0.80)")
 	diskHard := fs.Float64("disk-hard-watermark", 0, "broker, dev: hard disk watermark as a fraction (default 0.90)")
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
@@ -315,6 +322,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_HTTP_LISTEN"}, &cfg.HTTPListen},
 		{[]string{"SLUICE_DEBUG_LISTEN"}, &cfg.DebugListen},
 		{[]string{"SLUICE_REDIS_ADDR"}, &cfg.RedisAddr},
+		{[]string{"SLUICE_RATELIMIT_REDIS"}, &cfg.RateLimitRedis},
 		{[]string{"SLUICE_TLS_CERT_FILE"}, &cfg.TLSCertFile},
 		{[]string{"SLUICE_TLS_KEY_FILE"}, &cfg.TLSKeyFile},
 		{[]string{"SLUICE_TLS_CA_FILE"}, &cfg.TLSCAFile},
@@ -350,7 +358,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*cell, &cfg.Cell}, {*brokerID, &cfg.BrokerID}, {*apiURL, &cfg.APIURL}, {*cellKey, &cfg.CellKey},
 		{*raftListen, &cfg.RaftListen}, {*raftAdvertise, &cfg.RaftAdvertise}, {*kafkaListen, &cfg.KafkaListen}, {*httpListen, &cfg.HTTPListen},
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
-		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr},
+		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}, {*rateRedis, &cfg.RateLimitRedis},
 		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
 		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen}} {
 		if f.v != "" {

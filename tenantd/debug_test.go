@@ -100,7 +100,7 @@ func TestBootstrapOperatorKey(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- serveControlPlane(sctx, pool, slog.New(slog.DiscardHandler), ln, nil, nil, nil) }()
+	go func() { served <- serveControlPlane(sctx, pool, slog.New(slog.DiscardHandler), ln, nil, nil, nil, nil) }()
 	defer func() { cancel(); <-served }()
 	me, err := client.New(selfURL(ln, "http"), client.WithAPIKey(id, secret)).Me(ctx)
 	if err != nil || !me.Operator {

@@ -187,7 +187,7 @@ Sluice is running.
 `, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","),
 			devTLSBanner(lt, cfg.TLSCAFile, kafkaAddrs[0], httpAddrs[0]), mailDir)
 	}
-	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg, mailer)
+	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg, mailer, nil)
 	if err != nil {
 		return err
 	}

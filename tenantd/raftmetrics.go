@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
 
 // raftTimings turns the timings hashicorp/raft reports through go-metrics
@@ -60,4 +64,31 @@ func (r *raftTimings) AddSample(key []string, val float32) {
 
 func (r *raftTimings) AddSampleWithLabels(key []string, val float32, _ []gometrics.Label) {
 	r.AddSample(key, val)
+}
+
+// fsyncBuckets span 50 µs (a page-cache-only sync) to about 1.6 s (a disk
+// in trouble).
+var fsyncBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
+
+// observeFsync registers sluice_fsync_seconds on reg and feeds it the
+// sync time of every group-commit round of com (one observation per
+// round, covering every partition the round made durable). The returned
+// func detaches and unregisters it. A nil reg does nothing.
+func observeFsync(reg prometheus.Registerer, com *raftlog.Committer) (func(), error) {
+	if reg == nil {
+		return func() {}, nil
+	}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_fsync_seconds",
+		Help:    "Time each group-commit round of this broker's Raft log store took to fsync the partition logs and entries files it covered.",
+		Buckets: fsyncBuckets,
+	})
+	if err := reg.Register(h); err != nil {
+		return nil, fmt.Errorf("register fsync histogram: %w", err)
+	}
+	com.SetRoundObserver(func(d time.Duration) { h.Observe(d.Seconds()) })
+	return func() {
+		com.SetRoundObserver(nil)
+		reg.Unregister(h)
+	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/console"
 	"github.com/sluicehq/sluice/controlplane"
@@ -74,7 +75,13 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 			return err
 		}
 		defer startBillingWorker(ctx, pool, log)()
-		return serveControlPlane(ctx, pool, log, ln, lt, mailer, func() {
+		var rateRedis redis.UniversalClient
+		if cfg.RateLimitRedis != "" {
+			rdb := redis.NewClient(&redis.Options{Addr: cfg.RateLimitRedis, DialTimeout: 250 * time.Millisecond, MaxRetries: -1})
+			defer rdb.Close()
+			rateRedis = rdb
+		}
+		return serveControlPlane(ctx, pool, log, ln, lt, mailer, rateRedis, func() {
 			log.Info("control plane ready", "url", lt.scheme()+"://"+ln.Addr().String())
 		})
 	case "dev":
@@ -115,8 +122,8 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // serveControlPlane serves the API on ln until ctx ends, over TLS when lt
 // has a certificate. ready runs once the listener accepts requests.
 func serveControlPlane(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, ln net.Listener, lt *listenerTLS,
-	mailer mail.Mailer, ready func()) error {
-	h, err := controlPlaneHandler(pool, log, selfURL(ln, lt.scheme()), lt.httpClient(), nil, mailer)
+	mailer mail.Mailer, rateRedis redis.UniversalClient, ready func()) error {
+	h, err := controlPlaneHandler(pool, log, selfURL(ln, lt.scheme()), lt.httpClient(), nil, mailer, rateRedis)
 	if err != nil {
 		return err
 	}
@@ -144,9 +151,11 @@ func selfURL(ln net.Listener, scheme string) string {
 // apiURL with hc (which trusts the listener's CA when it serves TLS).
 // reg, when set, is the registry to serve (dev mode's brokers
 // register on it too); nil means a new one. mailer sends the control
-// plane's mail; nil logs it (mail.Log).
+// plane's mail; nil logs it (mail.Log). rateRedis, when set, holds the
+// rate limits shared by every control plane on it; nil keeps them in
+// this process.
 func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc *http.Client, reg *prometheus.Registry,
-	mailer mail.Mailer) (http.Handler, error) {
+	mailer mail.Mailer, rateRedis redis.UniversalClient) (http.Handler, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -158,7 +167,8 @@ func controlPlaneHandler(pool *pgxpool.Pool, log *slog.Logger, apiURL string, hc
 		return nil, fmt.Errorf("generate console secret: %w", err)
 	}
 	cp, err := controlplane.New(controlplane.Config{DB: pool, Logger: log, Registerer: reg,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ConsoleSecret: consoleSecret, Mailer: mailer})
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ConsoleSecret: consoleSecret, Mailer: mailer,
+		RateLimitRedis: rateRedis})
 	if err != nil {
 		return nil, err
 	}

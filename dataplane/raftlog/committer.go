@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -33,6 +34,8 @@ type Committer struct {
 	rounds  atomic.Int64
 	stores  atomic.Int64
 	entries atomic.Int64
+	// observe, when set, gets each round's sync time (SetRoundObserver).
+	observe atomic.Pointer[func(time.Duration)]
 }
 
 type commitReq struct {
@@ -72,6 +75,18 @@ type CommitStats struct {
 // divided by Rounds is the mean number of partitions per fsync round.
 func (c *Committer) Stats() CommitStats {
 	return CommitStats{Rounds: c.rounds.Load(), Stores: c.stores.Load(), EntriesFlushes: c.entries.Load()}
+}
+
+// SetRoundObserver makes f receive, after each round, how long that
+// round's syncs took (the partition logs' and the entries files', which
+// run in parallel): the broker's fsync latency. f runs on the committer's
+// goroutine, so it must be quick. nil removes it; safe at any time.
+func (c *Committer) SetRoundObserver(f func(time.Duration)) {
+	if f == nil {
+		c.observe.Store(nil)
+		return
+	}
+	c.observe.Store(&f)
 }
 
 // Close stops the committer's goroutine and waits for it. Waiters not yet
@@ -157,6 +172,7 @@ func (c *Committer) round(batch []commitReq) {
 		what[i] |= r.what
 	}
 	var logs []*log.Log
+	start := time.Now()
 	errs := make([]error, len(stores))
 	var wg sync.WaitGroup
 	for i, s := range stores {
@@ -173,6 +189,9 @@ func (c *Committer) round(batch []commitReq) {
 		logErr = c.syncer.Sync(logs...)
 	}
 	wg.Wait()
+	if f := c.observe.Load(); f != nil {
+		(*f)(time.Since(start))
+	}
 	c.rounds.Add(1)
 	c.stores.Add(int64(len(stores)))
 	for _, r := range batch {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -262,6 +264,14 @@ func TestStorePlainCallsFlushTheLogOnly(t *testing.T) {
 
 func TestCommitterSharesRounds(t *testing.T) {
 	c := newCommitter(t)
+	var observed atomic.Int64
+	var maxSync atomic.Int64
+	c.SetRoundObserver(func(d time.Duration) {
+		observed.Add(1)
+		if int64(d) > maxSync.Load() {
+			maxSync.Store(int64(d))
+		}
+	})
 	const parts = 16
 	stores := make([]*raftlog.Store, parts)
 	for i := range stores {
@@ -295,7 +305,11 @@ func TestCommitterSharesRounds(t *testing.T) {
 	if st.EntriesFlushes != parts {
 		t.Fatalf("entries files flushed %d times, want %d", st.EntriesFlushes, parts)
 	}
-	t.Logf("%d rounds for %d store syncs", st.Rounds, st.Stores)
+	// Every round was timed, and a round that synced files took time.
+	if n := observed.Load(); n != st.Rounds || maxSync.Load() <= 0 {
+		t.Fatalf("observer saw %d rounds (longest %v), want %d timed", n, time.Duration(maxSync.Load()), st.Rounds)
+	}
+	t.Logf("%d rounds for %d store syncs, longest %v", st.Rounds, st.Stores, time.Duration(maxSync.Load()))
 }
 
 func TestStableStore(t *testing.T) {

@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,8 @@ func TestChartPolicy(t *testing.T) {
 			checkJobs(t, r)
 			checkCells(t, r, vs.file)
 			checkSecrets(t, r, vs.file)
+			checkStripe(t, r, vs.file)
+			checkBrokerMetrics(t, r)
 		})
 	}
 }
@@ -164,6 +167,71 @@ func checkCells(t *testing.T, r rendered, file string) {
 	}
 }
 
+// checkStripe: stripe.existingSecret reaches the control plane as
+// SLUICE_STRIPE_KEY (the variable tenantd's billing worker reads) from
+// that Secret's key; without it the control plane gets no Stripe key.
+func checkStripe(t *testing.T, r rendered, file string) {
+	var got *corev1.EnvVar
+	for _, e := range r.Deployments[0].Spec.Template.Spec.Containers[0].Env {
+		if strings.Contains(e.Name, "STRIPE") {
+			got = &e
+		}
+	}
+	if file != "testdata/custom.yaml" {
+		if got != nil {
+			t.Errorf("control plane has %s without stripe.existingSecret", got.Name)
+		}
+		return
+	}
+	if got == nil || got.Name != "SLUICE_STRIPE_KEY" || got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil ||
+		got.ValueFrom.SecretKeyRef.Name != "sluice-stripe" || got.ValueFrom.SecretKeyRef.Key != "secret-key" {
+		t.Errorf("control plane Stripe key %+v, want SLUICE_STRIPE_KEY from Secret sluice-stripe key secret-key", got)
+	}
+}
+
+// checkBrokerMetrics: every broker serves its metrics (metrics_listen in
+// broker.json) on its container's metrics port, the pod carries the
+// prometheus.io scrape annotations for that port, and the cell's headless
+// Service exposes it.
+func checkBrokerMetrics(t *testing.T, r rendered) {
+	var cfg string
+	for _, cm := range r.ConfigMaps {
+		if v, ok := cm.Data["broker.json"]; ok {
+			cfg = v
+		}
+	}
+	for _, s := range r.StatefulSets {
+		name := "StatefulSet " + s.Name
+		pod := s.Spec.Template
+		var port int32
+		for _, p := range pod.Spec.Containers[0].Ports {
+			if p.Name == "metrics" {
+				port = p.ContainerPort
+			}
+		}
+		if port == 0 {
+			t.Errorf("%s: no metrics container port", name)
+			continue
+		}
+		if !strings.Contains(cfg, fmt.Sprintf(`"metrics_listen": "0.0.0.0:%d"`, port)) {
+			t.Errorf("%s: broker.json does not serve metrics on %d:\n%s", name, port, cfg)
+		}
+		a := pod.Annotations
+		if a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(int(port)) || a["prometheus.io/path"] != "/metrics" {
+			t.Errorf("%s: scrape annotations %v, want scrape true, port %d, path /metrics", name, a, port)
+		}
+		found := false
+		if svc := serviceSelecting(r, pod.Labels, true); svc != nil {
+			for _, p := range svc.Spec.Ports {
+				found = found || p.Name == "metrics" && p.Port == port && p.TargetPort.String() == "metrics"
+			}
+		}
+		if !found {
+			t.Errorf("%s: the headless Service has no metrics port %d", name, port)
+		}
+	}
+}
+
 // checkPDB wants exactly one PDB selecting the pods, with maxUnavailable 1
 // (a cell of three keeps its majority).
 func checkPDB(t *testing.T, r rendered, what string, podLabels map[string]string) {
@@ -221,7 +289,7 @@ func serviceSelecting(r rendered, podLabels map[string]string, headless bool) *c
 
 // secretEnv are the variables that carry secrets: they must come from a
 // Secret, never be written out as values.
-var secretEnv = map[string]bool{"SLUICE_DATABASE_URL": true, "DATABASE_URL": true, "SLUICE_CELL_KEY": true, "SLUICE_STRIPE_API_KEY": true}
+var secretEnv = map[string]bool{"SLUICE_DATABASE_URL": true, "DATABASE_URL": true, "SLUICE_CELL_KEY": true, "SLUICE_STRIPE_KEY": true}
 
 // checkSecrets: no secret in a ConfigMap, none as a plain env value.
 func checkSecrets(t *testing.T, r rendered, file string) {
@@ -279,7 +347,6 @@ func TestChartRefuses(t *testing.T) {
 		{"cell without key", "cells: [{id: x, peerCertSecret: p}]", "cellKeySecret is required"},
 		{"cell without certificates", "cells: [{id: x, cellKeySecret: k}]", "peerCertSecret is required"},
 		{"no database", "database: {url: \"\"}", "database.url or database.existingSecret is required"},
-		{"stripe key nothing reads", "stripe: {existingSecret: s}", "reports no usage to Stripe yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "values.yaml")
