@@ -275,3 +275,12 @@ func (h history) endTS() int64 {
 	}
 	return h.ts0 + int64(n) - 1
 }
+
+// recordCount is how many records the history appends.
+func (h history) recordCount() int {
+	n := 0
+	for _, b := range h.batches {
+		n += len(b)
+	}
+	return n
+}
