@@ -360,3 +360,28 @@ func TestCleanConflict(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanRateLimit checks that BytesPerSecond bounds the cleaner's I/O:
+// a token bucket that starts full with one second of bytes cannot let
+// R+W bytes through in less than (R+W-rate)/rate seconds.
+func TestCleanRateLimit(t *testing.T) {
+	cfg := cleanConfig(t, t.TempDir())
+	l := openLog(t, cfg)
+	randomHistory(8, 600, 30, false).write(t, l)
+	const rate = 200 << 10
+	start := time.Now()
+	res, err := l.Clean(context.Background(), CleanParams{UpTo: l.NextOffset(), Now: farFuture, BytesPerSecond: rate})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := res.BytesRead + res.BytesWritten
+	floor := time.Duration(float64(total-rate) / rate * float64(time.Second))
+	t.Logf("%d bytes read and written in %s at %d B/s (floor %s)", total, took, rate, floor)
+	if total <= 2*rate {
+		t.Fatalf("only %d bytes of I/O: too few to test the limit", total)
+	}
+	if took < floor {
+		t.Fatalf("cleaning took %s, the rate allows no less than %s", took, floor)
+	}
+}
