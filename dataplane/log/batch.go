@@ -129,6 +129,19 @@ func checkFields(h Header) error {
 	return nil
 }
 
+// checkCompactedFields is checkFields for a batch the cleaner rewrote: it
+// keeps its offset range (base offset and last offset delta) but may hold
+// fewer records than that range.
+func checkCompactedFields(h Header) error {
+	if h.NumRecords <= 0 || h.LastOffsetDelta < h.NumRecords-1 {
+		return fmt.Errorf("%w: last offset delta %d with %d records", ErrCorruptBatch, h.LastOffsetDelta, h.NumRecords)
+	}
+	if h.BaseOffset < 0 || h.BaseOffset > maxOffset-int64(h.LastOffsetDelta) {
+		return fmt.Errorf("%w: base offset %d", ErrCorruptBatch, h.BaseOffset)
+	}
+	return nil
+}
+
 // maxOffset keeps offsets far from int64 overflow.
 const maxOffset = 1 << 62
 

@@ -23,6 +23,9 @@ type Log struct {
 	// ApplyRetention, Close. Lock order: wmu, then mu.
 	wmu sync.Mutex
 
+	// cleanMu lets one Clean run at a time; it is taken before wmu.
+	cleanMu sync.Mutex
+
 	// mu guards the fields below. Readers hold it shared while they locate
 	// batches; writers hold it exclusively only to publish a change.
 	mu      sync.RWMutex
@@ -286,8 +289,21 @@ func (l *Log) segmentFor(offset int64) int {
 	return max(i-1, 0)
 }
 
+// locate returns the index of the segment that holds the first batch at or
+// after offset, and the offset to look up there: in a compacted log a
+// segment may end below the next one's base, or hold no batch at all.
+// Called with mu held and offset below next.
+func (l *Log) locate(offset int64) (int, int64) {
+	i := l.segmentFor(offset)
+	for i < len(l.segs)-1 && offset >= l.segs[i].next {
+		i++
+	}
+	return i, max(offset, l.segs[i].base)
+}
+
 // findBatch returns the position and header of the batch in s holding
-// offset, which must be below s.next. Called with mu held.
+// offset, or the first batch after it if a compaction removed offset's
+// batch; offset must be below s.next. Called with mu held.
 func (s *segment) findBatch(offset int64, hb *[HeaderSize]byte) (int64, Header, error) {
 	pos, _ := s.lookup(offset)
 	for pos < s.size {
@@ -325,11 +341,20 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 	if offset == l.next || offset >= maxOffset {
 		return Slice{BaseOffset: offset, NextOffset: offset}, nil
 	}
-	s := l.segs[l.segmentFor(offset)]
+	i, at := l.locate(offset)
+	if at >= l.next {
+		// offset fell in a compacted gap that reaches the end of the log.
+		return Slice{BaseOffset: offset, NextOffset: offset}, nil
+	}
+	s := l.segs[i]
 	var hb [HeaderSize]byte
-	pos, h, err := s.findBatch(offset, &hb)
+	pos, h, err := s.findBatch(at, &hb)
 	if err != nil {
 		return Slice{}, fmt.Errorf("read offset %d: %w", offset, err)
+	}
+	if h.BaseOffset >= maxOffset {
+		// offset fell in a compacted gap that reaches maxOffset.
+		return Slice{BaseOffset: offset, NextOffset: offset}, nil
 	}
 	start := pos
 	base := h.BaseOffset
@@ -339,12 +364,12 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (Slice, error) {
 	// Jump over whole index intervals that fit: every batch before an index
 	// entry at or below the byte limit ends within it.
 	rel := func(off int64) int64 { return off - s.base }
-	i := sort.Search(len(s.offs), func(i int) bool {
-		e := s.offs[i]
+	j := sort.Search(len(s.offs), func(j int) bool {
+		e := s.offs[j]
 		return int64(e.pos) > limit || rel(maxOffset) < int64(e.rel)
 	})
-	if i > 0 && int64(s.offs[i-1].pos) > end {
-		e := s.offs[i-1]
+	if j > 0 && int64(s.offs[j-1].pos) > end {
+		e := s.offs[j-1]
 		end, next = int64(e.pos), s.base+int64(e.rel)
 	}
 	for end < s.size && next < maxOffset {
@@ -433,7 +458,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		err = s.f.Truncate(cut)
 		if err == nil {
 			from, base := s.trimIndex(cut)
-			_, err = s.scan(from, cut, base, false, l.cfg.IndexIntervalBytes)
+			_, err = s.scan(from, cut, base, false, true, l.cfg.IndexIntervalBytes)
 		}
 		s.size = cut
 		s.synced = min(s.synced, cut)

@@ -52,7 +52,11 @@ func (l *Log) BatchMaxTimestamp(offset int64) (int64, error) {
 		return 0, fmt.Errorf("batch timestamp at %d: %w: log holds [%d, %d)", offset, ErrOffsetOutOfRange, l.start, l.next)
 	}
 	var hb [HeaderSize]byte
-	_, h, err := l.segs[l.segmentFor(offset)].findBatch(offset, &hb)
+	i, at := l.locate(offset)
+	if at >= l.next {
+		return 0, fmt.Errorf("batch timestamp at %d: %w: compaction removed every batch from it to the end", offset, ErrOffsetOutOfRange)
+	}
+	_, h, err := l.segs[i].findBatch(at, &hb)
 	if err != nil {
 		return 0, fmt.Errorf("batch timestamp at %d: %w", offset, err)
 	}
@@ -63,12 +67,12 @@ func (l *Log) BatchMaxTimestamp(offset int64) (int64, error) {
 // offset, or the end of the last segment for NextOffset. Called with mu held
 // and offset in [start, next].
 func (l *Log) position(offset int64) (int, int64, error) {
-	if offset == l.next {
+	i, at := l.locate(offset)
+	if at >= l.next {
 		last := len(l.segs) - 1
 		return last, l.segs[last].size, nil
 	}
-	i := l.segmentFor(offset)
 	var hb [HeaderSize]byte
-	pos, _, err := l.segs[i].findBatch(offset, &hb)
+	pos, _, err := l.segs[i].findBatch(at, &hb)
 	return i, pos, err
 }

@@ -68,6 +68,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 
 func (l *Log) recover(ctx context.Context) error {
 	rep := RecoveryReport{CutSegment: -1}
+	if err := l.finishCleanSwap(); err != nil {
+		return err
+	}
 	names, err := l.dir.Readdirnames(-1)
 	if err != nil {
 		return err
@@ -105,10 +108,12 @@ func (l *Log) recover(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if want >= 0 && base != want {
+		// A compacted segment may end below the next one's base; only an
+		// overlap means the files do not belong together.
+		if want >= 0 && base < want {
 			rep.DroppedSegments = append(rep.DroppedSegments, bases[i:]...)
 			if rep.Reason == "" {
-				rep.Reason = fmt.Sprintf("segment %d does not start where segment %d ends (%d)", base, bases[i-1], want)
+				rep.Reason = fmt.Sprintf("segment %d overlaps segment %d, which ends at %d", base, bases[i-1], want)
 			}
 			break
 		}
@@ -131,7 +136,10 @@ func (l *Log) recover(ctx context.Context) error {
 			s.resetIndex()
 			rebuilt = !last
 		}
-		res, err := s.scan(from, size, fromBase, true, l.cfg.IndexIntervalBytes)
+		// Gaps are accepted in every segment, the last too: a truncation
+		// may make a compacted segment the active one again. Every batch
+		// is still checked by CRC and offsets must grow.
+		res, err := s.scan(from, size, fromBase, true, true, l.cfg.IndexIntervalBytes)
 		if err != nil {
 			return err
 		}

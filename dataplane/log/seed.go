@@ -119,7 +119,8 @@ func ParseSegmentFileName(name string) (int64, bool) { return parseBase(name, lo
 // VerifySegmentFile checks a segment file copied (perhaps partly) into
 // path for segment base: it walks its batches from the start, checking
 // each header, the offset sequence and the CRC, and cuts the file after
-// the last whole, valid batch and no further than limit (a torn copy, a
+// the last whole, valid batch and no further than limit (compacted
+// segments, with gaps in their offsets, are accepted) (a torn copy, a
 // crash while copying). It returns the kept length, which a resumed copy
 // continues from, and the offset after the last kept batch.
 func VerifySegmentFile(path string, base, limit int64) (size, next int64, err error) {
@@ -133,7 +134,7 @@ func VerifySegmentFile(path string, base, limit int64) (size, next int64, err er
 		return 0, base, fmt.Errorf("verify segment %d: %w", base, err)
 	}
 	s := &segment{base: base, f: f, fd: int(f.Fd()), next: base, maxTS: -1}
-	res, err := s.scan(0, min(fi.Size(), limit), base, true, DefaultIndexIntervalBytes)
+	res, err := s.scan(0, min(fi.Size(), limit), base, true, true, DefaultIndexIntervalBytes)
 	if err != nil {
 		return 0, base, err
 	}

@@ -135,8 +135,11 @@ var copyBufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return 
 
 // scan walks the batches from pos (where a batch with base offset want must
 // start) to limit, checking each header, the offset sequence and, if verify,
-// the CRC, and indexes every batch it accepts.
-func (s *segment) scan(pos, limit, want int64, verify bool, interval int) (scanResult, error) {
+// the CRC, and indexes every batch it accepts. With gaps, the segment may
+// have been compacted: a batch may start above want (whole batches were
+// removed) and hold fewer records than its offset range (records were
+// removed from it); offsets must still only grow.
+func (s *segment) scan(pos, limit, want int64, verify, gaps bool, interval int) (scanResult, error) {
 	var hb [HeaderSize]byte
 	for pos < limit {
 		if limit-pos < HeaderSize {
@@ -151,12 +154,16 @@ func (s *segment) scan(pos, limit, want int64, verify bool, interval int) (scanR
 		}
 		h, err := ParseHeader(hb[:])
 		if err == nil {
-			err = checkFields(h)
+			if gaps {
+				err = checkCompactedFields(h)
+			} else {
+				err = checkFields(h)
+			}
 		}
 		if err != nil {
 			return scanResult{end: pos, reason: fmt.Sprintf("bad batch header at position %d: %s", pos, err.Error())}, nil
 		}
-		if h.BaseOffset != want {
+		if h.BaseOffset != want && (!gaps || h.BaseOffset < want) {
 			return scanResult{end: pos, reason: fmt.Sprintf("batch at position %d has base offset %d, want %d", pos, h.BaseOffset, want)}, nil
 		}
 		if h.Size() > limit-pos {

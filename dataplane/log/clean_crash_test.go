@@ -1,0 +1,150 @@
+package log
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	cleanCrashDirEnv  = "SLUICE_CLEAN_CRASH_DIR"
+	cleanCrashAtEnv   = "SLUICE_CLEAN_CRASH_AT"
+	cleanCrashModeEnv = "SLUICE_CLEAN_CRASH_MODE"
+
+	exitCrashed  = 7 // the child stopped itself at the step it was told
+	exitFinished = 3 // the child ran past every step
+)
+
+// cleanCrashParams cleans in several passes, so intermediate files exist.
+func cleanCrashParams(h history, upTo int64) CleanParams {
+	return CleanParams{UpTo: upTo, Now: h.endTS() + 1, DeleteRetention: time.Duration(h.endTS()-h.ts0) * time.Millisecond / 2, MaxMapBytes: 2 << 10}
+}
+
+func cleanCrashHistory() history { return randomHistory(9, 250, 80, true) }
+
+// TestCleanCrash runs a cleaning in a child process that exits (like a
+// kill: no deferred cleanup) at its n-th step, for every n: each segment
+// rewrite of each pass, before and after the swap list is committed, after
+// each swapped segment, after the swap. When the list was committed, a
+// second child reopens the log and exits in the middle of finishing the
+// swap. The parent then reopens the log and checks that it holds either
+// exactly the old segment files or exactly those a clean run produces
+// (SHA-256 compared), that it serves the records the model says, and that
+// no file of the cleaning is left.
+func TestCleanCrash(t *testing.T) {
+	if dir := os.Getenv(cleanCrashDirEnv); dir != "" {
+		cleanCrashChild(dir)
+		return
+	}
+	h := cleanCrashHistory()
+	tmpl := filepath.Join(t.TempDir(), "template")
+	l := openLog(t, cleanConfig(t, tmpl))
+	h.write(t, l)
+	upTo := l.NextOffset()
+	l.Close()
+	oldSums := dirSums(t, tmpl)
+	ref := filepath.Join(t.TempDir(), "ref")
+	copyDir(t, tmpl, ref)
+	lr := reopen(t, cleanConfig(t, ref))
+	res, err := lr.Clean(context.Background(), cleanCrashParams(h, upTo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.Close()
+	if res.Passes < 2 {
+		t.Fatalf("reference cleaning took %d passes, want several", res.Passes)
+	}
+	newSums := dirSums(t, ref)
+	p := cleanCrashParams(h, upTo)
+	wantNew := h.model(p.Now - p.DeleteRetention.Milliseconds())
+	var olds, news, resumed int
+	for at := 1; ; at++ {
+		dir := filepath.Join(t.TempDir(), "run")
+		copyDir(t, tmpl, dir)
+		code := runCleanChild(t, dir, "clean", at)
+		if code == exitFinished {
+			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
+			if olds == 0 || news == 0 || resumed == 0 {
+				t.Fatal("the crash points did not cover both outcomes and a crashed recovery")
+			}
+			return
+		}
+		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
+			if code := runCleanChild(t, dir, "reopen", 1); code == exitCrashed {
+				resumed++
+			}
+		}
+		l := reopen(t, cleanConfig(t, dir))
+		got := dirSums(t, dir)
+		switch {
+		case reflect.DeepEqual(got, oldSums):
+			olds++
+			if n := len(logRecords(t, l)); n != h.recordCount() {
+				t.Fatalf("crash at step %d: old segments serve %d records, want %d", at, n, h.recordCount())
+			}
+		case reflect.DeepEqual(got, newSums):
+			news++
+			checkRecords(t, logRecords(t, l), wantNew)
+		default:
+			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
+		}
+		l.Close()
+		names, _ := os.ReadDir(dir)
+		for _, n := range names {
+			if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
+				t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
+			}
+		}
+	}
+}
+
+// runCleanChild runs the test binary as a child in mode on dir, exiting
+// at its at-th step, and returns its exit code.
+func runCleanChild(t *testing.T, dir, mode string, at int) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanCrash$")
+	cmd.Env = append(os.Environ(), cleanCrashDirEnv+"="+dir, cleanCrashAtEnv+"="+strconv.Itoa(at), cleanCrashModeEnv+"="+mode)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && (ee.ExitCode() == exitCrashed || ee.ExitCode() == exitFinished) {
+		return ee.ExitCode()
+	}
+	t.Fatalf("%s child at step %d: %v; stderr:\n%s", mode, at, err, stderr.String())
+	return 0
+}
+
+// cleanCrashChild cleans (or, in mode reopen, opens) the log in dir and
+// exits at the step its environment names.
+func cleanCrashChild(dir string) {
+	at, _ := strconv.Atoi(os.Getenv(cleanCrashAtEnv))
+	n := 0
+	cleanHook = func(string) {
+		if n++; n == at {
+			os.Exit(exitCrashed)
+		}
+	}
+	cfg := Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512}
+	l, err := Open(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child open:", err)
+		os.Exit(2)
+	}
+	if os.Getenv(cleanCrashModeEnv) == "clean" {
+		if _, err := l.Clean(context.Background(), cleanCrashParams(cleanCrashHistory(), l.NextOffset())); err != nil {
+			fmt.Fprintln(os.Stderr, "child clean:", err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(exitFinished)
+}
