@@ -16,7 +16,7 @@ import (
 // case, a 256 KiB map that forces several passes.
 func BenchmarkClean(b *testing.B) {
 	tmpl := filepath.Join(b.TempDir(), "template")
-	cfg := Config{Dir: tmpl, SegmentBytes: 1 << 20, Logger: testLogger(b)}
+	cfg := Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)}
 	l := openLog(b, cfg)
 	rng := rand.New(rand.NewPCG(1, 2))
 	val := make([]byte, 512)
@@ -46,7 +46,7 @@ func BenchmarkClean(b *testing.B) {
 				b.StopTimer()
 				dir := filepath.Join(b.TempDir(), "run")
 				copyDir(b, tmpl, dir)
-				l, err := Open(context.Background(), Config{Dir: dir, SegmentBytes: 1 << 20})
+				l, err := Open(context.Background(), Config{Dir: dir, SegmentBytes: 1 << 20, Compacted: true})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -134,7 +134,7 @@ func cleanCrashChild(dir string) {
 			os.Exit(exitCrashed)
 		}
 	}
-	cfg := Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512}
+	cfg := Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Compacted: true}
 	l, err := Open(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)

@@ -13,7 +13,7 @@ import (
 )
 
 func cleanConfig(t testing.TB, dir string) Config {
-	return Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Logger: testLogger(t)}
+	return Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Logger: testLogger(t), Compacted: true}
 }
 
 // farFuture is a Now after every test history: every closed segment is

@@ -44,6 +44,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for segment age and retention. Default time.Now.
 	Now func() time.Time
+	// Compacted says the log may hold the offset gaps a cleaner leaves
+	// (cleanup.policy=compact): recovery accepts a batch that starts above
+	// the previous one's end and segments that end below the next one's
+	// base, and Clean runs. Default false: at open such a gap is damage,
+	// and the log is cut there, as for any log before compaction existed.
+	Compacted bool
 }
 
 func (c *Config) validate() error {

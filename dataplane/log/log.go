@@ -458,7 +458,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		err = s.f.Truncate(cut)
 		if err == nil {
 			from, base := s.trimIndex(cut)
-			_, err = s.scan(from, cut, base, false, true, l.cfg.IndexIntervalBytes)
+			_, err = s.scan(from, cut, base, false, l.cfg.Compacted, l.cfg.IndexIntervalBytes)
 		}
 		s.size = cut
 		s.synced = min(s.synced, cut)

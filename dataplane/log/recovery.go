@@ -110,10 +110,13 @@ func (l *Log) recover(ctx context.Context) error {
 		}
 		// A compacted segment may end below the next one's base; only an
 		// overlap means the files do not belong together.
-		if want >= 0 && base < want {
+		if want >= 0 && (base < want || base > want && !l.cfg.Compacted) {
 			rep.DroppedSegments = append(rep.DroppedSegments, bases[i:]...)
 			if rep.Reason == "" {
 				rep.Reason = fmt.Sprintf("segment %d overlaps segment %d, which ends at %d", base, bases[i-1], want)
+				if base > want {
+					rep.Reason = fmt.Sprintf("segment %d does not start where segment %d ends (%d)", base, bases[i-1], want)
+				}
 			}
 			break
 		}
@@ -136,10 +139,10 @@ func (l *Log) recover(ctx context.Context) error {
 			s.resetIndex()
 			rebuilt = !last
 		}
-		// Gaps are accepted in every segment, the last too: a truncation
-		// may make a compacted segment the active one again. Every batch
-		// is still checked by CRC and offsets must grow.
-		res, err := s.scan(from, size, fromBase, true, true, l.cfg.IndexIntervalBytes)
+		// In a compacted log gaps are accepted in every segment, the last
+		// too: a truncation may make a cleaned segment the active one
+		// again. Every batch is still checked by CRC and offsets must grow.
+		res, err := s.scan(from, size, fromBase, true, l.cfg.Compacted, l.cfg.IndexIntervalBytes)
 		if err != nil {
 			return err
 		}
