@@ -19,6 +19,9 @@ type Source interface {
 	// the high watermark.
 	Fetch(offset int64, maxBytes int32) (log.Slice, int64, error)
 	LogStartOffset() int64
+	// DeleteRecords moves the log start to offset through Raft (what the
+	// ledger holds need not stay in the partition).
+	DeleteRecords(ctx context.Context, offset int64) (int64, error)
 }
 
 // Shipment is one range of a usage partition's records for the ledger.
@@ -54,6 +57,11 @@ type ShipperConfig struct {
 	// a shipment's JSON stays under the control plane's 1 MiB body limit
 	// (a record is at most maxEntries entries, about 300 KiB).
 	MaxBytes int32
+	// TrimEvery is how often, at most, a led partition's log start is
+	// moved up to what the ledger has applied, so that a usage partition
+	// holds what is not yet billed rather than its whole retention;
+	// default 30s.
+	TrimEvery time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -64,7 +72,8 @@ type ShipperConfig struct {
 // position. One goroutine, which Close waits for, owns the positions.
 type Shipper struct {
 	cfg  ShipperConfig
-	pos  map[int32]int64 // the ledger's position, as last heard
+	pos  map[int32]int64     // the ledger's position, as last heard
+	trim map[int32]time.Time // when each partition's log start was last moved
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
@@ -84,10 +93,13 @@ func NewShipper(cfg ShipperConfig) (*Shipper, error) {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = 512 << 10
 	}
+	if cfg.TrimEvery <= 0 {
+		cfg.TrimEvery = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Shipper{cfg: cfg, pos: map[int32]int64{}, stop: make(chan struct{})}
+	s := &Shipper{cfg: cfg, pos: map[int32]int64{}, trim: map[int32]time.Time{}, stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
@@ -156,6 +168,7 @@ func (s *Shipper) shipOnce(ctx context.Context, p int32, src Source) (more bool,
 	}
 	if sl.Size == 0 {
 		sl.Release()
+		s.trimShipped(ctx, p, src, pos)
 		return false, nil
 	}
 	b, err := sl.AppendTo(nil)
@@ -182,7 +195,24 @@ func (s *Shipper) shipOnce(ctx context.Context, p int32, src Source) (more bool,
 		return false, err
 	}
 	s.pos[p] = got
+	s.trimShipped(ctx, p, src, got)
 	return got < hw, nil
+}
+
+// trimShipped moves partition p's log start up to shipped, the ledger's
+// position, at most every TrimEvery: records the ledger applied are
+// billed (the ledger's position only moves forward), so retention can
+// delete their segments at once instead of after the usage retention.
+// A failure is logged and retried at the next shipment.
+func (s *Shipper) trimShipped(ctx context.Context, p int32, src Source, shipped int64) {
+	if shipped <= src.LogStartOffset() || time.Since(s.trim[p]) < s.cfg.TrimEvery {
+		return
+	}
+	if _, err := src.DeleteRecords(ctx, shipped); err != nil {
+		s.cfg.Logger.Warn("move a usage partition's log start past shipped records", "usage_partition", p, "offset", shipped, "err", err)
+		return
+	}
+	s.trim[p] = time.Now()
 }
 
 // Close stops shipping. It is idempotent.
