@@ -15,15 +15,21 @@ const Version = 1
 // CellState is everything a broker of a cell needs to serve its tenants,
 // as of StateVersion (which only grows).
 type CellState struct {
-	Version      int       `json:"version"`
-	Cell         string    `json:"cell"`
-	StateVersion int64     `json:"state_version"`
-	Brokers      []Broker  `json:"brokers"`
-	Tenants      []Tenant  `json:"tenants"`
-	Keys         []Key     `json:"keys"`
-	ACLs         []ACL     `json:"acls"`
-	Topics       []Topic   `json:"topics"`
-	GeneratedAt  time.Time `json:"generated_at"`
+	Version      int      `json:"version"`
+	Cell         string   `json:"cell"`
+	StateVersion int64    `json:"state_version"`
+	Brokers      []Broker `json:"brokers"`
+	Tenants      []Tenant `json:"tenants"`
+	Keys         []Key    `json:"keys"`
+	ACLs         []ACL    `json:"acls"`
+	Topics       []Topic  `json:"topics"`
+	// Offsets places the cell's consumer-group offsets partitions when the
+	// control plane has taken their placement over (to move them off a
+	// drained broker); absent, every broker computes the default placement
+	// itself (dataplane/replicas.OffsetsPlacement), and the control plane,
+	// when it publishes one, starts from exactly that placement.
+	Offsets     []Partition `json:"offsets,omitempty"`
+	GeneratedAt time.Time   `json:"generated_at"`
 }
 
 // Broker is a member of the cell.
@@ -106,9 +112,39 @@ type Topic struct {
 
 // Partition lists a partition's replicas by broker node id; the first is the
 // preferred leader.
+//
+// During a replica move (Kafka's reassignment shape) Replicas is the union
+// of the old and the new replica sets, Adding the brokers joining and
+// Removing the brokers leaving, so the move's target is Replicas minus
+// Removing. The partition's leader converges its Raft configuration toward
+// the target: each joining broker first as a non-voter seeded from
+// segments, promoted once caught up; leadership handed to a target broker
+// before the last old one leaves; never fewer voters than the target has.
+// A cancelled move is a new target (the old set). Both lists are empty
+// outside a move. Added without a version bump: a broker that ignores them
+// keeps the replica set it has, and the control plane starts a move only
+// in a cell whose brokers all report Voters.
 type Partition struct {
 	Partition int   `json:"partition"`
 	Replicas  []int `json:"replicas"`
+	Adding    []int `json:"adding,omitempty"`
+	Removing  []int `json:"removing,omitempty"`
+}
+
+// Target is the replica set a partition converges to: Replicas minus
+// Removing, in Replicas' order (its first is the preferred leader).
+func (p Partition) Target() []int {
+	out := make([]int, 0, len(p.Replicas))
+	for _, r := range p.Replicas {
+		removing := false
+		for _, x := range p.Removing {
+			removing = removing || x == r
+		}
+		if !removing {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Report is what one broker observes, sent every few seconds.
@@ -150,6 +186,24 @@ type PartitionStatus struct {
 	// (it missed records retention or DeleteRecords removed) and serves
 	// neither produce nor fetch until it is seeded again.
 	BehindLogStart bool `json:"behind_log_start,omitempty"`
+	// Voters and Nonvoters are the Raft configuration this replica holds
+	// (its latest, committed or not), by broker node id; reported by
+	// brokers that move replicas.
+	Voters    []int `json:"voters,omitempty"`
+	Nonvoters []int `json:"nonvoters,omitempty"`
+	// Joining is, on the leader only, how far each non-voter (a replica
+	// being added by a move) is behind it.
+	Joining []JoinStatus `json:"joining,omitempty"`
+}
+
+// JoinStatus is one joining replica's distance from the leader.
+type JoinStatus struct {
+	Node int `json:"node"`
+	// BytesBehind is the log bytes between the joiner's last known offset
+	// and the leader's log end (segment bytes still to seed, then
+	// entries); EntriesBehind the Raft entries.
+	BytesBehind   int64  `json:"bytes_behind"`
+	EntriesBehind uint64 `json:"entries_behind"`
 }
 
 // GroupLag is one partition a consumer group consumes, its committed
