@@ -202,8 +202,11 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}); err != nil {
 			return err
 		}
-		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas
+		// A partition with an unfinished move is published as the move
+		// says (publishMove); partitions.replicas keeps the original.
+		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas, m.state, m.target, m.voters
 			FROM topics x JOIN tenants t ON t.id = x.tenant_id JOIN partitions p ON p.topic_id = x.id
+			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling')
 			WHERE t.home_cell_id = $1 ORDER BY x.id, p.partition`, cell)
 		type row struct {
 			topic wire.Topic
@@ -211,7 +214,16 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}
 		prs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 			var x row
-			return x, r.Scan(&x.topic.ID, &x.topic.TenantID, &x.topic.Name, &x.topic.Config, &x.part.Partition, &x.part.Replicas)
+			var state *string
+			var target, voters []int
+			if err := r.Scan(&x.topic.ID, &x.topic.TenantID, &x.topic.Name, &x.topic.Config, &x.part.Partition, &x.part.Replicas,
+				&state, &target, &voters); err != nil {
+				return x, err
+			}
+			if state != nil {
+				x.part.Replicas, x.part.Adding, x.part.Removing = publishMove(*state, x.part.Replicas, target, voters)
+			}
+			return x, nil
 		})
 		if err != nil {
 			return err
@@ -259,13 +271,21 @@ func (s *Server) cellReport(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
-			last_seen_at = now() WHERE id = $1 AND cell_id = $2`, r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme)
+		// reports_voters: every replica reported carries its Raft
+		// configuration (vacuously so for a broker that holds none yet).
+		reportsVoters := true
+		for _, p := range r.Partitions {
+			reportsVoters = reportsVoters && len(p.Voters) > 0
+		}
+		var node int
+		err := tx.QueryRow(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
+			reports_voters = $7, last_seen_at = now() WHERE id = $1 AND cell_id = $2 RETURNING node_id`,
+			r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme, reportsVoters).Scan(&node)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.NotFound.New("no such broker in this cell")
+		}
 		if err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return catalog.NotFound.New("no such broker in this cell")
 		}
 		batch := &pgx.Batch{}
 		for _, p := range r.Partitions {
@@ -280,6 +300,9 @@ func (s *Server) cellReport(c echo.Context) error {
 				p.HighWatermark, p.SizeBytes, cell)
 		}
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		if err := s.ingestMoves(ctx, tx, cell, node, r.Partitions); err != nil {
 			return err
 		}
 		if len(r.KeysUsed) > 0 {

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/sluicehq/sluice/contract/api"
 )
@@ -79,4 +81,52 @@ func (c *Client) AdminUpdateBroker(ctx context.Context, id string, req api.Updat
 // AdminCreateKey creates an operator key.
 func (c *Client) AdminCreateKey(ctx context.Context, req api.CreateOperatorKeyRequest) (api.APIKey, error) {
 	return call[api.APIKey](ctx, c, http.MethodPost, "/v1/admin/api-keys", req)
+}
+
+// AdminDeleteBroker removes a broker that holds no replicas.
+func (c *Client) AdminDeleteBroker(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/admin/brokers/"+esc(id), nil, nil)
+}
+
+// AdminDrainBroker sets a broker draining and starts the moves that take
+// every replica off it.
+func (c *Client) AdminDrainBroker(ctx context.Context, id string) (api.Drain, error) {
+	return call[api.Drain](ctx, c, http.MethodPost, "/v1/admin/brokers/"+esc(id)+"/drain", struct{}{})
+}
+
+// MoveFilter narrows AdminMoves; empty fields do not filter.
+type MoveFilter struct {
+	State  string // running, completed, cancelling, cancelled or failed
+	Cell   string
+	Broker string // moves onto or off this broker
+}
+
+// AdminMoves lists replica moves, oldest first.
+func (c *Client) AdminMoves(ctx context.Context, f MoveFilter) ([]api.Move, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": f.State, "cell": f.Cell, "broker": f.Broker} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/v1/admin/moves"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return all[api.Move](ctx, c, path)
+}
+
+// AdminMove returns one move with its progress.
+func (c *Client) AdminMove(ctx context.Context, id int64) (api.Move, error) {
+	return call[api.Move](ctx, c, http.MethodGet, "/v1/admin/moves/"+strconv.FormatInt(id, 10), nil)
+}
+
+// AdminCreateMove starts moving a partition's replicas.
+func (c *Client) AdminCreateMove(ctx context.Context, req api.CreateMoveRequest) (api.Move, error) {
+	return call[api.Move](ctx, c, http.MethodPost, "/v1/admin/moves", req)
+}
+
+// AdminCancelMove rolls a running move back to its original replicas.
+func (c *Client) AdminCancelMove(ctx context.Context, id int64) (api.Move, error) {
+	return call[api.Move](ctx, c, http.MethodPost, "/v1/admin/moves/"+strconv.FormatInt(id, 10)+"/cancel", struct{}{})
 }
