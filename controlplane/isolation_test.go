@@ -319,10 +319,15 @@ func TestTenantIsolation(t *testing.T) {
 		"DELETE /v1/admin/tenants/:id/api-keys/:key": func() {
 			operatorOnly("DELETE", "/v1/admin/tenants/"+a.Tenant.ID+"/api-keys/"+a.keyID)
 		},
-		"GET /v1/usage":                   func() { usageIsolated(t, e, a, b) },
-		"GET /v1/billing":                 func() { billingIsolated(t, e, a, b) },
-		"GET /v1/admin/usage":             func() { operatorOnly("GET", "/v1/admin/usage") },
-		"GET /v1/admin/billing/reconcile": func() { operatorOnly("GET", "/v1/admin/billing/reconcile") },
+		"GET /v1/usage":                    func() { usageIsolated(t, e, a, b) },
+		"GET /v1/billing":                  func() { billingIsolated(t, e, a, b) },
+		"GET /v1/admin/usage":              func() { operatorOnly("GET", "/v1/admin/usage") },
+		"GET /v1/admin/billing/reconcile":  func() { operatorOnly("GET", "/v1/admin/billing/reconcile") },
+		"GET /v1/admin/moves":              func() { operatorOnly("GET", "/v1/admin/moves") },
+		"POST /v1/admin/moves":             func() { operatorOnly("POST", "/v1/admin/moves") },
+		"GET /v1/admin/moves/:id":          func() { operatorOnly("GET", "/v1/admin/moves/1") },
+		"POST /v1/admin/moves/:id/cancel":  func() { operatorOnly("POST", "/v1/admin/moves/1/cancel") },
+		"POST /v1/admin/brokers/:id/drain": func() { operatorOnly("POST", "/v1/admin/brokers/cell-1-b1/drain") },
 	}
 	for _, r := range e.srv.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {
