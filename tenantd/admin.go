@@ -27,7 +27,7 @@ commands:
   pools list
   cells list
   brokers list
-` + fleetUsage + `
+` + fleetUsage + movesUsage + `
 ` + oncallUsage + `
   billing reconcile [-since RFC3339]  closed hours whose Stripe meter event is pending, missing, or differs from the usage ledger
 
@@ -86,6 +86,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 	}
 
 	if handled, err := adminFleet(ctx, c, p, out, rest); handled {
+		return err
+	}
+	if handled, err := adminMoves(ctx, c, p, out, rest); handled {
 		return err
 	}
 	oc := oncall{c: c, p: p, out: out, hc: lt.httpClient(), apiURL: *apiURL, keyID: id, secret: secret, metrics: getenv("SLUICE_METRICS_URL")}
