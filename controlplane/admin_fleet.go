@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -288,14 +289,9 @@ func (s *Server) adminUpdateBroker(c echo.Context) error {
 	return c.JSON(http.StatusOK, b)
 }
 
-// offsetsReplicas is the replica count of a cell's offsets partitions,
-// the brokers' default (dataplane/replicas.DefaultOffsetsReplicas),
-// which every broker of a cell is assumed to run with.
-const offsetsReplicas = 3
-
-// adminDeleteBroker removes a broker that holds no partition replicas,
-// that no unfinished move puts a replica on, and that is not one of the
-// brokers holding the cell's offsets partitions.
+// adminDeleteBroker removes a broker that holds no partition replicas
+// (topic or offsets partitions) and that no unfinished move puts a
+// replica on.
 func (s *Server) adminDeleteBroker(c echo.Context) error {
 	p, err := s.operatorCaller(c, authz.ActWrite)
 	if err != nil {
@@ -319,18 +315,14 @@ func (s *Server) adminDeleteBroker(c echo.Context) error {
 		if replicas > 0 {
 			return catalog.InvalidRequest.Newf("the broker holds %d partition replicas; move them first (tenantd admin brokers drain)", replicas)
 		}
-		// The cell's consumer-group offsets partitions live on its three
-		// lowest node ids (every broker computes that placement itself):
-		// removing one of them would change it under the brokers, and the
-		// control plane does not move offsets partitions yet.
-		var lower, total int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE node_id < $2), count(*) FROM brokers WHERE cell_id = $1`,
-			cell, node).Scan(&lower, &total); err != nil {
+		placement, _, err := offsetsPlacement(ctx, tx, cell, s.cfg.OffsetsPartitions)
+		if err != nil {
 			return err
 		}
-		if lower < offsetsReplicas && total >= offsetsReplicas {
-			return catalog.InvalidRequest.Newf("node %d is one of the cell's %d lowest node ids, which hold its consumer-group offsets partitions; those cannot be moved yet",
-				node, offsetsReplicas)
+		for part, r := range placement {
+			if slices.Contains(r, node) {
+				return catalog.InvalidRequest.Newf("the broker holds offsets partition %d of the cell; move it first (tenantd admin brokers drain)", part)
+			}
 		}
 		var move int64
 		err = tx.QueryRow(ctx, `SELECT id FROM partition_moves WHERE cell_id = $1 AND $2 = ANY(target)

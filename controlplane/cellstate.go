@@ -236,7 +236,25 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 			t := &st.Topics[len(st.Topics)-1]
 			t.Partitions = append(t.Partitions, x.part)
 		}
-		return nil
+		// The offsets placement, once the control plane has taken it
+		// over (offsets.go); absent, brokers compute their own.
+		rows, _ = tx.Query(ctx, `SELECT o.partition, o.replicas, m.state, m.target, m.voters FROM offsets_placements o
+			LEFT JOIN partition_moves m ON m.cell_id = o.cell_id AND m.topic_id = '`+offsetsTopicID+`' AND m.partition = o.partition
+				AND m.state IN ('running', 'cancelling')
+			WHERE o.cell_id = $1 ORDER BY o.partition`, cell)
+		st.Offsets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Partition, error) {
+			var p wire.Partition
+			var state *string
+			var target, voters []int
+			if err := r.Scan(&p.Partition, &p.Replicas, &state, &target, &voters); err != nil {
+				return p, err
+			}
+			if state != nil {
+				p.Replicas, p.Adding, p.Removing = publishMove(*state, p.Replicas, target, voters)
+			}
+			return p, nil
+		})
+		return err
 	})
 	return st, err
 }

@@ -45,7 +45,7 @@ func (s *Server) adminDrainBroker(c echo.Context) error {
 		if err := lockCellMoves(ctx, tx, cell); err != nil {
 			return err
 		}
-		if moves, err = drainMoves(ctx, tx, p, cell, id, node); err != nil {
+		if moves, err = drainMoves(ctx, tx, p, cell, id, node, s.cfg.OffsetsPartitions); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE brokers SET status = 'draining' WHERE id = $1`, id); err != nil {
@@ -73,8 +73,10 @@ func (s *Server) adminDrainBroker(c echo.Context) error {
 }
 
 // drainMoves creates the moves that take node's replicas off, in topic
-// and partition order, and returns their ids.
-func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID string, node int) ([]int64, error) {
+// and partition order and then the offsets partitions', and returns their
+// ids. A drain of a broker holding an offsets partition takes the cell's
+// offsets placement over (offsets.go).
+func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID string, node, offsetsPartitions int) ([]int64, error) {
 	type part struct {
 		topic    string
 		part     int
@@ -102,6 +104,38 @@ func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID str
 		return nil
 	}); err != nil {
 		return nil, err
+	}
+	// The offsets partitions, when the broker holds one or the control
+	// plane has their placement already.
+	placement, taken, err := offsetsPlacement(ctx, tx, cell, offsetsPartitions)
+	if err != nil {
+		return nil, err
+	}
+	holds := slices.ContainsFunc(placement, func(r []int) bool { return slices.Contains(r, node) })
+	if holds || taken {
+		type move struct {
+			id     int64
+			state  string
+			target []int
+		}
+		moves := map[int]move{}
+		rows, err := tx.Query(ctx, `SELECT partition, id, state, target FROM partition_moves WHERE cell_id = $1 AND topic_id = $2
+			AND state IN ('running', 'cancelling')`, cell, offsetsTopicID)
+		if err != nil {
+			return nil, err
+		}
+		var p int
+		var mv move
+		if _, err := pgx.ForEachRow(rows, []any{&p, &mv.id, &mv.state, &mv.target}, func() error { moves[p] = mv; return nil }); err != nil {
+			return nil, err
+		}
+		for i, r := range placement {
+			x := part{topic: offsetsTopicID, part: i, replicas: r, goal: r}
+			if mv, ok := moves[i]; ok {
+				x.move, x.goal = &mv.id, moveGoal(mv.state, r, mv.target)
+			}
+			parts = append(parts, x)
+		}
 	}
 	rows, err = tx.Query(ctx, `SELECT node_id FROM brokers WHERE cell_id = $1 AND status = 'active' AND id <> $2 ORDER BY node_id`, cell, brokerID)
 	if err != nil {
@@ -134,6 +168,11 @@ func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID str
 	}
 	if err := checkCellMovable(ctx, tx, cell); err != nil {
 		return nil, err
+	}
+	if holds && !taken {
+		if err := takeOverOffsets(ctx, tx, p, cell, placement); err != nil {
+			return nil, err
+		}
 	}
 	var ids []int64
 	for _, x := range todo {

@@ -29,11 +29,13 @@ func (m *moveCell) completeRunning() {
 	}
 }
 
-// holding is the partitions of the cell whose replicas list node.
+// holding is the partitions of the cell, topic and offsets partitions,
+// whose replicas list node.
 func (m *moveCell) holding(node int) int {
 	m.t.Helper()
 	var n int
-	if err := m.db.QueryRow(context.Background(), `SELECT count(*) FROM partitions WHERE cell_id = 'cell-1' AND $1 = ANY(replicas)`,
+	if err := m.db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM partitions WHERE cell_id = 'cell-1' AND $1 = ANY(replicas))
+		+ (SELECT count(*) FROM offsets_placements WHERE cell_id = 'cell-1' AND $1 = ANY(replicas))`,
 		node).Scan(&n); err != nil {
 		m.t.Fatal(err)
 	}
@@ -43,10 +45,11 @@ func (m *moveCell) holding(node int) int {
 // TestDrainMovesEveryReplica: draining a broker sets it draining and
 // starts one move per partition it holds, each replacing it by the active
 // broker with the fewest replicas; placement skips it; once the moves
-// complete it holds nothing. A broker that holds replicas, or that an
-// unfinished move puts a replica on, cannot be deleted; a drained one can
-// (unless it holds the offsets partitions); a drain that no active broker
-// could take over is refused with nothing changed.
+// complete it holds nothing. The offsets partitions move too: the drain
+// takes their placement over from exactly the brokers' own and publishes
+// it. A broker that holds replicas, or that an unfinished move puts a
+// replica on, cannot be deleted; a drained one can; a drain that no
+// active broker could take over is refused with nothing changed.
 func TestDrainMovesEveryReplica(t *testing.T) {
 	const parts = 6
 	m := newMoveCell(t, parts)
@@ -54,14 +57,20 @@ func TestDrainMovesEveryReplica(t *testing.T) {
 	m.must(m.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-1-b5", CellID: "cell-1", NodeID: 5}))
 	m.heartbeat("cell-1-b5")
 
+	st, _, err := m.cell.CellState(ctx, "cell-1", -1, 0)
+	if err != nil || st.Offsets != nil {
+		t.Fatalf("offsets placement published before any drain: %+v, %v", st.Offsets, err)
+	}
 	d, err := m.op.AdminDrainBroker(ctx, "cell-1-b3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Broker.Status != "draining" || len(d.Moves) != parts {
-		t.Fatalf("drain: broker %+v with %d moves, want draining with %d", d.Broker, len(d.Moves), parts)
+	// Every topic partition and every offsets partition lists node 3.
+	if d.Broker.Status != "draining" || len(d.Moves) != parts+offsetsPartitions {
+		t.Fatalf("drain: broker %+v with %d moves, want draining with %d", d.Broker, len(d.Moves), parts+offsetsPartitions)
 	}
 	to := map[int]int{}
+	offsets := 0
 	for _, mv := range d.Moves {
 		i := slices.Index(mv.Original, 3)
 		if i < 0 || mv.State != "running" || mv.Reason != "drain of broker cell-1-b3" || slices.Contains(mv.Target, 3) {
@@ -72,12 +81,29 @@ func TestDrainMovesEveryReplica(t *testing.T) {
 		if !slices.Equal(inPlace, mv.Target) {
 			t.Fatalf("move %d: target %v is not the original %v with node 3 replaced in place", mv.ID, mv.Target, mv.Original)
 		}
+		if mv.TopicID == "__offsets" {
+			// The control plane took over exactly the brokers' placement:
+			// the three lowest node ids, rotated by partition.
+			if want := []int{1 + mv.Partition%3, 1 + (mv.Partition+1)%3, 1 + (mv.Partition+2)%3}; !slices.Equal(mv.Original, want) {
+				t.Fatalf("offsets partition %d taken over as %v, want %v", mv.Partition, mv.Original, want)
+			}
+			offsets++
+		}
 		to[mv.Target[i]]++
 	}
-	if to[4] != parts/2 || to[5] != parts/2 {
-		t.Fatalf("node 3's replicas went to %v, want %d each to nodes 4 and 5", to, parts/2)
+	if offsets != offsetsPartitions || to[4] != len(d.Moves)/2 || to[5] != len(d.Moves)/2 {
+		t.Fatalf("%d offsets moves; node 3's replicas went to %v, want half each to nodes 4 and 5", offsets, to)
 	}
-	if listed, err := m.op.AdminMoves(ctx, client.MoveFilter{Broker: "cell-1-b3", State: "running", Cell: "cell-1"}); err != nil || len(listed) != parts {
+	st, _, err = m.cell.CellState(ctx, "cell-1", -1, 0)
+	if err != nil || len(st.Offsets) != offsetsPartitions {
+		t.Fatalf("offsets placement after the drain: %+v, %v", st.Offsets, err)
+	}
+	for _, o := range st.Offsets {
+		if len(o.Adding) != 1 || !slices.Equal(o.Removing, []int{3}) || slices.Contains(o.Target(), 3) || len(o.Replicas) != 4 {
+			t.Fatalf("offsets partition published as %+v", o)
+		}
+	}
+	if listed, err := m.op.AdminMoves(ctx, client.MoveFilter{Broker: "cell-1-b3", State: "running", Cell: "cell-1"}); err != nil || len(listed) != len(d.Moves) {
 		t.Fatalf("moves of broker cell-1-b3: %d, %v", len(listed), err)
 	}
 	// A new topic is placed on active brokers only.
@@ -94,9 +120,16 @@ func TestDrainMovesEveryReplica(t *testing.T) {
 	if n := m.holding(3); n != 0 {
 		t.Fatalf("node 3 holds %d partitions after its drain completed", n)
 	}
-	// Node 3 is one of the three lowest node ids, which hold the offsets
-	// partitions: deleting it stays refused.
-	if err := m.op.AdminDeleteBroker(ctx, "cell-1-b3"); !client.IsCode(err, "invalid_request") || !strings.Contains(err.Error(), "offsets partitions") {
+	st, _, err = m.cell.CellState(ctx, "cell-1", -1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range st.Offsets {
+		if slices.Contains(o.Replicas, 3) || o.Adding != nil || o.Removing != nil {
+			t.Fatalf("offsets partition after the drain completed: %+v", o)
+		}
+	}
+	if err := m.op.AdminDeleteBroker(ctx, "cell-1-b3"); err != nil {
 		t.Fatalf("delete drained node 3: %v", err)
 	}
 
@@ -147,6 +180,10 @@ func TestDrainMovesEveryReplica(t *testing.T) {
 	// skipped, as for any report.
 	m.report("cell-1-b4", wire.PartitionStatus{TopicID: "tp_gone", Partition: 0, LeaderNode: 4, Voters: []int{4}})
 }
+
+// offsetsPartitions is the control plane's default offsets partition
+// count, the brokers' (groups.DefaultPartitions).
+const offsetsPartitions = 8
 
 func (m *moveCell) brokerStatus(id string) string {
 	m.t.Helper()

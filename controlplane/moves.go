@@ -88,10 +88,12 @@ func moveGoal(state string, original, target []int) []int {
 	return target
 }
 
-const moveSelect = `SELECT m.id, m.cell_id, x.tenant_id, m.topic_id, x.name, m.partition, m.original, m.target, m.state,
-	m.reason, coalesce(m.voters, '{}'), coalesce(m.nonvoters, '{}'), m.joining, coalesce(m.bytes_remaining, 0),
-	m.bytes_per_sec, m.progress_at, m.created_by, m.created_at, m.updated_at, m.finished_at
-	FROM partition_moves m JOIN topics x ON x.id = m.topic_id`
+// moveSelect reads moves; an offsets partition's has no topic row, so no
+// tenant, and its topic id for a name.
+const moveSelect = `SELECT m.id, m.cell_id, coalesce(x.tenant_id, ''), m.topic_id, coalesce(x.name, m.topic_id), m.partition,
+	m.original, m.target, m.state, m.reason, coalesce(m.voters, '{}'), coalesce(m.nonvoters, '{}'), m.joining,
+	coalesce(m.bytes_remaining, 0), m.bytes_per_sec, m.progress_at, m.created_by, m.created_at, m.updated_at, m.finished_at
+	FROM partition_moves m LEFT JOIN topics x ON x.id = m.topic_id`
 
 func scanMove(row pgx.Row) (api.Move, error) {
 	var m api.Move
@@ -328,8 +330,8 @@ func createMove(ctx context.Context, tx pgx.Tx, p *principal, cell, topicID stri
 	}
 	var other int64
 	var state string
-	err = tx.QueryRow(ctx, `SELECT id, state FROM partition_moves WHERE topic_id = $1 AND partition = $2 AND state IN ('running', 'cancelling')`,
-		topicID, part).Scan(&other, &state)
+	err = tx.QueryRow(ctx, `SELECT id, state FROM partition_moves WHERE cell_id = $3 AND topic_id = $1 AND partition = $2
+		AND state IN ('running', 'cancelling')`, topicID, part, cell).Scan(&other, &state)
 	switch {
 	case err == nil:
 		return 0, catalog.AlreadyExists.Newf("partition %d of topic %s already has move %d (%s); wait for it to finish or cancel it", part, topicID, other, state)

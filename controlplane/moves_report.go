@@ -20,7 +20,9 @@ import (
 // becomes the target), a cancelling one is cancelled. Each move row is
 // locked (FOR UPDATE, in id order), so of two control planes ingesting
 // reports at once one finishes the move and the other then sees it
-// finished. It runs in the report's transaction.
+// finished. The offsets partitions (topic id offsetsTopicID) finish the
+// same way, their placement in offsets_placements. It runs in the
+// report's transaction.
 func (s *Server) ingestMoves(ctx context.Context, tx pgx.Tx, cell string, node int, parts []wire.PartitionStatus) error {
 	led := map[string]wire.PartitionStatus{}
 	var topics []string
@@ -90,6 +92,11 @@ func (s *Server) ingestMoves(ctx context.Context, tx pgx.Tx, cell string, node i
 			final := moveCompleted
 			if m.state == moveCancelling {
 				final = moveCancelled
+			} else if m.topic == offsetsTopicID {
+				if _, err := tx.Exec(ctx, `UPDATE offsets_placements SET replicas = $3 WHERE cell_id = $1 AND partition = $2`,
+					cell, m.part, m.target); err != nil {
+					return err
+				}
 			} else if _, err := tx.Exec(ctx, `UPDATE partitions SET replicas = $3 WHERE topic_id = $1 AND partition = $2`,
 				m.topic, m.part, m.target); err != nil {
 				return err

@@ -94,6 +94,12 @@ type Config struct {
 	// SignupTTL is how long a signup's mailed token stays valid (default
 	// 24h).
 	SignupTTL time.Duration
+	// OffsetsPartitions is how many consumer-group offsets partitions each
+	// cell has: the brokers' count (default 8, groups.DefaultPartitions,
+	// which tenantd's brokers run with). The control plane needs it to
+	// take a cell's offsets placement over, and assumes every broker of
+	// every cell runs with this count.
+	OffsetsPartitions int
 }
 
 func (c *Config) validate() error {
@@ -108,6 +114,10 @@ func (c *Config) validate() error {
 	}
 	c.RateLimitNamespace = cmp.Or(c.RateLimitNamespace, "sluice")
 	c.SignupTTL = cmp.Or(c.SignupTTL, 24*time.Hour)
+	c.OffsetsPartitions = cmp.Or(c.OffsetsPartitions, defaultOffsetsPartitions)
+	if c.OffsetsPartitions < 1 {
+		return fmt.Errorf("controlplane config: OffsetsPartitions %d is below 1", c.OffsetsPartitions)
+	}
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("controlplane config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)

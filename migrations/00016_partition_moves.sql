@@ -9,6 +9,8 @@
 CREATE TABLE partition_moves (
     id          bigserial PRIMARY KEY,
     cell_id     text NOT NULL REFERENCES cells(id),
+    -- a topic's id, or '__offsets' for one of the cell's consumer-group
+    -- offsets partitions (offsets_placements).
     topic_id    text NOT NULL,
     partition   integer NOT NULL,
     original    integer[] NOT NULL,
@@ -32,13 +34,30 @@ CREATE TABLE partition_moves (
     -- bytes_remaining's fall per second between the last two leader
     -- reports that lowered it; the ETA is bytes_remaining / it.
     bytes_per_sec   double precision NOT NULL DEFAULT 0,
-    FOREIGN KEY (topic_id, partition) REFERENCES partitions(topic_id, partition) ON DELETE CASCADE,
+    -- A topic partition's moves go with the topic; an offsets
+    -- partition's have no row in partitions.
+    partition_topic_id text GENERATED ALWAYS AS (CASE WHEN topic_id = '__offsets' THEN NULL ELSE topic_id END) STORED,
+    FOREIGN KEY (partition_topic_id, partition) REFERENCES partitions(topic_id, partition) ON DELETE CASCADE,
     CHECK ((state IN ('running', 'cancelling')) = (finished_at IS NULL))
 );
 -- At most one unfinished move per partition.
-CREATE UNIQUE INDEX partition_moves_unfinished ON partition_moves (topic_id, partition)
+CREATE UNIQUE INDEX partition_moves_unfinished ON partition_moves (cell_id, topic_id, partition)
     WHERE state IN ('running', 'cancelling');
 CREATE INDEX partition_moves_cell ON partition_moves (cell_id, id);
+
+-- The placement of a cell's consumer-group offsets partitions once the
+-- control plane has taken it over (to move one off a drained broker).
+-- Until then a cell has no rows and every broker computes the placement
+-- itself: n partitions over the cell's three lowest node ids, rotated by
+-- partition (dataplane/replicas.OffsetsPlacement); the take-over starts
+-- from exactly that, with n the control plane's OffsetsPartitions, which
+-- must be what every broker of the cell runs with.
+CREATE TABLE offsets_placements (
+    cell_id   text NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+    partition integer NOT NULL CHECK (partition >= 0),
+    replicas  integer[] NOT NULL,
+    PRIMARY KEY (cell_id, partition)
+);
 
 -- Whether the broker's last report carried the Raft configuration of every
 -- replica it holds (wire.PartitionStatus.Voters): moves start only in a
@@ -48,4 +67,4 @@ ALTER TABLE brokers ADD COLUMN reports_voters boolean NOT NULL DEFAULT false;
 
 -- +goose Down
 ALTER TABLE brokers DROP COLUMN reports_voters;
-DROP TABLE partition_moves;
+DROP TABLE offsets_placements, partition_moves;

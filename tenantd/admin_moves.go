@@ -171,7 +171,11 @@ func movesTable(p printer, ms []api.Move) error {
 		if m.FinishedAt == nil && m.ProgressAt != nil {
 			remaining = humanBytes(m.BytesRemaining)
 		}
-		return []any{m.ID, m.CellID, m.Topic + " (" + m.TopicID + ")", m.Partition, m.State, nodes(m.Original), nodes(m.Target),
+		topic := m.Topic + " (" + m.TopicID + ")"
+		if m.Topic == m.TopicID {
+			topic = m.TopicID // an offsets partition: no topic of a tenant
+		}
+		return []any{m.ID, m.CellID, topic, m.Partition, m.State, nodes(m.Original), nodes(m.Target),
 			remaining, eta, firstNonEmpty(m.Reason, "-")}
 	})
 }

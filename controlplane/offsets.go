@@ -1,0 +1,80 @@
+package controlplane
+
+import (
+	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The cell's consumer-group offsets partitions. Brokers place them
+// themselves (dataplane/replicas.OffsetsPlacement) until the control plane
+// takes the placement over, which a drain of one of their brokers does:
+// it stores exactly the brokers' placement in offsets_placements, then
+// publishes it in wire.CellState.Offsets and moves those partitions like
+// topic partitions (moves of topic id offsetsTopicID).
+
+// offsetsTopicID is the topic id brokers give the offsets partitions
+// (dataplane/groups.OffsetsTopicID, copied: the control plane does not
+// import the data plane).
+const offsetsTopicID = "__offsets"
+
+// defaultOffsetsPartitions is the brokers' default offsets partition
+// count (dataplane/groups.DefaultPartitions); tenantd's brokers always run
+// with it. Config.OffsetsPartitions must equal what every broker of every
+// cell runs with.
+const defaultOffsetsPartitions = 8
+
+// offsetsReplicas is the replica count of an offsets partition, the
+// brokers' default (dataplane/replicas.DefaultOffsetsReplicas), which
+// every broker of a cell is assumed to run with.
+const offsetsReplicas = 3
+
+// defaultOffsetsPlacement is the brokers' own placement, the rule of
+// dataplane/replicas.OffsetsPlacement: n partitions over the offsetsReplicas
+// lowest node ids of the cell's brokers, rotated by partition; none while
+// the cell has fewer brokers.
+func defaultOffsetsPlacement(nodes []int, n int) [][]int {
+	if len(nodes) < offsetsReplicas || n <= 0 {
+		return nil
+	}
+	nodes = slices.Sorted(slices.Values(nodes))[:offsetsReplicas]
+	out := make([][]int, n)
+	for p := range out {
+		for i := range offsetsReplicas {
+			out[p] = append(out[p], nodes[(p+i)%offsetsReplicas])
+		}
+	}
+	return out
+}
+
+// offsetsPlacement is the cell's offsets placement, by partition, and
+// whether the control plane has taken it over.
+func offsetsPlacement(ctx context.Context, tx pgx.Tx, cell string, n int) ([][]int, bool, error) {
+	rows, err := tx.Query(ctx, `SELECT replicas FROM offsets_placements WHERE cell_id = $1 ORDER BY partition`, cell)
+	if err != nil {
+		return nil, false, err
+	}
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[[]int])
+	if err != nil || len(taken) > 0 {
+		return taken, len(taken) > 0, err
+	}
+	rows, err = tx.Query(ctx, `SELECT node_id FROM brokers WHERE cell_id = $1`, cell)
+	if err != nil {
+		return nil, false, err
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	return defaultOffsetsPlacement(nodes, n), false, err
+}
+
+// takeOverOffsets stores placement as the cell's offsets placement.
+func takeOverOffsets(ctx context.Context, tx pgx.Tx, p *principal, cell string, placement [][]int) error {
+	batch := &pgx.Batch{}
+	for part, r := range placement {
+		batch.Queue(`INSERT INTO offsets_placements (cell_id, partition, replicas) VALUES ($1, $2, $3)`, cell, part, r)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return err
+	}
+	return audit(ctx, tx, p, "offsets.take_over", cell, map[string]any{"placement": placement})
+}
