@@ -242,7 +242,14 @@ func (s *Server) adminCreateMove(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		// The cell's move lock first (a drain takes it before the
+		// partitions), then the partition's row, read again: a move that
+		// completed meanwhile changed its replicas.
 		if err := lockCellMoves(ctx, tx, cell); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT replicas FROM partitions WHERE topic_id = $1 AND partition = $2 FOR UPDATE`,
+			req.TopicID, req.Partition).Scan(&original); err != nil {
 			return err
 		}
 		if err := checkCellMovable(ctx, tx, cell); err != nil {

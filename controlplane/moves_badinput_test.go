@@ -2,6 +2,7 @@ package controlplane_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,7 +41,9 @@ func TestMoveBadInput(t *testing.T) {
 	move := func(req api.CreateMoveRequest) func() error {
 		return func() error { _, err := e.op.AdminCreateMove(ctx, req); return err }
 	}
-	check := func(cases []refusal) {
+	// check runs the refusals, then asserts that the cell still has
+	// unfinished moves, the same replicas and the same state version.
+	check := func(unfinished int, cases []refusal) {
 		t.Helper()
 		v0, _ := m.published(m.topic, 0)
 		for _, tc := range cases {
@@ -55,8 +58,11 @@ func TestMoveBadInput(t *testing.T) {
 		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM partition_moves WHERE state IN ('running', 'cancelling')`).Scan(&moves); err != nil {
 			t.Fatal(err)
 		}
-		if v1, _ := m.published(m.topic, 0); v1 != v0 || moves > 1 {
-			t.Fatalf("refusals changed something: state version %d (was %d), %d unfinished moves", v1, v0, moves)
+		if v1, _ := m.published(m.topic, 0); v1 != v0 || moves != unfinished {
+			t.Fatalf("refusals changed something: state version %d (was %d), %d unfinished moves (want %d)", v1, v0, moves, unfinished)
+		}
+		if r := m.replicas(m.topic, 0); !slices.Equal(r, orig) {
+			t.Fatalf("refusals changed the replicas to %v from %v", r, orig)
 		}
 		for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
 			if st := m.brokerStatus(b); st != "active" {
@@ -66,21 +72,21 @@ func TestMoveBadInput(t *testing.T) {
 	}
 
 	// Before the brokers report: the cell has no live brokers.
-	check([]refusal{
+	check(0, []refusal{
 		{"no live brokers", move(good(orig[0], orig[1], 4)), "not_enough_replicas", "0 live brokers"},
 	})
 	m.heartbeat("cell-1-b1", "cell-1-b2")
-	check([]refusal{
+	check(0, []refusal{
 		{"two live brokers", move(good(orig[0], orig[1], 4)), "not_enough_replicas", "2 live brokers"},
 	})
 	// A broker whose report lacks the Raft configuration would ignore a move.
 	m.report("cell-1-b3", wire.PartitionStatus{TopicID: m.topic, Partition: 0, LeaderNode: orig[0]})
-	check([]refusal{
+	check(0, []refusal{
 		{"a broker without moves", move(good(orig[0], orig[1], 4)), "unavailable", "cell-1-b3 of cell cell-1 does not report"},
 	})
 	m.heartbeat("cell-1-b3", "cell-1-b4")
 
-	check([]refusal{
+	check(0, []refusal{
 		{"unknown topic", move(api.CreateMoveRequest{TopicID: "tp_nope", Partition: 0, Replicas: []int{1, 2, 4}}), "topic_not_found", `no topic has id "tp_nope"`},
 		{"no topic", move(api.CreateMoveRequest{Partition: 0, Replicas: []int{1, 2, 4}}), "invalid_request", "topic_id is required"},
 		{"unknown partition", move(api.CreateMoveRequest{TopicID: m.topic, Partition: 2, Replicas: []int{1, 2, 4}}), "not_found", "it has no partition 2"},
@@ -110,7 +116,7 @@ func TestMoveBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check([]refusal{
+	check(1, []refusal{
 		{"second move", move(good(4, orig[1], orig[2])), "already_exists", "already has move"},
 		{"drain a broker the move keeps", func() error { _, err := e.op.AdminDrainBroker(ctx, "cell-1-b4"); return err }, "already_exists", "unfinished move"},
 	})
