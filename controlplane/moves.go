@@ -228,28 +228,13 @@ func (s *Server) adminCreateMove(c echo.Context) error {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var cell string
 		var original []int
-		err := tx.QueryRow(ctx, `SELECT cell_id, replicas FROM partitions WHERE topic_id = $1 AND partition = $2`,
-			req.TopicID, req.Partition).Scan(&cell, &original)
-		if errors.Is(err, pgx.ErrNoRows) {
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT partitions FROM topics WHERE id = $1`, req.TopicID).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
-				return catalog.TopicNotFound.Newf("no topic has id %q", req.TopicID)
-			} else if err != nil {
-				return err
-			}
-			return catalog.NotFound.Newf("topic %s has partitions 0 to %d; it has no partition %d", req.TopicID, n-1, req.Partition)
+		var err error
+		if req.TopicID == offsetsTopicID {
+			cell, original, err = s.offsetsMoveOriginal(ctx, tx, p, req)
+		} else {
+			cell, original, err = topicMoveOriginal(ctx, tx, req)
 		}
 		if err != nil {
-			return err
-		}
-		// The cell's move lock first (a drain takes it before the
-		// partitions), then the partition's row, read again: a move that
-		// completed meanwhile changed its replicas.
-		if err := lockCellMoves(ctx, tx, cell); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT replicas FROM partitions WHERE topic_id = $1 AND partition = $2 FOR UPDATE`,
-			req.TopicID, req.Partition).Scan(&original); err != nil {
 			return err
 		}
 		if err := checkCellMovable(ctx, tx, cell); err != nil {
@@ -266,6 +251,68 @@ func (s *Server) adminCreateMove(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, m)
+}
+
+// topicMoveOriginal finds a topic partition's cell and, under the cell's
+// move lock, its replicas.
+func topicMoveOriginal(ctx context.Context, tx pgx.Tx, req api.CreateMoveRequest) (string, []int, error) {
+	var cell string
+	err := tx.QueryRow(ctx, `SELECT cell_id FROM partitions WHERE topic_id = $1 AND partition = $2`, req.TopicID, req.Partition).Scan(&cell)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT partitions FROM topics WHERE id = $1`, req.TopicID).Scan(&n); errors.Is(err, pgx.ErrNoRows) {
+			return "", nil, catalog.TopicNotFound.Newf("no topic has id %q", req.TopicID)
+		} else if err != nil {
+			return "", nil, err
+		}
+		return "", nil, catalog.NotFound.Newf("topic %s has partitions 0 to %d; it has no partition %d", req.TopicID, n-1, req.Partition)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if req.CellID != "" && req.CellID != cell {
+		return "", nil, catalog.InvalidRequest.Newf("topic %s is on cell %s, not %s", req.TopicID, cell, req.CellID)
+	}
+	// The cell's move lock first (a drain takes it before the
+	// partitions), then the partition's row, read again: a move that
+	// completed meanwhile changed its replicas.
+	if err := lockCellMoves(ctx, tx, cell); err != nil {
+		return "", nil, err
+	}
+	var original []int
+	err = tx.QueryRow(ctx, `SELECT replicas FROM partitions WHERE topic_id = $1 AND partition = $2 FOR UPDATE`,
+		req.TopicID, req.Partition).Scan(&original)
+	return cell, original, err
+}
+
+// offsetsMoveOriginal is an offsets partition's replicas, under the cell's
+// move lock; it takes the cell's offsets placement over if the control
+// plane does not hold it yet (undone with the transaction if the move is
+// refused).
+func (s *Server) offsetsMoveOriginal(ctx context.Context, tx pgx.Tx, p *principal, req api.CreateMoveRequest) (string, []int, error) {
+	if req.CellID == "" {
+		return "", nil, catalog.InvalidRequest.New("cell_id is required to move an offsets partition")
+	}
+	if err := mustExist(ctx, tx, "cells", req.CellID, "cell"); err != nil {
+		return "", nil, err
+	}
+	if err := lockCellMoves(ctx, tx, req.CellID); err != nil {
+		return "", nil, err
+	}
+	placement, taken, err := offsetsPlacement(ctx, tx, req.CellID, s.cfg.OffsetsPartitions)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case len(placement) == 0:
+		return "", nil, catalog.NotFound.Newf("cell %s has fewer than %d brokers, so no offsets partitions yet", req.CellID, offsetsReplicas)
+	case req.Partition >= len(placement):
+		return "", nil, catalog.NotFound.Newf("cell %s has offsets partitions 0 to %d; it has no partition %d", req.CellID, len(placement)-1, req.Partition)
+	case !taken:
+		if err := takeOverOffsets(ctx, tx, p, req.CellID, placement); err != nil {
+			return "", nil, err
+		}
+	}
+	return req.CellID, placement[req.Partition], nil
 }
 
 // lockCellMoves serializes the creation of moves in a cell (its move

@@ -64,6 +64,10 @@ func TestMoveBadInput(t *testing.T) {
 		if r := m.replicas(m.topic, 0); !slices.Equal(r, orig) {
 			t.Fatalf("refusals changed the replicas to %v from %v", r, orig)
 		}
+		var taken int
+		if err := e.db.QueryRow(ctx, `SELECT count(*) FROM offsets_placements`).Scan(&taken); err != nil || taken != 0 {
+			t.Fatalf("refusals took an offsets placement over: %d rows, %v", taken, err)
+		}
 		for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
 			if st := m.brokerStatus(b); st != "active" {
 				t.Fatalf("refusals left broker %s %s", b, st)
@@ -99,6 +103,12 @@ func TestMoveBadInput(t *testing.T) {
 		{"unknown node", move(good(orig[0], orig[1], 9)), "invalid_request", "node 9 is not a broker of cell cell-1"},
 		{"another cell's broker", move(good(orig[0], orig[1], 7)), "invalid_request", "node 7 is not a broker of cell cell-1"},
 		{"offline broker", move(good(orig[0], orig[1], 6)), "invalid_request", "broker cell-1-b6 (node 6) is offline"},
+		{"topic on another cell", move(api.CreateMoveRequest{CellID: "cell-2", TopicID: m.topic, Partition: 0, Replicas: []int{1, 2, 4}}), "invalid_request", "is on cell cell-1, not cell-2"},
+		{"offsets without cell", move(api.CreateMoveRequest{TopicID: "__offsets", Partition: 0, Replicas: []int{1, 2, 4}}), "invalid_request", "cell_id is required"},
+		{"offsets of no cell", move(api.CreateMoveRequest{CellID: "cell-9", TopicID: "__offsets", Partition: 0, Replicas: []int{1, 2, 4}}), "not_found", "no such cell"},
+		{"offsets of a small cell", move(api.CreateMoveRequest{CellID: "cell-2", TopicID: "__offsets", Partition: 0, Replicas: []int{7}}), "not_found", "fewer than 3 brokers"},
+		{"unknown offsets partition", move(api.CreateMoveRequest{CellID: "cell-1", TopicID: "__offsets", Partition: 8, Replicas: []int{1, 2, 4}}), "not_found", "offsets partitions 0 to 7; it has no partition 8"},
+		{"offsets too few", move(api.CreateMoveRequest{CellID: "cell-1", TopicID: "__offsets", Partition: 0, Replicas: []int{1, 4}}), "invalid_replication_factor", "not 2"},
 		{"cancel unknown", func() error { _, err := e.op.AdminCancelMove(ctx, 999); return err }, "not_found", "no such move"},
 		{"get unknown", func() error { _, err := e.op.AdminMove(ctx, 999); return err }, "not_found", "no such move"},
 		{"list bad state", func() error { _, err := e.op.AdminMoves(ctx, client.MoveFilter{State: "done"}); return err }, "invalid_request", `state "done"`},

@@ -358,3 +358,43 @@ func TestTwoControlPlanesOneCompletion(t *testing.T) {
 		t.Fatalf("state version %d after completion, was %d", v1, v0)
 	}
 }
+
+// TestMoveOffsetsPartition: an offsets partition moves by cell and topic
+// id "__offsets": the control plane takes the cell's offsets placement
+// over from exactly the brokers' own, publishes it, and completes the
+// move from the leader's report of that partition.
+func TestMoveOffsetsPartition(t *testing.T) {
+	m := newMoveCell(t, 1)
+	ctx := context.Background()
+	mv, err := m.op.AdminCreateMove(ctx, api.CreateMoveRequest{CellID: "cell-1", TopicID: "__offsets", Partition: 1, Replicas: []int{2, 4, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(mv.Original, []int{2, 3, 1}) || mv.Topic != "__offsets" || mv.TenantID != "" {
+		t.Fatalf("offsets move %+v", mv)
+	}
+	offsets := func() []wire.Partition {
+		st, _, err := m.cell.CellState(ctx, "cell-1", -1, 0)
+		if err != nil || len(st.Offsets) != 8 {
+			t.Fatalf("offsets placement: %+v, %v", st.Offsets, err)
+		}
+		return st.Offsets
+	}
+	for i, o := range offsets() {
+		want := []int{1 + i%3, 1 + (i+1)%3, 1 + (i+2)%3}
+		if i == 1 {
+			wantPublished(t, o, []int{2, 4, 1, 3}, []int{4}, []int{3})
+		} else if !slices.Equal(o.Replicas, want) || o.Adding != nil {
+			t.Fatalf("offsets partition %d published as %+v, want replicas %v", i, o, want)
+		}
+	}
+	m.report("cell-1-b2", status("__offsets", 1, 2, []int{1, 2, 4}, nil))
+	if got := m.move(mv.ID); got.State != "completed" {
+		t.Fatalf("after the leader reported the target: %+v", got)
+	}
+	wantPublished(t, offsets()[1], []int{2, 4, 1}, nil, nil)
+	// Node 4 holds no topic partition, only the moved offsets partition.
+	if err := m.op.AdminDeleteBroker(ctx, "cell-1-b4"); !client.IsCode(err, "invalid_request") || !strings.Contains(err.Error(), "offsets partition 1") {
+		t.Fatalf("delete node 4, which holds offsets partition 1: %v", err)
+	}
+}

@@ -22,7 +22,7 @@ import (
 // movesUsage is admin's usage lines for the move commands.
 const movesUsage = `  moves list [-state running|completed|cancelling|cancelled|failed] [-cell C] [-broker B] [-watch] [-interval 2s]
   moves show MOVE_ID                 one move: its replicas, the leader's Raft configuration, bytes remaining and ETA
-  moves start -topic TOPIC_ID -partition N -replicas NODE,NODE,NODE   move a partition's replicas (the first leads)
+  moves start [-cell C] -topic TOPIC_ID|__offsets -partition N -replicas NODE,NODE,NODE   move a partition's replicas (the first leads)
   moves cancel MOVE_ID               roll a running move back to its original replicas
   brokers drain BROKER_ID            stop placing on the broker and move every replica off it
   brokers delete BROKER_ID           remove a broker that holds no replicas
@@ -92,7 +92,8 @@ func moveStart(ctx context.Context, c *client.Client, p printer, out io.Writer, 
 	var req api.CreateMoveRequest
 	var replicas string
 	if err := parseSub("moves start", out, args, func(fs *flag.FlagSet) {
-		fs.StringVar(&req.TopicID, "topic", "", "the topic id (as moves list and the cell state show it)")
+		fs.StringVar(&req.TopicID, "topic", "", "the topic id (as moves list and the cell state show it), or __offsets for an offsets partition of -cell")
+		fs.StringVar(&req.CellID, "cell", "", "the cell (required with -topic __offsets)")
 		fs.IntVar(&req.Partition, "partition", -1, "the partition, from 0")
 		fs.StringVar(&replicas, "replicas", "", "the target broker node ids, comma-separated, the preferred leader first")
 	}); err != nil {

@@ -153,6 +153,7 @@ func TestAdminMoves(t *testing.T) {
 		{"start bad replicas", []string{"moves", "start", "-topic", topic, "-partition", "1", "-replicas", "1,x"}, `-replicas "1,x"`},
 		{"start too few", []string{"moves", "start", "-topic", topic, "-partition", "1", "-replicas", "1,4"}, "invalid_replication_factor"},
 		{"start a moving partition", []string{"moves", "start", "-topic", topic, "-partition", "1", "-replicas", "1,2,4"}, "already_exists"},
+		{"offsets without cell", []string{"moves", "start", "-topic", "__offsets", "-partition", "0", "-replicas", "1,2,4"}, "cell_id is required"},
 		{"show bad id", []string{"moves", "show", "abc"}, `MOVE_ID "abc" is not a move id`},
 		{"show unknown", []string{"moves", "show", "99"}, "no such move"},
 		{"cancel finished", []string{"moves", "cancel", "1"}, "only a running move can be cancelled"},
@@ -170,7 +171,7 @@ func TestAdminMoves(t *testing.T) {
 	}
 	var help bytes.Buffer
 	if err := admin(ctx, []string{"moves", "start", "-h"}, &help, func(string) string { return "" }); err != nil ||
-		!strings.Contains(help.String(), "moves start -topic TOPIC_ID -partition N -replicas") {
+		!strings.Contains(help.String(), "moves start [-cell C] -topic TOPIC_ID|__offsets -partition N -replicas") {
 		t.Errorf("moves start -h: %v\n%s", err, help.String())
 	}
 }

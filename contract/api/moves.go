@@ -52,7 +52,11 @@ type MoveJoining struct {
 // CreateMoveRequest moves a partition of a topic (by topic id) to
 // Replicas: as many broker node ids as the partition has replicas, each an
 // active broker of the partition's cell, the first the preferred leader.
+// Topic id "__offsets" names one of cell CellID's consumer-group offsets
+// partitions; for a topic, CellID may be left out (else it must be the
+// topic's cell).
 type CreateMoveRequest struct {
+	CellID    string `json:"cell_id,omitempty"`
 	TopicID   string `json:"topic_id"`
 	Partition int    `json:"partition"`
 	Replicas  []int  `json:"replicas"`
