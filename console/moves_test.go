@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
@@ -199,5 +200,52 @@ func TestDrainStartsMoves(t *testing.T) {
 	ms, err := e.op.AdminMoves(context.Background(), client.MoveFilter{Broker: off})
 	if err != nil || len(ms) != 1 || !slices.Contains(ms[0].Target, 4) || slices.Contains(ms[0].Target, m.original[0]) {
 		t.Fatalf("the drain's moves: %+v %v", ms, err)
+	}
+}
+
+// The moves page's renderings of node lists, ETAs and a move's ends.
+func TestMoveRendering(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name string
+		move api.Move
+		eta  string
+	}{
+		{"finished", api.Move{State: "completed", ETASeconds: f(3)}, "–"},
+		{"no rate yet", api.Move{State: "running"}, "not measured yet"},
+		{"caught up", api.Move{State: "running", ETASeconds: f(0)}, "under a second"},
+		{"seconds", api.Move{State: "cancelling", ETASeconds: f(83.4)}, "1m23s"},
+		{"hours round to minutes", api.Move{State: "running", ETASeconds: f(2*3600 + 95)}, "2h2m0s"},
+		{"huge", api.Move{State: "running", ETASeconds: f(1e300)}, "2562047h47m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := eta(tc.move); got != tc.eta {
+				t.Fatalf("eta %q, want %q", got, tc.eta)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		in   string
+		want []int
+		bad  bool
+	}{
+		{"4, 2, 3", []int{4, 2, 3}, false},
+		{" 4 2\t3 ", []int{4, 2, 3}, false},
+		{"4,,5", []int{4, 5}, false},
+		{"", []int{}, false},
+		{"4, b5", nil, true},
+	} {
+		got, err := parseNodes(tc.in)
+		if (err != nil) != tc.bad || !slices.Equal(got, tc.want) {
+			t.Fatalf("parseNodes(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+	run := api.Move{State: "running", Original: []int{1, 2, 3}, Target: []int{2, 3, 4}}
+	if onto, off := moveEnds(run); !slices.Equal(onto, []int{4}) || !slices.Equal(off, []int{1}) {
+		t.Fatalf("running move ends: onto %v off %v", onto, off)
+	}
+	run.State = "cancelling"
+	if onto, off := moveEnds(run); !slices.Equal(onto, []int{1}) || !slices.Equal(off, []int{4}) {
+		t.Fatalf("cancelling move ends: onto %v off %v", onto, off)
 	}
 }
