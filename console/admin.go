@@ -27,10 +27,6 @@ func (c *Console) adminTenantsPage(w http.ResponseWriter, r *http.Request, s *se
 	})
 }
 
-func (c *Console) adminCellsPage(w http.ResponseWriter, r *http.Request, s *session) {
-	operatorList(c, w, r, s, "Cells", "admin-cells", "admin_cells", s.api.AdminCells)
-}
-
 // operatorList renders template name, an operator-only page of what list
 // answers.
 func operatorList[T any](c *Console, w http.ResponseWriter, r *http.Request, s *session, title, nav, name string, list func(context.Context) (T, error)) {

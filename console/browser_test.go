@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -401,4 +402,110 @@ func TestBrowserOperator(t *testing.T) {
 		t.Fatalf("max topics shows %q after saving 42", v)
 	}
 	op.screenshot("admin-quotas")
+}
+
+// The fleet forms work in a real browser under the CSP, through htmx: a
+// pool and a cell created, a broker added, a move started and cancelled
+// with its button, and the control plane's refusal of a drain shown next
+// to the drain form.
+func TestBrowserFleetAndMoves(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	browser := newBrowser(t)
+	dev := newTab(t, browser, e.url)
+	dev.signup(e, "fleet-co")
+	dev.open("/topics", "#create-topic")
+	dev.do("create topic",
+		chromedp.SendKeys(chromedp.ID("topic-name"), "orders"),
+		chromedp.Click(chromedp.ID("create-topic-submit")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+
+	op := newTab(t, browser, e.url)
+	op.open("/login?as=operator", "#operator-key")
+	op.do("operator signs in",
+		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
+		chromedp.Click(chromedp.ID("operator-login-submit")),
+		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
+	)
+	op.do("open pools", chromedp.Click(chromedp.CSS(`nav a[href="/admin/pools"]`)), chromedp.WaitVisible(chromedp.ID("create-pool")))
+	op.do("create a dedicated pool",
+		chromedp.SendKeys(chromedp.ID("pool-id"), "dedicated-fleet-co"),
+		chromedp.SetValue(chromedp.ID("pool-kind"), "dedicated"),
+		chromedp.Click(chromedp.ID("create-pool-submit")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+	op.do("open cells", chromedp.Click(chromedp.CSS(`nav a[href="/admin/cells"]`)), chromedp.WaitVisible(chromedp.ID("create-cell")))
+	op.do("create a cell",
+		chromedp.SendKeys(chromedp.ID("cell-id"), "fleet-1"),
+		chromedp.SetValue(chromedp.ID("cell-pool"), "dedicated-fleet-co"),
+		chromedp.Click(chromedp.ID("create-cell-submit")),
+		chromedp.WaitVisible(chromedp.ID("add-broker")),
+	)
+	if got := run(op, "cell name", chromedp.Text(chromedp.ID("cell-name"))); got != "fleet-1" {
+		t.Fatalf("after creating a cell the page shows %q", got)
+	}
+	if c, err := e.op.AdminCell(ctx, "fleet-1"); err != nil || c.PoolID != "dedicated-fleet-co" {
+		t.Fatalf("the form's cell: %+v %v", c, err)
+	}
+
+	// A fourth broker for the seeded cell, then every broker live.
+	op.open("/admin/cells/"+cptest.Cell, "#add-broker")
+	op.do("add a broker",
+		chromedp.SendKeys(chromedp.ID("broker-id"), "cell-1-b4"),
+		chromedp.SendKeys(chromedp.ID("broker-node"), "4"),
+		chromedp.Click(chromedp.ID("add-broker-submit")),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+	e.heartbeat("cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4")
+	var topicID string
+	var orig []int
+	if err := e.db.QueryRow(ctx, `SELECT t.id, p.replicas FROM topics t JOIN partitions p ON p.topic_id = t.id WHERE t.name = 'orders'`).
+		Scan(&topicID, &orig); err != nil {
+		t.Fatal(err)
+	}
+	op.do("open moves", chromedp.Click(chromedp.CSS(`nav a[href="/admin/moves"]`)), chromedp.WaitVisible(chromedp.ID("create-move")))
+	op.do("start a move",
+		chromedp.SendKeys(chromedp.ID("move-topic"), topicID),
+		chromedp.SendKeys(chromedp.ID("move-replicas"), fmt.Sprintf("%d, %d, 4", orig[1], orig[2])),
+		chromedp.Click(chromedp.ID("create-move-submit")),
+		chromedp.WaitVisible(chromedp.ID("moves-in-progress")),
+	)
+	ms, err := e.op.AdminMoves(ctx, client.MoveFilter{State: "running"})
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("running moves after the form: %+v %v", ms, err)
+	}
+	op.screenshot("admin-move-started")
+	// The same move again: the API refuses it, next to the form.
+	op.do("start it again",
+		chromedp.SendKeys(chromedp.ID("move-topic"), topicID),
+		chromedp.SendKeys(chromedp.ID("move-replicas"), fmt.Sprintf("%d, %d, 4", orig[1], orig[2])),
+		chromedp.Click(chromedp.ID("create-move-submit")),
+		chromedp.WaitVisible(chromedp.ID("create-move-error")),
+	)
+	if msg := run(op, "error", chromedp.Text(chromedp.ID("create-move-error"))); !strings.Contains(msg, fmt.Sprintf("already has move %d", ms[0].ID)) {
+		t.Fatalf("second move refused with %q", msg)
+	}
+	op.do("cancel it",
+		chromedp.Click(chromedp.ID(fmt.Sprintf("cancel-move-%d", ms[0].ID))),
+		chromedp.WaitVisible(chromedp.ID("notice")),
+	)
+	if mv, err := e.op.AdminMove(ctx, ms[0].ID); err != nil || mv.State != "cancelling" {
+		t.Fatalf("after the cancel button the move is %+v %v", mv, err)
+	}
+
+	// Draining the leaving replica's broker is refused while the
+	// cancelling move brings the replica back to it; the page says so
+	// next to the drain form.
+	leaving := fmt.Sprintf("cell-1-b%d", orig[0])
+	op.open("/admin/cells/"+cptest.Cell+"/brokers/"+leaving, "#drain-broker")
+	op.do("drain",
+		chromedp.SendKeys(chromedp.ID("drain-confirm"), leaving),
+		chromedp.Click(chromedp.ID("drain-submit")),
+		chromedp.WaitVisible(chromedp.ID("drain-error")),
+	)
+	if msg := run(op, "drain error", chromedp.Text(chromedp.ID("drain-error"))); !strings.Contains(msg, "unfinished move") {
+		t.Fatalf("drain refused with %q", msg)
+	}
+	op.screenshot("admin-drain-refused")
 }

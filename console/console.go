@@ -1,7 +1,7 @@
 // Package console is Sluice's web console: server-rendered pages (Go
 // html/template with htmx) for signing up and in, one's tenants (switching, creating more), topics, API keys, ACLs,
-// members, consumer groups, usage, and the operator's views of tenants and
-// cells. It owns the browser session cookie and CSRF protection; everything
+// members, consumer groups, usage, and the operator's views of tenants,
+// pools, cells, brokers (drain, removal) and replica moves. It owns the browser session cookie and CSRF protection; everything
 // else it asks of the control plane through contract/client over HTTP,
 // exactly as any other API caller would. Its assets are embedded, so the
 // console needs nothing from outside the binary.
@@ -191,7 +191,18 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/tenants", c.authed(c.adminTenantsPage))
 	m.HandleFunc("GET /admin/tenants/{id}", c.authed(c.adminTenantPage))
 	m.HandleFunc("POST /admin/tenants/{id}/quotas", c.authed(c.adminSetQuotas))
+	m.HandleFunc("GET /admin/pools", c.authed(c.adminPoolsPage))
+	m.HandleFunc("POST /admin/pools", c.authed(c.adminCreatePool))
 	m.HandleFunc("GET /admin/cells", c.authed(c.adminCellsPage))
+	m.HandleFunc("POST /admin/cells", c.authed(c.adminCreateCell))
+	m.HandleFunc("GET /admin/cells/{cell}", c.authed(c.adminCellPage))
+	m.HandleFunc("POST /admin/cells/{cell}/brokers", c.authed(c.adminCreateBroker))
+	m.HandleFunc("GET /admin/cells/{cell}/brokers/{id}", c.authed(c.adminBrokerPage))
+	m.HandleFunc("POST /admin/cells/{cell}/brokers/{id}/drain", c.authed(c.adminDrainBroker))
+	m.HandleFunc("POST /admin/cells/{cell}/brokers/{id}/delete", c.authed(c.adminDeleteBroker))
+	m.HandleFunc("GET /admin/moves", c.authed(c.adminMovesPage))
+	m.HandleFunc("POST /admin/moves", c.authed(c.adminCreateMove))
+	m.HandleFunc("POST /admin/moves/{id}/cancel", c.authed(c.adminCancelMove))
 	m.HandleFunc("GET /admin/usage", c.authed(c.adminUsagePage))
 
 	m.HandleFunc("/", c.notFound)

@@ -292,6 +292,9 @@ func TestOperatorPages(t *testing.T) {
 	}
 	resp, body = b.get("/admin/cells")
 	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, `href="/admin/cells/cell-1"`)
+	resp, body = b.get("/admin/cells/cell-1")
+	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, "cell-1-b1", "127.0.0.1:19092")
 
 	ts, err := e.op.AdminTenants(context.Background(), "name")

@@ -75,11 +75,15 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatFloat(100*float64(used)/float64(total), 'f', 0, 64) + "%"
 	},
-	"join":    strings.Join,
-	"lagtime": lagTime,
-	"pathesc": url.PathEscape,
-	"int64":   func(i int) int64 { return int64(i) },
-	"itoa":    func(i int64) string { return strconv.FormatInt(i, 10) },
+	"join":       strings.Join,
+	"lagtime":    lagTime,
+	"pathesc":    url.PathEscape,
+	"int64":      func(i int) int64 { return int64(i) },
+	"itoa":       func(i int64) string { return strconv.FormatInt(i, 10) },
+	"nodes":      nodes,
+	"eta":        eta,
+	"unfinished": unfinished,
+	"movetable":  newMoveTable,
 }
 
 func parsePages() (map[string]*pageTemplate, error) {

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
 // overflowJS reports what sticks out of the viewport sideways: "" when the
@@ -31,7 +34,7 @@ const overflowJS = `(() => {
   return "page is " + d.scrollWidth + "px wide in a " + window.innerWidth + "px window: " + out.slice(0, 5).join(", ");
 })()`
 
-// Every page of the console fits a phone's width (390 px) and a desktop's
+// Every page of the console fits a phone's width (375 px) and a desktop's
 // (1280 px) without scrolling sideways: wide tables scroll inside their
 // own box and code wraps. Each page is also saved as a screenshot at both
 // widths, for people to look at. It includes the operator's pages, reached
@@ -108,6 +111,47 @@ func TestBrowserEveryPageFits(t *testing.T) {
 	if page := op.html(); !strings.Contains(page, "phone-width-co") {
 		t.Fatal("the operator does not see the tenant")
 	}
+	// The fleet pages with long ids, a dedicated pool, a fourth broker
+	// and moves: one in progress with its progress reported, one
+	// cancelled.
+	e.must(e.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "dedicated-settlements-eu-west-1", Kind: "dedicated",
+		Description: "phone-width-co's settlement traffic, isolated from the shared cells"}))
+	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "dedicated-settlements-eu-west-1-a", PoolID: "dedicated-settlements-eu-west-1"}))
+	e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-1-b4-replacement-eu-west-1c", CellID: cptest.Cell, NodeID: 4,
+		KafkaAddr: "broker-4.cell-1.sluice.internal.example.com:9092", HTTPAddr: "broker-4.cell-1.sluice.internal.example.com:8081",
+		RaftAddr: "broker-4.cell-1.sluice.internal.example.com:7000"}))
+	cell := e.heartbeat("cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4-replacement-eu-west-1c")
+	var topicID string
+	if err := e.db.QueryRow(ctx, `SELECT id FROM topics WHERE name = $1`, topic).Scan(&topicID); err != nil {
+		t.Fatal(err)
+	}
+	var moves []api.Move
+	for part := 0; part < 2; part++ {
+		var orig []int
+		if err := e.db.QueryRow(ctx, `SELECT replicas FROM partitions WHERE topic_id = $1 AND partition = $2`, topicID, part).Scan(&orig); err != nil {
+			t.Fatal(err)
+		}
+		mv, err := e.op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: topicID, Partition: part, Replicas: []int{orig[1], orig[2], 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves = append(moves, mv)
+	}
+	report := func(mv api.Move, voters, nonvoters []int, joining ...wire.JoinStatus) {
+		t.Helper()
+		if err := cell.CellReport(ctx, cptest.Cell, wire.Report{Version: wire.Version, BrokerID: fmt.Sprintf("cell-1-b%d", mv.Original[0]),
+			Partitions: []wire.PartitionStatus{{TopicID: topicID, Partition: mv.Partition, LeaderNode: mv.Original[0], LeaderEpoch: 2,
+				Voters: voters, Nonvoters: nonvoters, Joining: joining}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(moves[0], moves[0].Original, []int{4}, wire.JoinStatus{Node: 4, BytesBehind: 3 << 30, EntriesBehind: 90_000})
+	e.clock.Advance(10 * time.Second)
+	report(moves[0], moves[0].Original, []int{4}, wire.JoinStatus{Node: 4, BytesBehind: 2 << 30, EntriesBehind: 60_000})
+	e.must(e.op.AdminCancelMove(ctx, moves[1].ID))
+	report(moves[1], moves[1].Original, nil)
+	// The brokers' reports above replaced broker 1's report of the group.
+	e.reportGroupLag(tenantID, topic, group)
 
 	pages := []struct {
 		tab               *tab
@@ -129,9 +173,13 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		{tenant, "/tenants", "#new-tenant", "tenants"},
 		{op, "/admin/tenants", "#admin-tenants", "admin-tenants"},
 		{op, "/admin/tenants/" + tenantID, "#quotas-form", "admin-tenant"},
+		{op, "/admin/pools", "#pools", "admin-pools"},
 		{op, "/admin/cells", ".cell", "admin-cells"},
+		{op, "/admin/cells/" + cptest.Cell, "#brokers", "admin-cell"},
+		{op, "/admin/cells/" + cptest.Cell + "/brokers/cell-1-b1", "#drain-broker", "admin-broker"},
+		{op, "/admin/moves", "#moves-in-progress", "admin-moves"},
 	}
-	for _, width := range []int64{390, 1280} {
+	for _, width := range []int64{375, 1280} {
 		for _, tb := range []*tab{anon, tenant, op} {
 			tb.do(fmt.Sprintf("set a %d px viewport", width), chromedp.EmulateViewport(width, 900))
 		}
