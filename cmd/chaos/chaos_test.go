@@ -14,8 +14,8 @@ import (
 )
 
 // TestChaosShort is the short chaos run of `make test`: the real tenantd
-// binary, a control plane and three brokers, about 50 s of faults of every
-// kind, with retention.ms 20 s on 1 MiB segments (1 KiB of random padding on
+// binary, a control plane and four brokers (partitions on three of them:
+// the move nemesis needs a spare), about 50 s of faults of every kind, with retention.ms 20 s on 1 MiB segments (1 KiB of random padding on
 // each record) and DeleteRecords every 20 s, then the checker. The seed varies per run and is logged; set
 // SLUICE_CHAOS_SEED to replay one.
 func TestChaosShort(t *testing.T) {
@@ -53,7 +53,7 @@ func TestChaosShort(t *testing.T) {
 	res, err := Run(ctx, cfg, log, &out)
 	t.Logf("summary:\n%s", out.String())
 	if err != nil || !res.Valid() {
-		for _, f := range []string{"controlplane.log", "b1.log", "b2.log", "b3.log"} {
+		for _, f := range []string{"controlplane.log", "b1.log", "b2.log", "b3.log", "b4.log"} {
 			b, _ := os.ReadFile(filepath.Join(dir, f))
 			lines := strings.Split(string(b), "\n")
 			t.Logf("last lines of %s:\n%s", f, strings.Join(lines[max(0, len(lines)-40):], "\n"))

@@ -37,6 +37,7 @@ type Cluster struct {
 	KeyID        string
 	Secret       string
 	tenantClient *client.Client
+	topic        string // the workload topic's id, once read (move.go)
 }
 
 type broker struct {
@@ -90,7 +91,7 @@ func StartCluster(ctx context.Context, cfg Config, log *slog.Logger) (_ *Cluster
 // a cell key, a tenant with an API key, and the topic.
 func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 	var brokers []*launch.Broker
-	for i := 0; i < 3; i++ {
+	for i := range c.cfg.Brokers {
 		addrs, err := launch.FreeAddrs(c.host, 3)
 		if err != nil {
 			return err

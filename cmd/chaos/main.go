@@ -1,7 +1,8 @@
 // Command chaos runs a Sluice cell of real tenantd processes — a control
-// plane on a scratch Postgres database and three brokers — under faults
-// (SIGKILL, SIGSTOP/SIGCONT, restarts, and Raft network partitions through
-// a fault-injecting proxy), with keyed idempotent producers and consumers
+// plane on a scratch Postgres database and three brokers, or four with the
+// move nemesis — under faults (SIGKILL, SIGSTOP/SIGCONT, restarts, Raft
+// network partitions through a fault-injecting proxy, and replica moves
+// started and cancelled through the control plane), with keyed idempotent producers and consumers
 // recording every acknowledgement and poll, and checks the history against
 // Jepsen's Kafka properties: lost-write, duplicate, inconsistent-offsets,
 // nonmonotonic-poll and poll-skip. It prints a summary and exits non-zero
@@ -18,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +64,9 @@ type Config struct {
 	// DiskEvery, when positive, samples each broker's bytes on disk at
 	// this interval and prints them as a table (the soak).
 	DiskEvery time.Duration
+	// Brokers is the cell's size: 3 (a partition's replicas), or 4 with
+	// the move nemesis, which needs a broker to move a replica to.
+	Brokers int
 }
 
 func (c *Config) validate() error {
@@ -78,6 +83,16 @@ func (c *Config) validate() error {
 		return errors.New("-retention must be 0 (off) or at least 1s (the retention.ms floor)")
 	case c.DeleteEvery < 0 || c.RecordPad < 0 || c.DiskEvery < 0:
 		return errors.New("-delete-records, -record-pad and -disk-every must not be negative")
+	case c.Brokers != 0 && c.Brokers < 3:
+		return errors.New("-brokers must be at least 3 (a partition's replicas)")
+	case c.Brokers == 3 && slices.Contains(c.Nemeses, Move):
+		return errors.New("the move nemesis needs -brokers 4 or more: a replica moves to a broker that holds none of its partition")
+	}
+	if c.Brokers == 0 {
+		c.Brokers = 3
+		if slices.Contains(c.Nemeses, Move) {
+			c.Brokers = 4
+		}
 	}
 	if c.Dir == "" {
 		d, err := os.MkdirTemp("", "sluice-chaos-")
@@ -119,6 +134,7 @@ func main() {
 	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of random padding header on every record (batches are compressed)")
 	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
 	flag.DurationVar(&cfg.DiskEvery, "disk-every", 0, "sample each broker's bytes on disk (all, and raft.entries) this often and print them as a table (0: off); with -nemeses none, a soak")
+	flag.IntVar(&cfg.Brokers, "brokers", 0, "brokers in the cell (default 3, or 4 with the move nemesis)")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()
 	var err error
@@ -221,6 +237,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	if disk != nil {
 		disk.Stop()
 	}
+	moves, stuck := "", 0
+	if slices.Contains(cfg.Nemeses, Move) {
+		var err error
+		if moves, stuck, err = c.SettleMoves(ctx, 3*time.Minute); err != nil {
+			return Outcome{}, fmt.Errorf("settle moves: %w", err)
+		}
+	}
 	if err := FinalRead(context.Background(), cfg, c, chk, tr, log); err != nil {
 		return Outcome{Result: chk.Result()}, err
 	}
@@ -250,6 +273,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
+	if moves != "" {
+		fmt.Fprintf(out, "  moves:    %s\n", moves)
+	}
 	if len(res.Unchecked) > 0 {
 		fmt.Fprintf(out, "  partitions without a final read: %v\n", res.Unchecked)
 	}
@@ -258,12 +284,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 		disk.Write(out)
 		fmt.Fprintln(out)
 	}
-	if res.Valid() {
+	out2 := Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load(), StuckMoves: stuck}
+	if out2.Valid() {
 		fmt.Fprintln(out, "  valid: yes")
 	} else {
 		fmt.Fprintln(out, "  valid: NO")
 	}
-	return Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load()}, nil
+	return out2, nil
 }
 
 // Outcome is a run's verdict and what its trimming did.
@@ -271,7 +298,12 @@ type Outcome struct {
 	history.Result
 	LogStarts map[int32]int64 // the highest log start reported per partition (trimming on)
 	Skips     int64           // consumer skips past a moved log start
+	// StuckMoves counts moves still unfinished 3 minutes after the heal.
+	StuckMoves int
 }
+
+// Valid: the history holds every property and no move is stuck.
+func (o Outcome) Valid() bool { return o.Result.Valid() && o.StuckMoves == 0 }
 
 // waitReady waits, bounded, until the tenant's key reaches the brokers,
 // every partition of the topic has a leader (one record produced to each

@@ -30,10 +30,13 @@ const (
 	// KillAll sends SIGKILL to every broker at once and starts them all
 	// again at heal: only what the brokers made durable may be served.
 	KillAll = "kill-all"
+	// Move moves one replica of a partition to the spare broker through the
+	// control plane, cancelling it at heal half the time (move.go).
+	Move = "move"
 )
 
 // Nemeses lists every nemesis.
-var Nemeses = []string{Kill, Pause, Restart, Isolate, Bridge, KillMajority, KillAll}
+var Nemeses = []string{Kill, Pause, Restart, Isolate, Bridge, KillMajority, KillAll, Move}
 
 // Nemesis injects faults into a cluster on a schedule.
 type Nemesis struct {
@@ -91,6 +94,8 @@ func (n *Nemesis) Inject() (string, func() error) {
 	case Isolate:
 		n.c.net.Isolate(b, n.c.Brokers())
 		return "isolate " + id, func() error { n.c.net.Heal(); return nil }
+	case Move:
+		return n.c.startMove(n.rng)
 	case Bridge:
 		o := (b + 1 + n.rng.Intn(n.c.Brokers()-1)) % n.c.Brokers()
 		n.c.net.Cut(b, o)

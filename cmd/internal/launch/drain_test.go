@@ -1,0 +1,311 @@
+package launch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/controlplane/pgtest"
+	"github.com/sluicehq/sluice/dataplane/celltest/history"
+)
+
+// TestDrainBrokerUnderTraffic drains broker 1 of a cell of four real broker
+// processes while a franz-go idempotent producer and a consumer group run:
+// every replica leaves broker 1 (its data directory ends with no partition
+// in it), the broker can then be deleted, and the history holds (nothing
+// acknowledged lost or doubled, dense offsets, the group's polls in order).
+func TestDrainBrokerUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and four brokers")
+	}
+	const topic, parts = "drained", 3
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c := startProcCell(t, "drain", 4)
+	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := c.tenant.Client.Topic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onFirst := 0
+	for _, a := range tp.Assignments {
+		for _, r := range a.Replicas {
+			if r == 1 {
+				onFirst++
+			}
+		}
+	}
+	if onFirst == 0 {
+		t.Fatalf("no partition has a replica on broker 1 (%+v): the drain would prove nothing", tp.Assignments)
+	}
+
+	chk := history.New()
+	prod := c.kgo(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(2*time.Minute), kgo.ProducerLinger(5*time.Millisecond))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var produceErr error
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() { // the producer: one unique value after another, acks recorded
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := fmt.Sprintf("v%07d", i)
+			r, err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(v[len(v)-2:]), Value: []byte(v)}).First()
+			if err != nil {
+				mu.Lock()
+				produceErr = errors.Join(produceErr, fmt.Errorf("produce %s: %w", v, err))
+				mu.Unlock()
+				continue // indeterminate: it may have been appended
+			}
+			chk.Acked(r.Partition, r.Offset, v)
+		}
+	}()
+	wg.Add(1)
+	go func() { // one group member, polling in order
+		defer wg.Done()
+		g := c.kgo(kgo.ConsumerGroup("drain-group"), kgo.ConsumeTopics(topic),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				for _, p := range m[topic] {
+					chk.StartSessionAnywhere("member", p)
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				for _, p := range m[topic] {
+					chk.EndSession("member", p)
+				}
+			}))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			fs := g.PollFetches(pctx)
+			pcancel()
+			var recs []history.Record
+			fs.EachRecord(func(r *kgo.Record) {
+				recs = append(recs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			})
+			chk.Polled("member", recs)
+		}
+	}()
+
+	// Traffic first, then the drain.
+	waitAcks(ctx, t, chk, 200)
+	drain, err := c.cp.Operator.AdminDrainBroker(ctx, "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drain.Moves) != onFirst {
+		t.Fatalf("the drain started %d moves; broker 1 holds %d replicas", len(drain.Moves), onFirst)
+	}
+	started := time.Now()
+	err = launch.WaitFor(ctx, "every move of the drain completed", 4*time.Minute, func() error {
+		for _, m := range drain.Moves {
+			got, err := c.cp.Operator.AdminMove(ctx, m.ID)
+			if err != nil {
+				return err
+			}
+			if got.State != "completed" {
+				return fmt.Errorf("move %d (partition %d) is %s: voters %v, non-voters %v, joining %+v", got.ID, got.Partition, got.State, got.Voters, got.Nonvoters, got.Joining)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the drain's %d moves completed in %v", len(drain.Moves), time.Since(started).Round(10*time.Millisecond))
+	waitAcks(ctx, t, chk, chk.Result().Acks+100) // the producer goes on after the moves
+	close(stop)
+	wg.Wait()
+
+	// Broker 1's replicas of the topic are gone from its disk, and it can
+	// be deleted.
+	err = launch.WaitFor(ctx, "broker 1's partition data deleted", time.Minute, func() error {
+		dirs, err := filepath.Glob(filepath.Join(c.specs[0].DataDir, c.specs[0].ID, "replicas", drain.Moves[0].TopicID, "*"))
+		if err != nil {
+			return err
+		}
+		if len(dirs) > 0 {
+			return fmt.Errorf("broker 1 still holds %v", dirs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	c.procs[0].Stop(15 * time.Second)
+	if err := c.cp.Operator.AdminDeleteBroker(ctx, "b1"); err != nil {
+		t.Fatalf("delete the drained broker: %v", err)
+	}
+
+	// The final read, through the brokers left.
+	fin := c.kgo(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	finalRead(ctx, t, fin, chk, topic, parts)
+	res := chk.Result()
+	mu.Lock()
+	if produceErr != nil {
+		t.Logf("produces that failed (indeterminate, checked as such): %v", produceErr)
+	}
+	mu.Unlock()
+	t.Logf("%d acknowledged, %d polled by the group", res.Acks, res.GroupRecords)
+	if !res.Valid() {
+		t.Fatalf("the history violates the delivery contract: %+v", res.Examples)
+	}
+	if res.GroupRecords == 0 {
+		t.Error("the group polled nothing")
+	}
+}
+
+// waitAcks waits until the checker holds at least n acknowledgements.
+func waitAcks(ctx context.Context, t *testing.T, chk *history.Checker, n int) {
+	t.Helper()
+	if err := launch.WaitFor(ctx, fmt.Sprintf("%d acknowledged produces", n), 2*time.Minute, func() error {
+		if got := chk.Result().Acks; got < n {
+			return fmt.Errorf("%d acknowledged", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finalRead reads every partition from the start to its high watermark
+// and hands each to the checker.
+func finalRead(ctx context.Context, t *testing.T, cl *kgo.Client, chk *history.Checker, topic string, parts int) {
+	t.Helper()
+	recs := map[int32][]history.Record{}
+	hws := map[int32]int64{}
+	done := func() bool {
+		if len(hws) < parts {
+			return false
+		}
+		for p, hw := range hws {
+			if int64(len(recs[p])) < hw {
+				return false
+			}
+		}
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for !done() {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("final read incomplete: %d partitions' high watermarks known, records %d", len(hws), len(recs))
+		}
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			hws[p.Partition] = max(hws[p.Partition], p.HighWatermark)
+			for _, r := range p.Records {
+				recs[p.Partition] = append(recs[p.Partition], history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+			}
+		})
+	}
+	for p := range int32(parts) {
+		chk.Final(p, recs[p], hws[p])
+	}
+}
+
+// procCell is a control plane and n broker processes in one cell, with a
+// tenant, on a scratch database.
+type procCell struct {
+	t         *testing.T
+	bin, dir  string
+	db        *launch.DB
+	cp        *launch.ControlPlane
+	cellID    string
+	specs     []*launch.Broker
+	procs     []*launch.Proc
+	cellKey   string
+	tenant    *launch.Tenant
+	bootstrap []string
+}
+
+// buildTenantd builds the tenantd binary into dir.
+func buildTenantd(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "tenantd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../tenantd").CombinedOutput(); err != nil {
+		t.Fatalf("build tenantd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startProcCell(t *testing.T, name string, n int) *procCell {
+	t.Helper()
+	ctx := context.Background()
+	c := &procCell{t: t, dir: t.TempDir(), cellID: name + "-cell"}
+	c.bin = buildTenantd(t, c.dir)
+	var err error
+	if c.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_"+name+"_"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.db.Drop() })
+	addrs, err := launch.FreeAddrs("127.0.0.1", 1+3*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.cp, err = launch.StartControlPlane(ctx, c.bin, c.db.URL, addrs[0], t.TempDir(), "warn"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cp.Proc.Stop(15 * time.Second) })
+	for i := range n {
+		a := addrs[1+3*i:]
+		c.specs = append(c.specs, &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, Kafka: a[0], Raft: a[1], HTTP: a[2],
+			DataDir: filepath.Join(c.dir, fmt.Sprintf("b%d", i+1))})
+		c.bootstrap = append(c.bootstrap, a[0])
+	}
+	if c.cellKey, err = launch.SeedCell(ctx, c.cp.Operator, name, c.cellID, filepath.Join(c.dir, "certs"), c.specs); err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range c.specs {
+		p, err := b.Start(c.bin, c.cp.URL, c.cellID, c.cellKey, "warn", filepath.Join(c.dir, b.ID+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.procs = append(c.procs, p)
+		t.Cleanup(func() {
+			c.procs[i].Stop(15 * time.Second)
+			if t.Failed() {
+				if b, err := os.ReadFile(filepath.Join(c.dir, c.specs[i].ID+".log")); err == nil {
+					t.Logf("%s's log, last 4 KiB:\n%s", c.specs[i].ID, b[max(0, len(b)-4096):])
+				}
+			}
+		})
+	}
+	if c.tenant, err = launch.SignUp(ctx, c.cp, name, ""); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *procCell) kgo(extra ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap...),
+		kgo.SASL(plain.Auth{User: c.tenant.KeyID, Pass: c.tenant.Secret}.AsMechanism())}, extra...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
