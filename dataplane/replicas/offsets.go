@@ -45,9 +45,15 @@ func OffsetsPlacement(v *cellview.View, n, replicas int) []wire.Partition {
 	return out
 }
 
-// offsetsWanted adds this broker's offsets partitions to want.
+// offsetsWanted adds this broker's offsets partitions to want: those of
+// the cell state's Offsets when the control plane has taken their
+// placement over (to move them), else OffsetsPlacement's.
 func (m *Manager) offsetsWanted(v *cellview.View, want map[key]wire.Partition) {
-	for _, p := range OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas) {
+	placed := v.Offsets
+	if len(placed) == 0 {
+		placed = OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas)
+	}
+	for _, p := range placed {
 		for _, r := range p.Replicas {
 			if r == m.cfg.NodeID {
 				want[key{groups.OffsetsTopicID, int32(p.Partition)}] = p
