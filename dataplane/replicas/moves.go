@@ -64,12 +64,14 @@ func (m *Manager) joining(p wire.Partition) bool {
 }
 
 // mayDelete reports whether the data of r, a replica this broker no longer
-// holds, may go: r shut down after its removal, or its latest
-// configuration does not make this broker a voter (it is absent, or only
-// a non-voter of a move that was cancelled). A replica that has not read
-// its configuration yet is kept.
+// holds, may go: r shut down after its removal, or is still joining (it
+// has stored no configuration entry making it a voter, so it has
+// acknowledged no entry as one), or its latest configuration does not make
+// this broker a voter (it is absent, or only a non-voter of a move that
+// was cancelled). Another replica that has not read its configuration yet
+// is kept.
 func (m *Manager) mayDelete(r *partition.Replica) bool {
-	if r.Removed() {
+	if r.Removed() || r.JoinPending() {
 		return true
 	}
 	voters, nonvoters := r.Membership()
