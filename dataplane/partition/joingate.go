@@ -39,6 +39,12 @@ type joinGate struct {
 	term   atomic.Uint64 // the term of the first entries a leader sent; 0: none yet
 	peers  []raft.Server // admitted while gated (Config.Peers)
 	logged bool          // the monitor logged the gate's opening
+	// votes: the replica holds a configuration of its join's term or
+	// later that lists it (its addition as a non-voter, from a stored
+	// entry or its latest snapshot), so its log is past every stale
+	// configuration; from then on it grants votes by Raft's rules while
+	// still not campaigning.
+	votes atomic.Bool
 }
 
 // openJoinGate returns the gate of a replica opened with cfg: on if the
@@ -98,10 +104,21 @@ func (g *joinGate) gated() bool { return g != nil && g.on.Load() }
 // removal.
 func (r *Replica) JoinPending() bool { return r.gate.gated() }
 
-// checkJoin runs on the monitor's tick: it logs the gate opening once.
+// checkJoin runs on the monitor's tick: it lets a gated replica vote once
+// its latest snapshot is of its join (see joinGate.votes), and logs the
+// gate's opening once.
 func (r *Replica) checkJoin(c *confView) {
 	g := r.gate
-	if g == nil || g.gated() || g.logged {
+	if g == nil {
+		return
+	}
+	if g.gated() && !g.votes.Load() && g.term.Load() > 0 {
+		if metas, err := r.snaps.List(); err == nil && len(metas) > 0 && metas[0].Term >= g.term.Load() &&
+			slices.ContainsFunc(metas[0].Configuration.Servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
+			g.votes.Store(true)
+		}
+	}
+	if g.gated() || g.logged {
 		return
 	}
 	g.logged = true
@@ -126,12 +143,20 @@ func (g *joinGate) open() error {
 
 // opens reports whether entry e, stored by this replica, ends its join: a
 // configuration entry of the join's term or later that makes id a voter.
+// One that lists id at all lets it vote (joinGate.votes).
 func (g *joinGate) opens(id raft.ServerID, e *raft.Log) bool {
 	if e.Type != raft.LogConfiguration || e.Term < g.term.Load() {
 		return false
 	}
 	c, err := decodeConfiguration(e.Data)
-	return err == nil && slices.ContainsFunc(c.Servers, func(s raft.Server) bool { return s.ID == id && s.Suffrage == raft.Voter })
+	if err != nil {
+		return false
+	}
+	i := slices.IndexFunc(c.Servers, func(s raft.Server) bool { return s.ID == id })
+	if i >= 0 {
+		g.votes.Store(true)
+	}
+	return i >= 0 && c.Servers[i].Suffrage == raft.Voter
 }
 
 // decodeConfiguration is raft.DecodeConfiguration without its panic on
@@ -214,8 +239,12 @@ func (g *joinGate) scanLog(id raft.ServerID, logs raft.LogStore) error {
 		if e.Term < g.term.Load() {
 			return nil
 		}
-		if g.opens(id, &e) {
-			return g.open()
+		if e.Type == raft.LogConfiguration {
+			// The latest configuration entry decides.
+			if g.opens(id, &e) {
+				return g.open()
+			}
+			return nil
 		}
 	}
 	return nil
@@ -295,9 +324,10 @@ func (t *gatedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	return t.pre.RequestPreVote(id, target, args, resp)
 }
 
-// filter hands Raft every incoming RPC but, while gated, the vote
-// requests (answered "not granted" at the candidate's term) and TimeoutNow
-// (refused). It ends when the replica stops.
+// filter hands Raft every incoming RPC but, while gated, TimeoutNow
+// (refused) and, until the replica may vote (joinGate.votes), the vote
+// requests (answered "not granted" at the candidate's term). It ends when
+// the replica stops.
 func (t *gatedTransport) filter(from <-chan raft.RPC, stop <-chan struct{}) {
 	for {
 		var rpc raft.RPC
@@ -307,11 +337,18 @@ func (t *gatedTransport) filter(from <-chan raft.RPC, stop <-chan struct{}) {
 		case rpc = <-from:
 		}
 		if t.gate.gated() {
+			votes := t.gate.votes.Load()
 			switch req := rpc.Command.(type) {
 			case *raft.RequestVoteRequest:
+				if votes {
+					break
+				}
 				rpc.Respond(&raft.RequestVoteResponse{RPCHeader: t.header(), Term: req.Term, Granted: false}, nil)
 				continue
 			case *raft.RequestPreVoteRequest:
+				if votes {
+					break
+				}
 				rpc.Respond(&raft.RequestPreVoteResponse{RPCHeader: t.header(), Term: req.Term, Granted: false}, nil)
 				continue
 			case *raft.TimeoutNowRequest:
