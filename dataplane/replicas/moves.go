@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
@@ -79,6 +80,30 @@ func (m *Manager) mayDelete(r *partition.Replica) bool {
 		return false
 	}
 	return !slices.Contains(voters, ServerID(m.cfg.NodeID))
+}
+
+// present lists every partition the cell state places, on any broker:
+// a replica of one of them that is no longer assigned here has moved away
+// (and leaves once it is no voter); one of any other partition (its topic
+// was deleted) goes at once.
+func (m *Manager) present(v *cellview.View) map[key]bool {
+	out := map[key]bool{}
+	for _, t := range v.CellState.Topics {
+		for _, p := range t.Partitions {
+			out[key{t.ID, int32(p.Partition)}] = true
+		}
+	}
+	placed := v.Offsets
+	if len(placed) == 0 {
+		placed = OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas)
+	}
+	for _, p := range placed {
+		out[key{groups.OffsetsTopicID, int32(p.Partition)}] = true
+	}
+	for _, p := range UsagePlacement(v, m.cfg.OffsetsReplicas) {
+		out[key{UsageTopicID, int32(p.Partition)}] = true
+	}
+	return out
 }
 
 // leaveLoop deletes the replicas Apply kept because they were still

@@ -225,11 +225,12 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
 
-	// Close and delete what is no longer assigned here, unless its group
-	// still counts this broker as a voter (a move not finished yet): that
-	// one leaves later (leaveLoop). A replica that was removed from its
+	// Close and delete what is no longer assigned here, unless the
+	// partition moved away and its group still counts this broker as a
+	// voter (a move not finished yet): that one leaves later (leaveLoop). A replica that was removed from its
 	// group but is wanted again (a move cancelled after it left) starts
 	// over as a joiner.
+	present := m.present(v)
 	m.mu.Lock()
 	var gone []key
 	keep := map[key]bool{}
@@ -241,7 +242,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 			m.rejoin[k] = true
 		case wanted:
 			delete(m.leaving, k)
-		case m.mayDelete(r):
+		case !present[k] || m.mayDelete(r):
 			gone = append(gone, k)
 		default:
 			if !m.leaving[k] {
