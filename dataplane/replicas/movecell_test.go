@@ -200,6 +200,31 @@ func (c *moveCell) waitGone(timeout time.Duration, nodes ...int) {
 	}
 }
 
+// status is node's report of the partition.
+func (c *moveCell) status(node int) (wire.PartitionStatus, bool) {
+	c.mu.Lock()
+	m := c.managers[node-1]
+	c.mu.Unlock()
+	if m == nil {
+		return wire.PartitionStatus{}, false
+	}
+	for _, st := range m.Status() {
+		if st.TopicID == moveTopic && st.Partition == 0 {
+			return st, true
+		}
+	}
+	return wire.PartitionStatus{}, false
+}
+
+// leaderStatus is the serving leader's report of the partition.
+func (c *moveCell) leaderStatus() (wire.PartitionStatus, bool) {
+	b := c.Leader(0)
+	if b < 0 {
+		return wire.PartitionStatus{}, false
+	}
+	return c.status(b + 1)
+}
+
 // hasDir reports whether node holds the partition's replica directory.
 func (c *moveCell) hasDir(node int) bool {
 	_, err := os.Stat(filepath.Join(c.dirs[node-1], moveTopic, "0"))

@@ -67,6 +67,12 @@ func TestMoveReplicasUnderLoad(t *testing.T) {
 	gap := w.MaxAckGap()
 	c.apply(to456)
 	c.waitGone(moveWait, 1, 2, 3)
+	for _, n := range []int{4, 5, 6} {
+		celltest.WaitFor(t, moveWait, "the new replicas reporting voters 4,5,6", func() bool {
+			st, ok := c.status(n)
+			return ok && slices.Equal(st.Voters, []int{4, 5, 6}) && len(st.Nonvoters) == 0
+		})
+	}
 	t.Logf("move: configuration at 4,5,6 after %v, old replicas deleted after %v; longest gap between acknowledged produces during it %v",
 		converged, time.Since(began), gap)
 	finish(t, c, w, chk)
@@ -106,9 +112,11 @@ func TestMoveSurvivesLeaderLoss(t *testing.T) {
 func TestMoveCancelledRollsBack(t *testing.T) {
 	c, w, chk := startMoveCell(t)
 	c.apply(move1to4)
-	celltest.WaitFor(t, moveWait, "the first non-voter in the configuration", func() bool {
-		_, nv, ok := c.membership()
-		return ok && len(nv) > 0
+	// The leader reports the joiner: the first non-voter in its
+	// configuration, how far behind it is.
+	celltest.WaitFor(t, moveWait, "the leader reporting a joining non-voter", func() bool {
+		st, ok := c.leaderStatus()
+		return ok && len(st.Joining) > 0 && slices.Contains(st.Nonvoters, st.Joining[0].Node)
 	})
 	// The control plane's cancel: the old set is the target again.
 	c.apply(wire.Partition{Partition: 0, Replicas: []int{1, 2, 3, 4, 5, 6}, Removing: []int{4, 5, 6}})
