@@ -93,11 +93,7 @@ func (m *Manager) present(v *cellview.View) map[key]bool {
 			out[key{t.ID, int32(p.Partition)}] = true
 		}
 	}
-	placed := v.Offsets
-	if len(placed) == 0 {
-		placed = OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas)
-	}
-	for _, p := range placed {
+	for _, p := range m.offsetsPlaced(v) {
 		out[key{groups.OffsetsTopicID, int32(p.Partition)}] = true
 	}
 	for _, p := range UsagePlacement(v, m.cfg.OffsetsReplicas) {

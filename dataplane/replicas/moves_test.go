@@ -8,6 +8,11 @@ import (
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+	"github.com/sluicehq/sluice/dataplane/replicas"
+	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 const moveWait = 60 * time.Second
@@ -190,4 +195,45 @@ func TestMoveBackOntoFormerBrokers(t *testing.T) {
 	c.apply(from123)
 	c.waitGone(moveWait, 4, 5, 6)
 	finish(t, c, w, chk)
+}
+
+// TestOffsetsPlacedByCellState: once the cell state carries the offsets
+// partitions' placement, the manager opens those instead of computing
+// OffsetsPlacement's.
+func TestOffsetsPlacedByCellState(t *testing.T) {
+	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tn.Close() })
+	com := raftlog.NewCommitter(log.SyncFiles)
+	t.Cleanup(com.Close)
+	m, err := replicas.New(replicas.Config{NodeID: 1, DataDir: t.TempDir(), Transport: tn, Committer: com,
+		Raft: celltest.TestRaftConfig, OffsetsPartitions: 3, OffsetsReplicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	brokers := []wire.Broker{{ID: "b1", NodeID: 1, RaftAddr: string(tn.Addr())}, {ID: "b2", NodeID: 2, RaftAddr: "127.0.0.1:1"}, {ID: "b3", NodeID: 3, RaftAddr: "127.0.0.1:2"}}
+	ctx := context.Background()
+	if err := m.Apply(ctx, viewOf(t, wire.CellState{StateVersion: 1, Brokers: brokers})); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if _, ok := m.Get(groups.OffsetsTopicID, p); !ok {
+			t.Errorf("offsets partition %d of the default placement not opened", p)
+		}
+	}
+	st := wire.CellState{StateVersion: 2, Brokers: brokers, Offsets: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}, {Partition: 1, Replicas: []int{2, 3, 1}}}}
+	if err := m.Apply(ctx, viewOf(t, st)); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		if _, ok := m.Get(groups.OffsetsTopicID, p); !ok {
+			t.Errorf("offsets partition %d of the cell state not opened", p)
+		}
+	}
+	if _, ok := m.Get(groups.OffsetsTopicID, 2); ok {
+		t.Error("an offsets partition the cell state does not place is still open")
+	}
 }
