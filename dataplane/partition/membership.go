@@ -1,10 +1,14 @@
 package partition
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 // Replica moves: the leader converges its group's Raft configuration
@@ -303,4 +307,31 @@ func confString(c *confView) string {
 		}
 	}
 	return string(b)
+}
+
+// LeftGroup reports whether a majority of the members of the last target
+// this replica was given refuse it as a member of the group
+// (transport.ErrRefused: their configurations no longer list it). A
+// leaving replica whose removal never reached it (the leader stops
+// replicating to a removed server after one best-effort attempt) still
+// holds a configuration naming it a voter; this asks the group instead.
+// False without a target, or if fewer than a majority answer so.
+func (r *Replica) LeftGroup(ctx context.Context) bool {
+	p, ok := r.cfg.Transport.(segmentPeer)
+	r.mu.Lock()
+	target := r.member.target
+	r.mu.Unlock()
+	if !ok || len(target) == 0 {
+		return false
+	}
+	refused := 0
+	for _, s := range target {
+		if s.ID == r.cfg.ID {
+			return false // still wanted here
+		}
+		if _, _, err := p.SegmentList(ctx, s.ID, s.Address, 0, 0); errors.Is(err, transport.ErrRefused) {
+			refused++
+		}
+	}
+	return refused >= len(target)/2+1
 }

@@ -34,6 +34,7 @@ type moveCell struct {
 	t       *testing.T
 	brokers []wire.Broker
 	dirs    []string
+	faults  *transport.Faults // links between the brokers, by node id in decimal
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -45,10 +46,11 @@ type moveCell struct {
 
 func newMoveCell(t *testing.T, n int) *moveCell {
 	t.Helper()
-	c := &moveCell{t: t, nodes: make([]*transport.Node, n), managers: make([]*replicas.Manager, n), dirs: make([]string, n)}
+	c := &moveCell{t: t, nodes: make([]*transport.Node, n), managers: make([]*replicas.Manager, n), dirs: make([]string, n),
+		faults: transport.NewFaults()}
 	for i := range n {
 		id := replicas.ServerID(i + 1)
-		tn, err := transport.New(transport.Config{ID: id, ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, id)})
+		tn, err := transport.New(transport.Config{ID: id, ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, id), Faults: c.faults})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -102,8 +103,15 @@ func (m *Manager) present(v *cellview.View) map[key]bool {
 	return out
 }
 
+// leaveProbeAfter is how long a leaving replica that still names itself a
+// voter waits for its removal to reach it before leaveLoop asks the
+// target's members whether they still count it (partition.LeftGroup).
+const leaveProbeAfter = 3 * time.Second
+
 // leaveLoop deletes the replicas Apply kept because they were still
-// voters, once they are not, every check interval until Close.
+// voters, once they are not (by their own configuration, or, failing
+// that, by a majority of the target's members refusing them), every check
+// interval until Close.
 func (m *Manager) leaveLoop() {
 	defer m.wg.Done()
 	every := m.cfg.CheckInterval
@@ -121,12 +129,25 @@ func (m *Manager) leaveLoop() {
 		m.applyMu.Lock()
 		m.mu.RLock()
 		var ready []key
-		for k := range m.leaving {
-			if r, ok := m.replicas[k]; !ok || m.mayDelete(r) {
+		probe := map[key]*partition.Replica{}
+		for k, since := range m.leaving {
+			r, ok := m.replicas[k]
+			switch {
+			case !ok || m.mayDelete(r):
 				ready = append(ready, k)
+			case time.Since(since) >= leaveProbeAfter:
+				probe[k] = r
 			}
 		}
 		m.mu.RUnlock()
+		for k, r := range probe {
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			if r.LeftGroup(ctx) {
+				m.cfg.Logger.Info("replica's group no longer lists it though its removal never reached it; deleting it", "topic_id", k.topic, "partition", k.part)
+				ready = append(ready, k)
+			}
+			cancel()
+		}
 		for _, k := range ready {
 			if err := m.remove(k); err != nil {
 				m.cfg.Logger.Warn("delete replica that left its group", "topic_id", k.topic, "partition", k.part, "err", err)

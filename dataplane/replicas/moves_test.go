@@ -3,6 +3,7 @@ package replicas_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -194,6 +195,45 @@ func TestMoveBackOntoFormerBrokers(t *testing.T) {
 	t.Logf("move back: configuration at 1,2,3 after %v; longest gap between acknowledged produces %v", time.Since(began), w.MaxAckGap())
 	c.apply(from123)
 	c.waitGone(moveWait, 4, 5, 6)
+	finish(t, c, w, chk)
+}
+
+// TestLeavingReplicaNeverToldOfItsRemoval: the leaving broker is cut off
+// when the leader removes it, so the removal never reaches it and its
+// configuration still names it a voter; once it reaches the others again,
+// they refuse it as a member and it deletes its data; while it cannot
+// tell, it keeps it.
+func TestLeavingReplicaNeverToldOfItsRemoval(t *testing.T) {
+	c, w, chk := startMoveCell(t)
+	leave := 3 // a follower: the leader does not remove itself
+	if c.Leader(0)+1 == leave {
+		leave = 2
+	}
+	var stay []int
+	for _, n := range []int{1, 2, 3} {
+		if n != leave {
+			stay = append(stay, n)
+		}
+	}
+	target := append(slices.Clone(stay), 4)
+	c.apply(wire.Partition{Partition: 0, Replicas: append(slices.Clone(target), leave), Adding: []int{4}, Removing: []int{leave}})
+	celltest.WaitFor(t, moveWait, "node 4 promoted", func() bool {
+		v, _, ok := c.membership()
+		return ok && slices.Contains(v, 4)
+	})
+	c.faults.Isolate(strconv.Itoa(leave))
+	c.waitVoters(moveWait, target...)
+	c.apply(wire.Partition{Partition: 0, Replicas: target})
+	st, ok := c.status(leave)
+	if !ok || !slices.Contains(st.Voters, leave) {
+		t.Fatalf("node %d, cut off, reports %+v (open %v); want itself a voter still", leave, st, ok)
+	}
+	waitAcks(t, w, 20) // time passes; the cut-off node keeps its data meanwhile
+	if !c.hasDir(leave) {
+		t.Fatalf("node %d deleted its data while it could not tell whether it is still a voter", leave)
+	}
+	c.faults.Heal()
+	c.waitGone(moveWait, leave)
 	finish(t, c, w, chk)
 }
 

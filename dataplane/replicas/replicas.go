@@ -157,7 +157,7 @@ type Manager struct {
 	closed   bool
 	// leaving are replicas no longer assigned here, kept open while their
 	// group's configuration still makes this broker a voter (moves.go).
-	leaving map[key]bool
+	leaving map[key]time.Time // since when
 	// badTarget is the last reason logged for a partition whose target
 	// is not usable (moves.go).
 	badTarget map[key]string
@@ -175,7 +175,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
 	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate),
-		leaving: map[key]bool{}, badTarget: map[key]string{}, rejoin: map[key]bool{}}
+		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{}}
 	m.wg.Add(2)
 	go m.retentionLoop()
 	go m.leaveLoop()
@@ -245,10 +245,10 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		case !present[k] || m.mayDelete(r):
 			gone = append(gone, k)
 		default:
-			if !m.leaving[k] {
+			if _, ok := m.leaving[k]; !ok {
 				m.cfg.Logger.Info("replica no longer assigned here but still a voter of its group; deleting it once it is not", "topic_id", k.topic, "partition", k.part)
+				m.leaving[k] = time.Now()
 			}
-			m.leaving[k] = true
 			keep[k] = true
 		}
 	}
