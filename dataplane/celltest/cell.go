@@ -283,6 +283,11 @@ func (c *Cell) WaitLeader(part int, timeout time.Duration) int {
 // retry cannot duplicate it). Errors are as partition.Replica.Produce
 // returns them.
 func (c *Cell) Produce(ctx context.Context, part int, batch []byte) (int64, error) {
+	return ProduceToLeader(ctx, c, part, batch)
+}
+
+// ProduceToLeader is Cell.Produce for any Serving.
+func ProduceToLeader(ctx context.Context, c Serving, part int, batch []byte) (int64, error) {
 	for {
 		b := c.Leader(part)
 		if b >= 0 {

@@ -14,21 +14,43 @@ import (
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
+// Serving is what a Workload drives: partitions numbered from 0, each led
+// by one of a set of brokers' replicas. *Cell is one; a test with its own
+// brokers (replica managers, say) can be another.
+type Serving interface {
+	Partitions() int
+	// Brokers is the number of brokers, numbered from 0.
+	Brokers() int
+	// Leader is the broker whose replica of part serves as leader now,
+	// or -1.
+	Leader(part int) int
+	// Replica is broker b's replica of part, or nil.
+	Replica(b, part int) *partition.Replica
+	// Produce sends batch to part's leader as Cell.Produce does.
+	Produce(ctx context.Context, part int, batch []byte) (int64, error)
+}
+
 // Workload runs producers and readers on every partition of a cell and
 // records what they observe in a Checker.
 type Workload struct {
-	c    *Cell
+	c    Serving
 	chk  *Checker
 	stop chan struct{}
 	wg   sync.WaitGroup
 	acks atomic.Int64
 	read atomic.Int64
+
+	// gapMu guards the fields below: the longest time between two
+	// acknowledgements since ResetAckGap.
+	gapMu   sync.Mutex
+	lastAck time.Time
+	maxGap  time.Duration
 }
 
 // StartWorkload starts producers and readers goroutines per partition.
 // Every produced value is unique; producers never resend a value.
-func StartWorkload(c *Cell, chk *Checker, producers, readers int) *Workload {
-	w := &Workload{c: c, chk: chk, stop: make(chan struct{})}
+func StartWorkload(c Serving, chk *Checker, producers, readers int) *Workload {
+	w := &Workload{c: c, chk: chk, stop: make(chan struct{}), lastAck: time.Now()}
 	for p := 0; p < c.Partitions(); p++ {
 		for i := 0; i < producers; i++ {
 			w.wg.Add(1)
@@ -44,6 +66,29 @@ func StartWorkload(c *Cell, chk *Checker, producers, readers int) *Workload {
 
 // Acks is the number of acknowledged produces so far.
 func (w *Workload) Acks() int64 { return w.acks.Load() }
+
+// ResetAckGap starts measuring MaxAckGap afresh from now.
+func (w *Workload) ResetAckGap() {
+	w.gapMu.Lock()
+	w.lastAck, w.maxGap = time.Now(), 0
+	w.gapMu.Unlock()
+}
+
+// MaxAckGap is the longest time without any acknowledged produce since
+// the workload started or ResetAckGap, the current gap included.
+func (w *Workload) MaxAckGap() time.Duration {
+	w.gapMu.Lock()
+	defer w.gapMu.Unlock()
+	return max(w.maxGap, time.Since(w.lastAck))
+}
+
+func (w *Workload) noteAck() {
+	now := time.Now()
+	w.gapMu.Lock()
+	w.maxGap = max(w.maxGap, now.Sub(w.lastAck))
+	w.lastAck = now
+	w.gapMu.Unlock()
+}
 
 // Reads is the number of non-empty fetches so far.
 func (w *Workload) Reads() int64 { return w.read.Load() }
@@ -84,6 +129,7 @@ func (w *Workload) produce(part, id int) {
 		case err == nil:
 			w.chk.Acked(part, values, base)
 			w.acks.Add(1)
+			w.noteAck()
 		case definitelyNotWritten(err):
 			w.chk.Failed(part, values)
 		}
@@ -172,7 +218,7 @@ func (w *Workload) fetchOnce(part int, epoch int32, pos int64) (recs []Record, h
 // FinalRead waits until part's leader exposes at least every acknowledged
 // record, then reads the whole partition from its log start and hands it
 // to the checker. It fails t if that does not happen within timeout.
-func FinalRead(t testing.TB, c *Cell, chk *Checker, part int, timeout time.Duration) {
+func FinalRead(t testing.TB, c Serving, chk *Checker, part int, timeout time.Duration) {
 	t.Helper()
 	want := chk.AckedEnd(part)
 	var recs []Record

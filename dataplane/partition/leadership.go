@@ -33,8 +33,8 @@ func (r *Replica) campaignFirst() {
 // log), so this is only ever early, never unsafe.
 func (r *Replica) campaign(why string, dead raft.ServerID) bool {
 	c, ok := r.cfg.Transport.(campaigner)
-	if !ok || r.raft.State() != raft.Follower || r.fsm.isBehind() {
-		return false // a replica being seeded could not serve
+	if !ok || r.raft.State() != raft.Follower || r.fsm.isBehind() || r.gate.gated() {
+		return false // a replica being seeded could not serve; a joining one does not vote yet
 	}
 	if _, id := r.raft.LeaderWithID(); id != "" && id != dead {
 		return false
@@ -127,7 +127,7 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 		return
 	}
 	rank := 0
-	for _, p := range r.cfg.Peers {
+	for _, p := range r.peersNow() {
 		if p.ID == r.cfg.ID {
 			break
 		}
@@ -173,7 +173,7 @@ func (r *Replica) NoQuorum() bool {
 		return false
 	}
 	voters, up := 0, 0
-	for _, s := range r.cfg.Peers {
+	for _, s := range r.peersNow() {
 		if s.Suffrage != raft.Voter {
 			continue
 		}

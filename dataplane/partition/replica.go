@@ -107,6 +107,13 @@ type Config struct {
 	// reach them and write the configuration themselves only if no
 	// leader has within BootstrapGrace (the preferred replica is down).
 	Bootstrap bool
+	// Join opens a replica of a group that exists elsewhere (a replica
+	// move adds it): it never bootstraps, waits for the leader to add it
+	// (as a non-voter, seeded from segments), and does not campaign or
+	// vote until a configuration of its own join makes it a voter
+	// (joingate.go). Peers are then the brokers it admits RPCs from until
+	// Raft's configuration lists them. Exclusive with Bootstrap.
+	Join bool
 	// BootstrapGrace is how long a non-preferred replica of a new group
 	// waits for the preferred one before it bootstraps the group itself.
 	// Default three times the Raft election timeout, at most 15s.
@@ -164,6 +171,8 @@ func (c *Config) validate() error {
 		return errors.New("config: Committer is required: the broker's group committer")
 	case c.Bootstrap && len(c.Peers) == 0:
 		return errors.New("config: Peers is required to bootstrap a group")
+	case c.Bootstrap && c.Join:
+		return errors.New("config: Bootstrap and Join exclude each other: a joining replica waits to be added")
 	}
 	if err := c.Settings.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -253,6 +262,11 @@ type Replica struct {
 	seedKick chan struct{}
 	seedLeft atomic.Int64
 
+	// member is the replica's part of a replica move (membership.go);
+	// gate is set while it joins its group (joingate.go).
+	member memberState
+	gate   *joinGate
+
 	// watchMu guards watchers.
 	watchMu  sync.Mutex
 	watchers map[*watcher]struct{}
@@ -339,11 +353,14 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	}
 	r.logs = logs
 	deferBootstrap, bootstrapped := false, false
+	has, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return nil, err
+	}
+	if r.gate, err = openJoinGate(cfg, has); err != nil {
+		return nil, err
+	}
 	if cfg.Bootstrap {
-		has, err := raft.HasExistingState(logs, stable, snaps)
-		if err != nil {
-			return nil, err
-		}
 		switch {
 		case has:
 		case cfg.Peers[0].ID == cfg.ID:
@@ -364,10 +381,24 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	// replica waiting for the preferred replica's first append).
 	var started atomic.Pointer[raft.Raft]
 	if m, ok := cfg.Transport.(interface{ SetMembers(func() []raft.Server) }); ok {
-		m.SetMembers(transport.RaftMembers(started.Load, cfg.Peers))
+		m.SetMembers(r.gate.members(transport.RaftMembers(started.Load, cfg.Peers)))
 	}
-	ra, err := raft.NewRaft(&rc, r.fsm, logs, stable, snaps, cfg.Transport)
+	var raftLogs raft.LogStore = logs
+	if r.gate.gated() {
+		if err := r.gate.scanLog(cfg.ID, logs); err != nil {
+			return nil, fmt.Errorf("joining replica: %w", err)
+		}
+		raftLogs = &gatedLogs{LogStore: logs, gate: r.gate, id: cfg.ID, log: cfg.Logger.Info, term: func() uint64 {
+			if ra := started.Load(); ra != nil {
+				return ra.CurrentTerm()
+			}
+			return 0
+		}}
+	}
+	ra, err := raft.NewRaft(&rc, r.fsm, raftLogs, stable, snaps, gateTransport(cfg.Transport, r.gate, cfg.ID, r.stop, &r.wg))
 	if err != nil {
+		close(r.stop) // ends the gated transport's filter, if any
+		r.wg.Wait()
 		return nil, err
 	}
 	started.Store(ra)
@@ -849,6 +880,8 @@ func (r *Replica) monitor() {
 			if r.checkRemoved() {
 				return
 			}
+			r.checkJoin(r.member.conf.Load())
+			r.converge()
 			r.maybeTransfer()
 		}
 	}
@@ -922,8 +955,9 @@ func (r *Replica) checkRemoved() bool {
 	if stopped, err := r.await(f); err != nil || stopped {
 		return false
 	}
+	r.noteConfiguration(f)
 	servers := f.Configuration().Servers
-	if len(servers) == 0 || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
+	if len(servers) == 0 || r.gate.gated() || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == r.cfg.ID }) {
 		return false
 	}
 	// A new replica seeded from a snapshot taken before it was added
@@ -947,10 +981,11 @@ func (r *Replica) checkRemoved() bool {
 // the target up before it asks it to campaign and gives up after an
 // election timeout if it cannot.
 func (r *Replica) maybeTransfer() {
-	if len(r.cfg.Peers) == 0 || r.cfg.Peers[0].ID == r.cfg.ID || !r.ready() {
+	peers := r.peersNow()
+	if len(peers) == 0 || peers[0].ID == r.cfg.ID || !r.ready() || r.moving() {
 		return
 	}
-	pref := r.cfg.Peers[0]
+	pref := peers[0]
 	r.mu.Lock()
 	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval
 	// The transfer refuses writes until it ends, and it ends only when

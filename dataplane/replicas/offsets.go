@@ -45,9 +45,23 @@ func OffsetsPlacement(v *cellview.View, n, replicas int) []wire.Partition {
 	return out
 }
 
+// offsetsPlaced is the cell's offsets partitions: the cell state's
+// Offsets when the control plane has taken their placement over (to move
+// them), else OffsetsPlacement's; none on a broker configured without
+// them (OffsetsPartitions negative).
+func (m *Manager) offsetsPlaced(v *cellview.View) []wire.Partition {
+	if m.cfg.OffsetsPartitions < 0 {
+		return nil
+	}
+	if len(v.Offsets) > 0 {
+		return v.Offsets
+	}
+	return OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas)
+}
+
 // offsetsWanted adds this broker's offsets partitions to want.
 func (m *Manager) offsetsWanted(v *cellview.View, want map[key]wire.Partition) {
-	for _, p := range OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas) {
+	for _, p := range m.offsetsPlaced(v) {
 		for _, r := range p.Replicas {
 			if r == m.cfg.NodeID {
 				want[key{groups.OffsetsTopicID, int32(p.Partition)}] = p

@@ -155,6 +155,15 @@ type Manager struct {
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
 	closed   bool
+	// leaving are replicas no longer assigned here, kept open while their
+	// group's configuration still makes this broker a voter (moves.go).
+	leaving map[key]time.Time // since when
+	// badTarget is the last reason logged for a partition whose target
+	// is not usable (moves.go).
+	badTarget map[key]string
+	// rejoin are partitions whose replica here was removed from its group
+	// and is wanted again: it is opened anew as a joiner.
+	rejoin map[key]bool
 }
 
 // New checks cfg and returns a Manager with no replicas; Apply opens them.
@@ -165,9 +174,11 @@ func New(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
-	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate)}
-	m.wg.Add(1)
+	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate),
+		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{}}
+	m.wg.Add(2)
 	go m.retentionLoop()
+	go m.leaveLoop()
 	return m, nil
 }
 
@@ -214,12 +225,31 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
 
-	// Close and delete what is no longer assigned here.
+	// Close and delete what is no longer assigned here, unless the
+	// partition moved away and its group still counts this broker as a
+	// voter (a move not finished yet): that one leaves later (leaveLoop). A replica that was removed from its
+	// group but is wanted again (a move cancelled after it left) starts
+	// over as a joiner.
+	present := m.present(v)
 	m.mu.Lock()
 	var gone []key
-	for k := range m.replicas {
-		if _, ok := want[k]; !ok {
+	keep := map[key]bool{}
+	for k, r := range m.replicas {
+		_, wanted := want[k]
+		switch {
+		case wanted && r.Removed():
 			gone = append(gone, k)
+			m.rejoin[k] = true
+		case wanted:
+			delete(m.leaving, k)
+		case !present[k] || m.mayDelete(r):
+			gone = append(gone, k)
+		default:
+			if _, ok := m.leaving[k]; !ok {
+				m.cfg.Logger.Info("replica no longer assigned here but still a voter of its group; deleting it once it is not", "topic_id", k.topic, "partition", k.part)
+				m.leaving[k] = time.Now()
+			}
+			keep[k] = true
 		}
 	}
 	m.mu.Unlock()
@@ -229,7 +259,10 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		}
 	}
 	if v.StateVersion > 0 {
-		if err := m.removeOrphans(want); err != nil {
+		for k := range want {
+			keep[k] = true
+		}
+		if err := m.removeOrphans(keep); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -244,6 +277,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		r, open := m.replicas[k]
 		m.mu.RUnlock()
 		if open {
+			m.setTarget(v, k, p, r)
 			// Settings changed in the cell state reach open replicas.
 			if r.Settings() != settings[k.topic] {
 				if err := r.SetSettings(settings[k.topic]); err != nil {
@@ -261,8 +295,10 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		}
 		m.mu.Lock()
 		m.replicas[k] = r
+		delete(m.rejoin, k)
 		m.mu.Unlock()
-		m.cfg.Logger.Info("replica opened", "topic_id", k.topic, "partition", k.part, "replicas", p.Replicas)
+		m.setTarget(v, k, p, r)
+		m.cfg.Logger.Info("replica opened", "topic_id", k.topic, "partition", k.part, "replicas", p.Replicas, "joining", m.joining(p))
 	}
 	return errors.Join(errs...)
 }
@@ -271,7 +307,8 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 // bootstraps it with the same configuration (the partition's replicas in
 // order, so the first is the preferred leader); hashicorp/raft accepts
 // identical bootstraps on all voters, and a replica with existing state
-// ignores it.
+// ignores it. A replica of a broker the partition's move adds joins the
+// group instead (partition.Config.Join): it never bootstraps.
 func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition, s partition.Settings, planMax int) (*partition.Replica, error) {
 	peers := make([]raft.Server, 0, len(p.Replicas))
 	for _, node := range p.Replicas {
@@ -285,6 +322,9 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 	if err != nil {
 		return nil, err
 	}
+	m.mu.RLock()
+	join := m.joining(p) || m.rejoin[k]
+	m.mu.RUnlock()
 	rc := m.cfg.Raft()
 	// Entries as large as the plan allows must fit one transport frame.
 	// Raft takes this at start only, so a plan raised later applies to
@@ -295,7 +335,8 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		ID:            ServerID(m.cfg.NodeID),
 		Dir:           m.dir(k),
 		Peers:         peers,
-		Bootstrap:     true,
+		Bootstrap:     !join,
+		Join:          join,
 		Transport:     tr,
 		Committer:     m.cfg.Committer,
 		Log:           m.cfg.Log,
@@ -317,6 +358,8 @@ func (m *Manager) remove(k key) error {
 	m.mu.Lock()
 	r := m.replicas[k]
 	delete(m.replicas, k)
+	delete(m.leaving, k)
+	delete(m.badTarget, k)
 	m.mu.Unlock()
 	if r != nil {
 		if err := r.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
@@ -333,8 +376,8 @@ func (m *Manager) remove(k key) error {
 	return nil
 }
 
-// removeOrphans deletes replica directories that want does not list.
-func (m *Manager) removeOrphans(want map[key]wire.Partition) error {
+// removeOrphans deletes replica directories that keep does not list.
+func (m *Manager) removeOrphans(want map[key]bool) error {
 	topics, err := os.ReadDir(m.cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("list replicas dir: %w", err)
@@ -389,6 +432,7 @@ func (m *Manager) Status() []wire.PartitionStatus {
 		l := r.Store().Log()
 		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = r.LogStartOffset(), l.NextOffset(), l.Size()
 		st.BehindLogStart = r.BehindLogStart()
+		moveStatus(r, &st)
 		out = append(out, st)
 	}
 	return out
