@@ -139,7 +139,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		HTTPScheme: cfg.TLS.scheme(),
 		Partitions: func() []wire.PartitionStatus {
 			if m := manager.Load(); m != nil {
-				return m.Status()
+				return m.ReportStatus()
 			}
 			return []wire.PartitionStatus{}
 		}})

@@ -414,14 +414,21 @@ func (m *Manager) Get(topicID string, part int32) (*partition.Replica, bool) {
 	return r, ok
 }
 
-// Status reports every replica's view of its partition, for the cell
-// report. LeaderNode is 0 while no leader is known.
-func (m *Manager) Status() []wire.PartitionStatus {
+// Status reports every replica's view of its tenant partition. LeaderNode
+// is 0 while no leader is known.
+func (m *Manager) Status() []wire.PartitionStatus { return m.status(false) }
+
+// ReportStatus is Status plus the cell's offsets partitions (topic id
+// groups.OffsetsTopicID), for the cell report: the control plane moves
+// them too, and finishes their moves from their leaders' reports.
+func (m *Manager) ReportStatus() []wire.PartitionStatus { return m.status(true) }
+
+func (m *Manager) status(offsets bool) []wire.PartitionStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make([]wire.PartitionStatus, 0, len(m.replicas))
 	for k, r := range m.replicas {
-		if k.topic == groups.OffsetsTopicID || k.topic == UsageTopicID {
+		if (k.topic == groups.OffsetsTopicID && !offsets) || k.topic == UsageTopicID {
 			continue // internal: no topic of the control plane's
 		}
 		st := wire.PartitionStatus{TopicID: k.topic, Partition: int(k.part), LeaderEpoch: int64(r.LeaderEpoch()),
