@@ -145,6 +145,5 @@ type rangeSink struct {
 }
 
 func (s rangeSink) RecordRange(ctx context.Context, r partition.MeterRange) error {
-	s.meter.Produced(usage.Range{Tenant: s.tenant, Topic: s.topic, Partition: s.part, End: r.End, Hour: r.Hour, Bytes: r.Bytes, Messages: r.Records})
-	return s.meter.Sync(ctx)
+	return s.meter.RecordRange(ctx, usage.Range{Tenant: s.tenant, Topic: s.topic, Partition: s.part, End: r.End, Hour: r.Hour, Bytes: r.Bytes, Messages: r.Records})
 }

@@ -83,8 +83,7 @@ func (m *Meter) addMilli(tenant, topic, meter string, n int64) {
 	}
 }
 
-// Produced queues a partition's closed produce range for the next flush
-// (the partition's leader then calls Sync to wait for it).
+// Produced queues a partition's closed produce range for the next flush.
 func (m *Meter) Produced(r Range) {
 	if m == nil {
 		return
@@ -92,6 +91,16 @@ func (m *Meter) Produced(r Range) {
 	m.mu.Lock()
 	m.ranges = append(m.ranges, r)
 	m.mu.Unlock()
+}
+
+// RecordRange is what a partition's leader calls with a closed range
+// (partition.MeterSink, through an adapter that names the tenant, topic
+// and partition): Produced, then Sync. An error leaves the outcome
+// unknown; the leader records the range again later, and the ledger
+// counts it once.
+func (m *Meter) RecordRange(ctx context.Context, r Range) error {
+	m.Produced(r)
+	return m.Sync(ctx)
 }
 
 // Fetched counts fetched bytes holding messages records.
