@@ -90,7 +90,7 @@ type ShipResult struct {
 	Records, Duplicates, Rejected int
 }
 
-// Ledger is the usage ledger in Postgres (migration 00012).
+// Ledger is the usage ledger in Postgres (migrations 00012 and 00017).
 type Ledger struct {
 	DB *pgxpool.Pool
 }

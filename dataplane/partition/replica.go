@@ -236,7 +236,7 @@ type Replica struct {
 	stop      chan struct{}
 	peerDown  chan raft.ServerID // peer brokers found down (watchPeers)
 	peers     peerWatcher        // nil without per-broker failure detection
-	wg        sync.WaitGroup     // the monitor, barrier, campaign and deferred-bootstrap goroutines
+	wg        sync.WaitGroup     // the monitor, barrier, campaign, deferred-bootstrap and meter goroutines
 	closeOnce sync.Once
 	closeErr  error
 
