@@ -25,7 +25,10 @@ func IsMeter(m string) bool {
 }
 
 // Record is a usage record as the brokers write it (dataplane/usage's
-// Record, version 1).
+// Record): version 2 carries produce Ranges; version 1, which brokers
+// wrote before produce was metered from the partitions' logs, carried
+// produced Batches instead, and is still applied for the records of it
+// left in usage partitions.
 type Record struct {
 	Version int     `json:"v"`
 	Node    int     `json:"node"`
@@ -34,9 +37,10 @@ type Record struct {
 	At      int64   `json:"at"`
 	Entries []Entry `json:"entries"`
 	Batches []Batch `json:"batches"`
+	Ranges  []Range `json:"ranges"`
 }
 
-// Batch is one produced batch of a Record: counted once per (topic,
+// Batch is one produced batch of a version 1 Record: counted once per (topic,
 // partition, base offset) as bytes_in and messages_in.
 type Batch struct {
 	Tenant    string `json:"tenant"`
@@ -86,7 +90,7 @@ type ShipResult struct {
 	Records, Duplicates, Rejected int
 }
 
-// Ledger is the usage ledger in Postgres (migration 00012).
+// Ledger is the usage ledger in Postgres (migrations 00012 and 00017).
 type Ledger struct {
 	DB *pgxpool.Pool
 }
@@ -120,6 +124,7 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 		}
 		sums := map[ledgerKey]int64{}
 		batches := map[batchKey]Batch{}
+		var ranges []Range
 		recs := make([]Record, 0, len(s.Records))
 		for _, raw := range s.Records {
 			r, err := decode(raw)
@@ -147,8 +152,12 @@ func (l *Ledger) Ship(ctx context.Context, s Shipment) (ShipResult, error) {
 			for _, b := range r.Batches {
 				batches[batchKey{b.Topic, b.Partition, b.Base}] = b
 			}
+			ranges = append(ranges, r.Ranges...)
 		}
 		if err := newBatches(ctx, tx, batches, sums); err != nil {
+			return err
+		}
+		if err := newRanges(ctx, tx, ranges, sums); err != nil {
 			return err
 		}
 		if err := addSums(ctx, tx, sums); err != nil {
@@ -266,7 +275,7 @@ func decode(raw []byte) (Record, error) {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return r, fmt.Errorf("%w: %w", errBadRecord, err)
 	}
-	if r.Version != 1 || r.Node <= 0 || r.Boot == "" || r.Seq <= 0 {
+	if (r.Version != 1 && r.Version != 2) || (r.Version == 1 && len(r.Ranges) > 0) || (r.Version == 2 && len(r.Batches) > 0) || r.Node <= 0 || r.Boot == "" || r.Seq <= 0 {
 		return r, fmt.Errorf("%w: version %d, source %d/%q/%d", errBadRecord, r.Version, r.Node, r.Boot, r.Seq)
 	}
 	for _, e := range r.Entries {
@@ -279,6 +288,11 @@ func decode(raw []byte) (Record, error) {
 			return r, fmt.Errorf("%w: batch %+v", errBadRecord, b)
 		}
 	}
+	for _, g := range r.Ranges {
+		if g.Tenant == "" || g.Topic == "" || g.Partition < 0 || g.End <= 0 || g.Bytes < 0 || g.Messages < 0 || g.Hour%3600 != 0 {
+			return r, fmt.Errorf("%w: range %+v", errBadRecord, g)
+		}
+	}
 	return r, nil
 }
 
@@ -288,9 +302,14 @@ func decode(raw []byte) (Record, error) {
 const SourceRetention = 15 * 24 * time.Hour
 
 // Prune forgets the sources and batches applied before cutoff (now -
-// SourceRetention in production) and returns how many rows it deleted.
+// SourceRetention in production), and the produce ranges of hours before
+// it that a later range of their partition supersedes, and returns how
+// many rows it deleted.
 func (l *Ledger) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
-	var n int64
+	n, err := pruneRanges(ctx, l.DB, cutoff)
+	if err != nil {
+		return n, err
+	}
 	for _, table := range []string{"usage_sources", "usage_batches"} {
 		tag, err := l.DB.Exec(ctx, `DELETE FROM `+table+` WHERE applied_at < $1`, cutoff)
 		if err != nil {

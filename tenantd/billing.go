@@ -20,18 +20,18 @@ import (
 	metering "github.com/sluicehq/sluice/dataplane/usage"
 )
 
-// startUsage starts a broker's metering over its replica manager: the
-// meter the front doors count into, the flusher that writes the counts
-// into the usage partition this broker leads, and the shipper that sends
-// the records of the usage partitions it leads to the control plane's
+// startUsage starts a broker's metering over its replica manager and
+// meter (which the front doors count fetches into and the partitions'
+// leaders their produce ranges): the flusher that writes the counts into
+// the usage partition this broker leads, and the shipper that sends the
+// records of the usage partitions it leads to the control plane's
 // ledger. stop makes a last flush and stops both; call it before the
 // replicas close.
-func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replicas.Manager, log *slog.Logger) (meter *metering.Meter, stop func(), err error) {
-	meter = metering.NewMeter(nil)
+func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replicas.Manager, meter *metering.Meter, log *slog.Logger) (stop func(), err error) {
 	meter.WaitWhen(m.HasUsage)
 	f, err := metering.NewFlusher(metering.FlusherConfig{NodeID: nodeID, Meter: meter, Partition: m.UsageAppender, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Partition-seconds and storage byte-seconds of the partitions led
 	// here, sized after retention.
@@ -50,16 +50,16 @@ func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replic
 	}})
 	if err != nil {
 		_ = f.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
 	sh, err := metering.NewShipper(metering.ShipperConfig{Led: m.UsageLed, Sink: usageSink{cell: cell, cellID: cfg.Cell}, Logger: log})
 	if err != nil {
 		_ = sm.Close()
 		_ = f.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return meter, func() {
+	return func() {
 		_ = sh.Close()
 		_ = sm.Close()
 		_ = f.Close()

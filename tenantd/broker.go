@@ -215,7 +215,9 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		return err
 	}
 	defer unobserve()
-	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, Logger: log})
+	// The meter before the replicas: their leaders record produce into it.
+	meter := metering.NewMeter(nil)
+	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, Usage: meter, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -243,7 +245,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	ids := &kafka.ProducerIDBlocks{Allocate: func(ctx context.Context, n int) (int64, error) {
 		return cell.AllocateProducerIDs(ctx, cfg.Cell, n)
 	}}
-	meter, stopUsage, err := startUsage(cfg, self.NodeID, syncer, m, log)
+	stopUsage, err := startUsage(cfg, self.NodeID, syncer, m, meter, log)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,11 @@ type Options struct {
 	Voters int
 	// Logger receives the replicas' lines; default discarded.
 	Logger *slog.Logger
+	// Meter, if set, returns the produce-metering sink of broker b's
+	// replica of part (partition.Config.Meter); MeterInterval is their
+	// close interval (default the partition package's).
+	Meter         func(b, part int) partition.MeterSink
+	MeterInterval time.Duration
 	// SeedRate is each broker's seeding byte rate (partition.NewSeeder);
 	// 0 is unlimited. SetSeedRate changes it for brokers started later.
 	SeedRate int64
@@ -199,6 +204,8 @@ func (c *Cell) StartBroker(b int) {
 			Log:            c.opts.Log,
 			Raft:           c.opts.Raft(),
 			CheckInterval:  c.opts.CheckInterval,
+			Meter:          c.meter(b, p),
+			MeterInterval:  c.opts.MeterInterval,
 			Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
 		})
 		if err != nil {
@@ -206,6 +213,13 @@ func (c *Cell) StartBroker(b int) {
 		}
 		br.replicas = append(br.replicas, r)
 	}
+}
+
+func (c *Cell) meter(b, part int) partition.MeterSink {
+	if c.opts.Meter == nil {
+		return nil
+	}
+	return c.opts.Meter(b, part)
 }
 
 // StopBroker closes every replica of broker b and its committer, as a

@@ -283,9 +283,9 @@ func (s *Server) publishPart(ctx context.Context, c echo.Context, v *cellview.Vi
 			s.metrics.published.WithLabelValues("bytes").Add(float64(len(b.batch)))
 			// Counted where appended: a forwarded batch is counted by
 			// the leader that appends it.
+			// Billing meters it from the partition's log
+			// (partition/meter.go): nothing to wait for here.
 			s.record(Admission{Principal: callerOf(c).p, Op: OpPublish, Topic: t.Name, Messages: len(b.idx), Bytes: int64(len(b.batch))})
-			s.cfg.Usage.Produced(callerOf(c).p.TenantID, t.ID, b.part, base, int64(len(b.batch)), int64(len(b.idx)))
-			s.syncUsage(ctx)
 		}
 		setAll(base, err)
 		return

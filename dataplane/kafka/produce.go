@@ -166,7 +166,6 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		}
 	}
 	c.recordProduce(acked, records)
-	c.meterProduce(ctx, r, resp)
 	if r.Version >= 10 {
 		addLeaderEndpoints(v, resp)
 	}

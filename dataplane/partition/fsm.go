@@ -38,6 +38,8 @@ type fsmState struct {
 	// leader checks sequences against, rebuilt by every replica from the
 	// entries it applies.
 	Producers map[int64]*ProducerState `json:"producers,omitempty"`
+	// Meter is the produce metering (meter.go).
+	Meter meterState `json:"meter"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -93,6 +95,7 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	if n := len(f.st.Epochs); n == 0 || f.st.Epochs[n-1].Epoch < h.LeaderEpoch {
 		f.st.Epochs = append(f.st.Epochs, EpochStart{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset})
 	}
+	f.st.Meter.add(h, len(l.Data))
 	if h.ProducerID >= 0 {
 		if f.st.Producers == nil {
 			f.st.Producers = map[int64]*ProducerState{}
@@ -117,6 +120,9 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 // applyControl applies a control entry. A log start decision above the
 // high watermark at its index is refused, the same on every replica.
 func (f *fsm) applyControl(l *raft.Log) interface{} {
+	if raftlog.ControlKind(l.Data) == raftlog.ControlMeterClose {
+		return f.applyMeterClose(l)
+	}
 	off, err := raftlog.DecodeLogStart(l.Data)
 	if err != nil {
 		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}
@@ -209,6 +215,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
 	st.LogStartOffset = max(st.LogStartOffset, f.st.LogStartOffset)
+	if f.st.Meter.Closed.End > st.Meter.Closed.End {
+		st.Meter = f.st.Meter // like the high watermark: never back
+	}
 	behind := st.HighWatermark > end
 	if behind {
 		f.behind.Store(true)

@@ -149,6 +149,14 @@ type Config struct {
 	// NodeID maps a replica's server id to its broker's node id, for
 	// Leader and NotLeaderError.Node. Default: the server id in decimal.
 	NodeID func(raft.ServerID) (int, bool)
+	// Meter, if set, meters this partition's produce from its log
+	// (meter.go): while this replica leads, it closes the pending sums
+	// every MeterInterval and records each closed range with Meter.
+	// Every replica sums whether or not it is set.
+	Meter MeterSink
+	// MeterInterval is how often the leader closes pending produce sums;
+	// default DefaultMeterInterval.
+	MeterInterval time.Duration
 	// Seeder is the broker's seeding budget (seed.go), shared by its
 	// replicas. Default: an unlimited one of this replica's own.
 	Seeder *Seeder
@@ -205,6 +213,9 @@ func (c *Config) validate() error {
 	if c.Seeder == nil {
 		c.Seeder = NewSeeder(0)
 	}
+	if c.MeterInterval <= 0 {
+		c.MeterInterval = DefaultMeterInterval
+	}
 	return nil
 }
 
@@ -234,7 +245,7 @@ type Replica struct {
 	stop      chan struct{}
 	peerDown  chan raft.ServerID // peer brokers found down (watchPeers)
 	peers     peerWatcher        // nil without per-broker failure detection
-	wg        sync.WaitGroup     // the monitor, barrier, campaign and deferred-bootstrap goroutines
+	wg        sync.WaitGroup     // the monitor, barrier, campaign, deferred-bootstrap and meter goroutines
 	closeOnce sync.Once
 	closeErr  error
 
@@ -424,6 +435,10 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if deferBootstrap {
 		r.wg.Add(1)
 		go r.bootstrapLater()
+	}
+	if cfg.Meter != nil {
+		r.wg.Add(1)
+		go r.meterLoop()
 	}
 	if bootstrapped {
 		r.wg.Add(1)

@@ -30,7 +30,37 @@ const (
 	// ControlLogStart: the log start offset is now the int64 that
 	// follows (big endian). Retention and DeleteRecords replicate it.
 	ControlLogStart byte = 1
+	// ControlMeterClose: close the partition's pending produce metering
+	// into a range ending here; the int64 that follows (big endian) is
+	// the leader's wall clock in unix milliseconds when it appended the
+	// entry, the hour the range is billed in (partition/meter.go).
+	ControlMeterClose byte = 2
 )
+
+// ControlKind is the kind of a control entry's data (0 if it has none).
+func ControlKind(data []byte) byte {
+	if len(data) == 0 {
+		return 0
+	}
+	return data[0]
+}
+
+// EncodeMeterClose is the data of a ControlMeterClose entry.
+func EncodeMeterClose(atMillis int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{ControlMeterClose}, uint64(atMillis))
+}
+
+// DecodeMeterClose decodes EncodeMeterClose's data.
+func DecodeMeterClose(data []byte) (int64, error) {
+	if len(data) != 9 || data[0] != ControlMeterClose {
+		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
+	}
+	at := int64(binary.BigEndian.Uint64(data[1:]))
+	if at < 0 {
+		return 0, fmt.Errorf("%w: negative meter close time %d", ErrBadControl, at)
+	}
+	return at, nil
+}
 
 // ErrBadControl means a control entry's data did not decode.
 var ErrBadControl = errors.New("raftlog: malformed control entry")

@@ -34,6 +34,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/transport"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // ErrClosed is returned by Apply after Close.
@@ -80,6 +81,9 @@ type Config struct {
 	// negative is refused. tenantd's -seed-rate defaults to
 	// DefaultSeedRate.
 	SeedRate int64
+	// Usage, if set, is the broker's meter: the leaders of the tenants'
+	// partitions record their closed produce ranges into it (usage.go).
+	Usage *usage.Meter
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -344,6 +348,7 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Raft:          rc,
 		CheckInterval: m.cfg.CheckInterval,
 		Seeder:        m.seeder,
+		Meter:         m.produceMeter(v, k),
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
 	})
 	if err != nil {

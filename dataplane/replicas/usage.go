@@ -1,12 +1,14 @@
 package replicas
 
 import (
+	"context"
 	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/usage"
@@ -116,4 +118,32 @@ func (m *Manager) HasUsage() bool {
 		}
 	}
 	return false
+}
+
+// produceMeter returns the sink of partition k's closed produce ranges
+// (partition.Config.Meter): nil without a meter, for the cell's internal
+// partitions, and for a topic the view does not name. The tenant is read
+// once: a topic id keeps its tenant.
+func (m *Manager) produceMeter(v *cellview.View, k key) partition.MeterSink {
+	if m.cfg.Usage == nil || k.topic == UsageTopicID || k.topic == groups.OffsetsTopicID {
+		return nil
+	}
+	t, ok := v.TopicByID(k.topic)
+	if !ok {
+		return nil
+	}
+	return rangeSink{meter: m.cfg.Usage, tenant: t.TenantID, topic: k.topic, part: k.part}
+}
+
+// rangeSink records a partition's closed ranges as usage records: it
+// queues the range in the meter and waits until a usage partition holds
+// it (usage.Meter.Sync).
+type rangeSink struct {
+	meter         *usage.Meter
+	tenant, topic string
+	part          int32
+}
+
+func (s rangeSink) RecordRange(ctx context.Context, r partition.MeterRange) error {
+	return s.meter.RecordRange(ctx, usage.Range{Tenant: s.tenant, Topic: s.topic, Partition: s.part, End: r.End, Hour: r.Hour, Bytes: r.Bytes, Messages: r.Records})
 }

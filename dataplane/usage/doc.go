@@ -1,21 +1,25 @@
 // Package usage is a broker's metering: per-tenant counters of what the
-// front doors moved (bytes and messages produced and fetched, by topic and
-// hour), flushed as usage records into the cell's internal,
+// front doors fetched (bytes and messages, by topic and hour), the
+// partitions' closed produce ranges, and the sampled partition- and
+// storage-seconds, flushed as usage records into the cell's internal,
 // Raft-replicated usage partitions, and shipped from those partitions to
 // the control plane's billing ledger.
 //
-// Exactness rests on three things. A front door counts a produce after
-// its batch committed and a fetch before its response is written, then
-// calls Meter.Sync, which returns once a usage record holding the count
-// is committed in a usage partition: an acknowledged produce or a sent
-// fetch is in the replicated usage log before the client hears of it.
-// Each record names its source (broker node id, a random per-boot id and
-// a sequence number); a flush whose outcome is unknown is retried with
-// the same source and sequence, and the ledger applies a source sequence
+// Exactness rests on these. Produce is metered from the partitions'
+// replicated logs (partition/meter.go): a partition's leader records
+// each closed range, which names its end offset, with RecordRange, and
+// a new leader records its last one again; the ledger keeps, per
+// (topic, partition, hour), the range with the highest end. No produce
+// answer waits for metering. A front door counts a fetch before its
+// response is written, then calls Meter.Sync, which returns once a usage
+// record holding the count is committed in a usage partition. Each
+// record names its source (broker node id, a random per-boot id and a
+// sequence number); a flush whose outcome is unknown is retried with the
+// same source and sequence, and the ledger applies a source sequence
 // once. The shipper sends a usage partition's records with the offset
 // range they cover; the ledger applies a range only if it starts where
 // the last applied one ended, in the same transaction.
 //
-// tenantd wires it; the front doors call Meter. It imports the data
-// plane's log package only.
+// tenantd wires it; the front doors and the replica manager call Meter.
+// It imports the data plane's log and records packages only.
 package usage

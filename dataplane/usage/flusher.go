@@ -159,8 +159,8 @@ func (f *Flusher) run() {
 
 // start takes the meter's counts and starts a flush of them.
 func (f *Flusher) start(flushes *sync.WaitGroup) {
-	counts, batches, gen := f.cfg.Meter.take()
-	recs := f.records(counts, batches)
+	counts, ranges, gen := f.cfg.Meter.take()
+	recs := f.records(counts, ranges)
 	if len(recs) == 0 {
 		f.complete(gen)
 		return
@@ -217,8 +217,8 @@ func (f *Flusher) complete(g uint64) {
 
 // records turns counts into records of at most maxEntries entries, in a
 // stable order.
-func (f *Flusher) records(counts map[key]int64, batches []Batch) []Record {
-	if len(counts) == 0 && len(batches) == 0 {
+func (f *Flusher) records(counts map[key]int64, ranges []Range) []Record {
+	if len(counts) == 0 && len(ranges) == 0 {
 		return nil
 	}
 	keys := make([]key, 0, len(counts))
@@ -238,16 +238,16 @@ func (f *Flusher) records(counts map[key]int64, batches []Batch) []Record {
 	})
 	at := time.Now().UnixMilli()
 	var out []Record
-	for len(keys) > 0 || len(batches) > 0 {
+	for len(keys) > 0 || len(ranges) > 0 {
 		n := min(len(keys), maxEntries)
-		nb := min(len(batches), maxEntries-n)
+		nr := min(len(ranges), maxEntries-n)
 		f.seq++
-		r := Record{Version: RecordVersion, Node: f.cfg.NodeID, Boot: f.cfg.Boot, Seq: f.seq, At: at, Batches: batches[:nb:nb]}
+		r := Record{Version: RecordVersion, Node: f.cfg.NodeID, Boot: f.cfg.Boot, Seq: f.seq, At: at, Ranges: ranges[:nr:nr]}
 		for _, k := range keys[:n] {
 			r.Entries = append(r.Entries, Entry{Tenant: k.tenant, Topic: k.topic, Meter: k.meter, Hour: k.hour, Value: counts[k]})
 		}
 		out = append(out, r)
-		keys, batches = keys[n:], batches[nb:]
+		keys, ranges = keys[n:], ranges[nr:]
 	}
 	return out
 }

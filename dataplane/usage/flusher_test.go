@@ -38,12 +38,12 @@ func (l *memLog) Produce(_ context.Context, b []byte) (int64, error) {
 }
 
 // totals folds the log the way the ledger does: each (node, boot, seq)
-// once, each batch (topic, partition, base) once.
+// once, and per (topic, partition, hour) the range with the highest end.
 func (l *memLog) totals(t *testing.T) (map[string]int64, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seen := map[[3]any]bool{}
-	batches := map[[3]any]bool{}
+	best := map[[3]any]Range{}
 	out := map[string]int64{}
 	dups := 0
 	for _, b := range l.batches {
@@ -61,17 +61,19 @@ func (l *memLog) totals(t *testing.T) (map[string]int64, int) {
 			for _, e := range r.Entries {
 				out[e.Tenant+"/"+e.Topic+"/"+e.Meter] += e.Value
 			}
-			for _, b := range r.Batches {
-				if k := [3]any{b.Topic, b.Partition, b.Base}; !batches[k] {
-					batches[k] = true
-					out[b.Tenant+"/"+b.Topic+"/bytes_in"] += b.Bytes
-					out[b.Tenant+"/"+b.Topic+"/messages_in"] += b.Messages
+			for _, g := range r.Ranges {
+				if k := [3]any{g.Topic, g.Partition, g.Hour}; g.End > best[k].End {
+					best[k] = g
 				}
 			}
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, g := range best {
+		out[g.Tenant+"/"+g.Topic+"/bytes_in"] += g.Bytes
+		out[g.Tenant+"/"+g.Topic+"/messages_in"] += g.Messages
 	}
 	return out, dups
 }
@@ -110,10 +112,11 @@ func TestSyncCommitsBeforeReturn(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					m.Produced("t1", "topic-a", 0, int64(i), int64(100+i), 2)
-					// A retry of batch i answered as a duplicate
-					// (same base offset): counted once.
-					m.Produced("t1", "topic-a", 0, int64(i), int64(100+i), 2)
+					r := Range{Tenant: "t1", Topic: "topic-a", Partition: int32(i), End: 10, Hour: 3600, Bytes: int64(100 + i), Messages: 2}
+					m.Produced(r)
+					// Partition i's next leader records its
+					// last range again: counted once.
+					m.Produced(r)
 					m.Fetched("t2", "", 10, 1)
 					if err := m.Sync(context.Background()); err != nil {
 						t.Error(err)
@@ -160,7 +163,7 @@ func TestSyncWaitsForAPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m.Produced("t1", "a", 0, 0, 10, 1)
+	m.Produced(Range{Tenant: "t1", Topic: "a", End: 1, Bytes: 10, Messages: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := m.Sync(ctx); !errors.Is(err, context.Canceled) {
@@ -213,7 +216,7 @@ func BenchmarkMeterAdd(b *testing.B) {
 	m := NewMeter(nil)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			m.Produced("tenant", "topic", 0, 0, 1000, 1)
+			m.Fetched("tenant", "topic", 1000, 1)
 		}
 	})
 }
@@ -231,7 +234,7 @@ func TestSyncWithoutUsagePartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	m.Produced("t1", "a", 0, 0, 10, 1)
+	m.Produced(Range{Tenant: "t1", Topic: "a", End: 1, Bytes: 10, Messages: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := m.Sync(ctx); err != nil {

@@ -26,8 +26,8 @@ type Meter struct {
 	// mu guards the fields below.
 	mu     sync.Mutex
 	counts map[key]int64
-	// batches are the produced batches since the last take.
-	batches []Batch
+	// ranges are the produce ranges since the last take.
+	ranges []Range
 	// milli holds what addMilli counted below a whole unit, per counter
 	// without its hour: carried into the next sample.
 	milli map[key]int64
@@ -83,17 +83,24 @@ func (m *Meter) addMilli(tenant, topic, meter string, n int64) {
 	}
 }
 
-// Produced counts a batch of bytes holding messages records, appended to
-// partition of topic at base (or found there as a duplicate of a retried
-// batch: the ledger counts each base offset once).
-func (m *Meter) Produced(tenant, topic string, partition int32, base, bytes, messages int64) {
-	if m == nil || bytes <= 0 {
+// Produced queues a partition's closed produce range for the next flush.
+func (m *Meter) Produced(r Range) {
+	if m == nil {
 		return
 	}
-	hour := m.now().Truncate(time.Hour).Unix()
 	m.mu.Lock()
-	m.batches = append(m.batches, Batch{Tenant: tenant, Topic: topic, Partition: partition, Base: base, Hour: hour, Bytes: bytes, Messages: messages})
+	m.ranges = append(m.ranges, r)
 	m.mu.Unlock()
+}
+
+// RecordRange is what a partition's leader calls with a closed range
+// (partition.MeterSink, through an adapter that names the tenant, topic
+// and partition): Produced, then Sync. An error leaves the outcome
+// unknown; the leader records the range again later, and the ledger
+// counts it once.
+func (m *Meter) RecordRange(ctx context.Context, r Range) error {
+	m.Produced(r)
+	return m.Sync(ctx)
 }
 
 // Fetched counts fetched bytes holding messages records.
@@ -113,7 +120,7 @@ func (m *Meter) Sync(ctx context.Context) error {
 		return nil
 	}
 	m.mu.Lock()
-	if len(m.counts) == 0 && len(m.batches) == 0 && m.flushed+1 >= m.gen {
+	if len(m.counts) == 0 && len(m.ranges) == 0 && m.flushed+1 >= m.gen {
 		// Nothing counted and no flush outstanding.
 		m.mu.Unlock()
 		return nil
@@ -121,7 +128,7 @@ func (m *Meter) Sync(ctx context.Context) error {
 	// With nothing new counted, the flush in flight is the one to wait
 	// for.
 	gen := m.gen
-	if len(m.counts) == 0 && len(m.batches) == 0 {
+	if len(m.counts) == 0 && len(m.ranges) == 0 {
 		gen--
 	}
 	for m.flushed < gen {
@@ -144,11 +151,11 @@ func (m *Meter) Sync(ctx context.Context) error {
 
 // take returns the counts accumulated so far and their generation, and
 // starts a new one.
-func (m *Meter) take() (map[key]int64, []Batch, uint64) {
+func (m *Meter) take() (map[key]int64, []Range, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, b, g := m.counts, m.batches, m.gen
-	m.counts, m.batches = map[key]int64{}, nil
+	c, b, g := m.counts, m.ranges, m.gen
+	m.counts, m.ranges = map[key]int64{}, nil
 	m.gen++
 	return c, b, g
 }
@@ -169,5 +176,5 @@ func (m *Meter) markFlushed(g uint64) {
 func (m *Meter) Pending() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.counts) > 0 || len(m.batches) > 0 || m.flushed+1 < m.gen
+	return len(m.counts) > 0 || len(m.ranges) > 0 || m.flushed+1 < m.gen
 }

@@ -11,7 +11,8 @@ import (
 func TestRecordRoundTrip(t *testing.T) {
 	recs := []Record{
 		{Version: RecordVersion, Node: 1, Boot: "ab", Seq: 1, At: 1700000000000, Entries: []Entry{{Tenant: "t1", Topic: "x", Meter: BytesIn, Hour: 1699999200, Value: 42}}},
-		{Version: RecordVersion, Node: 2, Boot: "cd", Seq: 7, At: 1700000000001, Entries: []Entry{{Tenant: "t2", Meter: MessagesOut, Hour: 1699999200, Value: 1}}},
+		{Version: RecordVersion, Node: 2, Boot: "cd", Seq: 7, At: 1700000000001, Entries: []Entry{{Tenant: "t2", Meter: MessagesOut, Hour: 1699999200, Value: 1}},
+			Ranges: []Range{{Tenant: "t2", Topic: "y", Partition: 3, End: 900, Hour: 1699999200, Bytes: 5000, Messages: 40}}},
 	}
 	var log []byte
 	for i, r := range recs {
@@ -62,20 +63,34 @@ func TestEachValueRefusesDamage(t *testing.T) {
 	}
 }
 
-// FuzzEachValue: whatever the bytes (a usage partition's log is read back
-// from disk and over the network), EachValue returns without panicking,
-// and every value it yields lies inside the input.
+// FuzzEachValue is the usage record decoder's fuzz target (EachValue over
+// records.Decode, then Decode): whatever the bytes (a usage partition's
+// log is read back from disk and over the network), it returns without
+// panicking, every value it yields lies inside the input, the offsets it
+// yields increase, and a record Decode accepts has the current version.
 func FuzzEachValue(f *testing.F) {
 	b, _ := EncodeBatch(Record{Version: RecordVersion, Node: 1, Boot: "x", Seq: 1, Entries: []Entry{{Tenant: "t", Meter: BytesIn, Value: 1}}})
 	f.Add(b)
-	f.Add(append(bytes.Clone(b), b...))
+	b2 := bytes.Clone(b)
+	binary.BigEndian.PutUint64(b2, 1) // as the partition stamps it
+	f.Add(append(bytes.Clone(b), b2...))
 	f.Add([]byte{})
+	r, _ := EncodeBatch(Record{Version: RecordVersion, Node: 2, Boot: "y", Seq: 3, Ranges: []Range{{Tenant: "t", Topic: "a", End: 7, Bytes: 70, Messages: 7}}})
+	binary.BigEndian.PutUint64(r, 5)
+	f.Add(append(bytes.Clone(b), r...))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		_, _ = EachValue(in, func(_ int64, v []byte) error {
+		last := int64(-1)
+		_, _ = EachValue(in, func(off int64, v []byte) error {
 			if len(v) > len(in) {
 				t.Fatalf("value of %d bytes from %d bytes of input", len(v), len(in))
 			}
-			_, _ = Decode(v)
+			if off <= last {
+				t.Fatalf("offset %d after %d", off, last)
+			}
+			last = off
+			if r, err := Decode(v); err == nil && r.Version != RecordVersion {
+				t.Fatalf("decoded version %d", r.Version)
+			}
 			return nil
 		})
 	})

@@ -163,22 +163,24 @@ func (c *usageCell) produceKafkaKilling(ctx context.Context, topic string, from,
 }
 
 // publishHTTP publishes m messages through the HTTP data API, ten per
-// request.
+// request. A message the answer refuses (a retriable error: the tenant's
+// produce quota) is sent again, alone with the others refused; the ones
+// accepted are not, so nothing is appended twice.
 func (c *usageCell) publishHTTP(ctx context.Context, topic string, from, m int) {
 	c.t.Helper()
+	type msg struct {
+		Key   []byte `json:"key"`
+		Value []byte `json:"value"`
+	}
 	for i := from; i < from+m; i += 10 {
-		type msg struct {
-			Key   []byte `json:"key"`
-			Value []byte `json:"value"`
-		}
-		var body struct {
-			Messages []msg `json:"messages"`
-		}
+		var pending []msg
 		for j := i; j < min(i+10, from+m); j++ {
-			body.Messages = append(body.Messages, msg{Key: fmt.Appendf(nil, "h%06d", j), Value: bytes.Repeat([]byte{'w'}, 80)})
+			pending = append(pending, msg{Key: fmt.Appendf(nil, "h%06d", j), Value: bytes.Repeat([]byte{'w'}, 80)})
 		}
-		b, _ := json.Marshal(body)
 		err := launch.WaitFor(ctx, "http publish", 30*time.Second, func() error {
+			b, _ := json.Marshal(struct {
+				Messages []msg `json:"messages"`
+			}{pending})
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(b))
 			req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
 			req.Header.Set("Content-Type", "application/json")
@@ -188,19 +190,28 @@ func (c *usageCell) publishHTTP(ctx context.Context, topic string, from, m int) 
 			}
 			defer resp.Body.Close()
 			var out struct {
-				Results []struct {
+				Messages []struct {
 					Error *api.Error `json:"error"`
-				} `json:"results"`
+				} `json:"messages"`
 			}
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusMultiStatus) {
 				return fmt.Errorf("publish: %s %v", resp.Status, err)
 			}
-			for _, r := range out.Results {
-				if r.Error != nil {
-					// A partial failure would be retried whole and
-					// append twice; the test wants none.
+			if len(out.Messages) != len(pending) {
+				c.t.Fatalf("publish answered %d results for %d messages", len(out.Messages), len(pending))
+			}
+			var refused []msg
+			for k, r := range out.Messages {
+				if r.Error == nil {
+					continue
+				}
+				if !r.Error.Retriable {
 					c.t.Fatalf("publish answered a per-message error: %+v", r.Error)
 				}
+				refused = append(refused, pending[k])
+			}
+			if pending = refused; len(pending) > 0 {
+				return fmt.Errorf("publish: %d messages refused: %+v", len(pending), out.Messages[0].Error)
 			}
 			return nil
 		})

@@ -96,6 +96,9 @@ type cellOptions struct {
 	// offsetsParts, when positive, serves consumer groups: that many
 	// offsets partitions and a coordinator per broker.
 	offsetsParts int
+	// meter is the produce-metering sink of broker b's replica of a
+	// group (celltest.Options.Meter).
+	meter func(b, group int) partition.MeterSink
 }
 
 // startCellWith is startCell with options.
@@ -114,7 +117,7 @@ func startCellWith(t testing.TB, parts int, topic string, opts cellOptions) (*ce
 	}
 	c.cp = cptest.Start(t, cptest.Brokers{KafkaAddrs: c.addrs})
 	c.logger = celltest.Logger(t, slog.LevelWarn)
-	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft})
+	c.cell = celltest.New(t, celltest.Options{Partitions: max(parts, opts.groups), Raft: opts.raft, Meter: opts.meter})
 	if opts.offsetsParts > 0 {
 		c.offsets = celltest.New(t, celltest.Options{Partitions: opts.offsetsParts, Raft: opts.raft})
 	}
