@@ -170,7 +170,7 @@ func (c *Config) validate() error {
 	}
 	c.Log.MaxBatchBytes = MaxBatchCeiling
 	if l := c.Settings.Log; l != (log.Settings{}) {
-		c.Log.SegmentBytes, c.Log.SegmentAge, c.Log.RetentionAge, c.Log.RetentionBytes = l.SegmentBytes, l.SegmentAge, l.RetentionAge, l.RetentionBytes
+		c.Log.ApplySettings(l)
 	}
 	if c.Raft == nil {
 		c.Raft = DefaultRaftConfig()
