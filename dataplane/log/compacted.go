@@ -106,3 +106,32 @@ func (l *Log) ClosedEnd() int64 {
 	}
 	return l.segs[len(l.segs)-1].base
 }
+
+// Unroll removes an empty active segment, so that the segment before it
+// takes appends again: the replication layer undoes a roll whose entry a
+// Raft log conflict removed. It does nothing if the active segment holds
+// data or is the only one.
+func (l *Log) Unroll() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	if err := l.usable(); err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("unroll: %w", err)
+	}
+	n := len(l.segs)
+	if n < 2 || l.segs[n-1].size != 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	d := l.segs[n-1]
+	l.segs = l.segs[:n-1]
+	l.gen++
+	l.mu.Unlock()
+	removeSegmentFiles(d)
+	if err := l.dir.Sync(); err != nil {
+		l.fail(err)
+		return fmt.Errorf("unroll: sync directory: %w", err)
+	}
+	return nil
+}

@@ -38,6 +38,9 @@ type fsmState struct {
 	// leader checks sequences against, rebuilt by every replica from the
 	// entries it applies.
 	Producers map[int64]*ProducerState `json:"producers,omitempty"`
+	// Clean is the replicated compaction decision (compact.go); nil
+	// until the leader of a compacted topic makes one.
+	Clean *cleanDecision `json:"clean,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -117,6 +120,12 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 // applyControl applies a control entry. A log start decision above the
 // high watermark at its index is refused, the same on every replica.
 func (f *fsm) applyControl(l *raft.Log) interface{} {
+	switch raftlog.ControlKind(l.Data) {
+	case raftlog.ControlClean:
+		return f.applyClean(l) // compact.go
+	case raftlog.ControlRoll:
+		return applyResult{} // the store rolled the log when it stored the entry
+	}
 	off, err := raftlog.DecodeLogStart(l.Data)
 	if err != nil {
 		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}

@@ -80,6 +80,19 @@ type Config struct {
 	// negative is refused. tenantd's -seed-rate defaults to
 	// DefaultSeedRate.
 	SeedRate int64
+	// CompactInterval is how often the cleaner passes over the replicas
+	// of compacted topics (compact.go); default DefaultCompactInterval.
+	CompactInterval time.Duration
+	// CompactTimeout bounds one replica's part of a cleaner pass; default
+	// 10 minutes (a big partition at CleanerRate takes a while).
+	CompactTimeout time.Duration
+	// CleanerRate bounds the cleaner's reads plus writes, bytes a second,
+	// for each replica it cleans in turn; default DefaultCleanerRate;
+	// negative: no limit.
+	CleanerRate int64
+	// Now is the clock compaction decisions take their "now" from (the
+	// leaders replicate it); default time.Now.
+	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -114,6 +127,21 @@ func (c *Config) validate() error {
 	}
 	if c.RetentionTimeout <= 0 {
 		c.RetentionTimeout = 5 * time.Second
+	}
+	if c.CompactInterval <= 0 {
+		c.CompactInterval = DefaultCompactInterval
+	}
+	if c.CompactTimeout <= 0 {
+		c.CompactTimeout = 10 * time.Minute
+	}
+	switch {
+	case c.CleanerRate == 0:
+		c.CleanerRate = DefaultCleanerRate
+	case c.CleanerRate < 0:
+		c.CleanerRate = 0 // log.CleanParams: no limit
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -166,8 +194,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
 	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate)}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.retentionLoop()
+	go m.compactLoop() // compact.go
 	return m, nil
 }
 
