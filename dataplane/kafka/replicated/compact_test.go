@@ -108,6 +108,31 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	}
 	t.Logf("read %d of %d records; newest value of every key at its original offset", seen, n)
 
+	// ListOffsets: the range is the offsets produced, gaps or not; a
+	// timestamp lookup lands inside it.
+	starts, err := adm.ListStartOffsets(ctx, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := starts.Lookup("latest", 0); s.Offset != 0 || s.Err != nil {
+		t.Fatalf("start offset %d, %v; want 0", s.Offset, s.Err)
+	}
+	if e, _ := ends.Lookup("latest", 0); e.Offset != n || e.Err != nil {
+		t.Fatalf("end offset %d, %v; want %d", e.Offset, e.Err, n)
+	}
+	mid := recs[n/2].Timestamp.UnixMilli()
+	byTS, err := adm.ListOffsetsAfterMilli(ctx, mid, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := byTS.Lookup("latest", 0); o.Err != nil || o.Offset < 0 || o.Offset > n {
+		t.Fatalf("offset for timestamp %d: %d, %v", mid, o.Offset, o.Err)
+	}
+
 	// Compaction cannot be turned on for an existing topic.
 	if res, err := adm.CreateTopic(ctx, 1, -1, nil, "plain"); err != nil || res.Err != nil {
 		t.Fatalf("create plain topic: %v %v", err, res.Err)
