@@ -62,6 +62,14 @@ func (l *Log) Compacted() bool {
 	return l.cfg.Compacted
 }
 
+// HasGaps reports whether the log may hold compaction's gaps and
+// rewritten batches: it is compacted, or was.
+func (l *Log) HasGaps() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.gaps
+}
+
 // RollDue reports whether a compacted log's active segment has reached
 // segment.bytes or segment.ms and should be rolled: the replication
 // layer's leader asks, and replicates the roll so that every replica rolls

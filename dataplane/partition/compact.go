@@ -43,6 +43,12 @@ import (
 // idempotent-producer state is in that snapshot, never re-derived from
 // compacted batches.
 
+// minRecleanStep is the least time between two cleanings that only time
+// calls for (tombstones expiring, segments leaving the compaction lag):
+// with delete.retention.ms=0 every pass would otherwise clean the whole
+// log again.
+const minRecleanStep = time.Minute
+
 // CompactionSettings are a compacted topic's cleaner settings.
 type CompactionSettings struct {
 	// DeleteRetention is delete.retention.ms: how long a tombstone stays.
@@ -71,6 +77,12 @@ type cleanDecision struct {
 	// Now is the newest "now" of the entries folded in, for the leader's
 	// schedule.
 	Now int64 `json:"now_ms"`
+}
+
+// sameEdges reports whether two decisions clean alike (Now only
+// schedules the leader).
+func (d cleanDecision) sameEdges(o cleanDecision) bool {
+	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge
 }
 
 // params is the decision as log.CleanParams.
@@ -122,7 +134,7 @@ func (r *Replica) CompactedTo() (upTo int64, applied bool) {
 	}
 	r.compact.mu.Lock()
 	defer r.compact.mu.Unlock()
-	return d.UpTo, r.compact.applied != nil && *r.compact.applied == *d
+	return d.UpTo, r.compact.applied != nil && r.compact.applied.sameEdges(*d)
 }
 
 // applyClean folds a ControlClean entry into the decision. A point above
@@ -209,10 +221,10 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	// Tombstones (and segments held back by the compaction lag) become
 	// removable as time passes with nothing new written: clean again once
 	// the expiry edge has moved by a delete.retention.ms.
-	if d != nil && !due && clean > 0 {
-		step := max(s.DeleteRetention.Milliseconds(), 1)
+	if d != nil && !due && clean+dirty > 0 {
+		step := max(s.DeleteRetention, minRecleanStep).Milliseconds()
 		due = nowMs-s.DeleteRetention.Milliseconds()-d.Expiry >= step ||
-			nowMs-s.MinCompactionLag.Milliseconds()-d.LagEdge >= max(s.MinCompactionLag.Milliseconds(), step)
+			s.MinCompactionLag > 0 && dirty > 0 && nowMs-s.MinCompactionLag.Milliseconds()-d.LagEdge >= max(s.MinCompactionLag, minRecleanStep).Milliseconds()
 	}
 	if !due || upTo <= 0 {
 		return nil
@@ -230,7 +242,7 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 	d := r.fsm.cleanDecision()
 	r.compact.mu.Lock()
-	done := d == nil || r.compact.applied != nil && *r.compact.applied == *d
+	done := d == nil || r.compact.applied != nil && r.compact.applied.sameEdges(*d)
 	r.compact.mu.Unlock()
 	if done {
 		return nil

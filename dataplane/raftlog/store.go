@@ -242,7 +242,7 @@ func (s *Store) GetLog(index uint64, out *raft.Log) error {
 		}
 		return fmt.Errorf("get raft entry %d: %w", index, err)
 	}
-	if s.log.Compacted() && (h.BaseOffset != e.at || h.NumRecords != h.LastOffsetDelta+1) {
+	if s.log.HasGaps() && (h.BaseOffset != e.at || h.NumRecords != h.LastOffsetDelta+1) {
 		return raft.ErrLogNotFound // compacted: its batch is gone or rewritten (roll.go)
 	}
 	if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count {

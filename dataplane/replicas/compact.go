@@ -21,8 +21,11 @@ import (
 const DefaultCompactInterval = 15 * time.Second
 
 // DefaultCleanerRate is the cleaner's read-plus-write budget in bytes a
-// second for the whole broker (Config.CleanerRate).
-const DefaultCleanerRate = 32 << 20
+// second for the whole broker (Config.CleanerRate). At 32 MiB/s a
+// replica's cleaner running flat out multiplied produce p99 by about 20 on
+// the benchmark machine; at 8 MiB/s by about 2 (docs/benchmarks.md,
+// BenchmarkProduceWhileCleaning).
+const DefaultCleanerRate = 8 << 20
 
 // compactLoop runs CompactionPass every CompactInterval, jittered by up to
 // a fifth either way. Close stops it.
