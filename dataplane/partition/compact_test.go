@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -143,6 +144,20 @@ var compactSettings = partition.Settings{
 	Compaction: partition.CompactionSettings{DeleteRetention: time.Hour, MinDirtyRatio: 0.2},
 }
 
+// produceRetrying produces batch, again after a not-leader error whose
+// outcome is unknown (a leadership change while committing): a duplicate
+// of a keyed record is superseded by the retry, which is what compaction
+// keeps, so these tests need no exactly-once.
+func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64, error) {
+	for i := 0; ; i++ {
+		off, err := c.Produce(ctx, 0, append([]byte(nil), batch...))
+		var nl *partition.NotLeaderError
+		if err == nil || i == 10 || !errors.As(err, &nl) {
+			return off, err
+		}
+	}
+}
+
 // passAll runs a compaction pass on every running replica, the leader
 // first, with now as the leader's clock.
 func passAll(t *testing.T, c *celltest.Cell, now int64) {
@@ -187,7 +202,7 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 	newest := map[string]readRecord{}
 	produce := func(i int, recs ...keyedRec) int64 {
 		t.Helper()
-		off, err := c.Produce(ctx, 0, keyedBatch(ts0+int64(i), -1, 0, recs...))
+		off, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, recs...))
 		if err != nil {
 			t.Fatalf("produce %d: %v", i, err)
 		}
@@ -301,4 +316,72 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 	if got := c.Replica(c.WaitLeader(0, waitLong), 0).HighWatermark(); got != hw {
 		t.Fatalf("the retry was appended: high watermark %d, was %d", got, hw)
 	}
+}
+
+// TestNewReplicaSeededCompacted: a replica added to a compacted partition
+// after compaction cannot be caught up from the Raft log (the batches of
+// the compacted entries are gone or rewritten); it is seeded from the
+// leader's segments as they are, and after its own cleaning pass its
+// closed segment files equal the other three replicas'.
+func TestNewReplicaSeededCompacted(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Brokers: 4, Voters: 3, Stopped: []int{3}, Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}})
+	for b := range 3 {
+		if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+	const ts0 = 1_700_000_000_000
+	for i := range 300 {
+		if _, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, keyedRec{fmt.Sprintf("k%d", i%5), make([]byte, 400)})); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			passAll(t, c, ts0+int64(i))
+		}
+	}
+	converged := func(brokers int) func() bool {
+		return func() bool {
+			passAll(t, c, ts0+1000)
+			want := closedSums(t, c, 0)
+			for b := 1; b < brokers; b++ {
+				if !sameSums(want, closedSums(t, c, b)) {
+					return false
+				}
+			}
+			lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+			for b := range brokers {
+				if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.Store().Log().ClosedEnd() || lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
+					return false
+				}
+			}
+			return len(want) > 0
+		}
+	}
+	celltest.WaitFor(t, waitLong, "three replicas compacted alike", converged(3))
+
+	c.StartBroker(3)
+	if err := c.Replica(3, 0).SetSettings(compactSettings); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Server(3, 0)
+	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+	if err := lead.Raft().AddVoter(s.ID, s.Address, 0, waitLong).Error(); err != nil {
+		t.Fatalf("add replica: %v", err)
+	}
+	celltest.WaitFor(t, 2*waitLong, "the new replica seeded and compacted like the others", converged(4))
+	if c.Seeder(3).Copied() == 0 {
+		t.Fatal("the new replica copied no segment bytes: it was not seeded")
+	}
+	// New entries land in the same segments on all four.
+	for i := 300; i < 400; i++ {
+		if _, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, keyedRec{fmt.Sprintf("k%d", i%5), make([]byte, 400)})); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			passAll(t, c, ts0+int64(i))
+		}
+	}
+	celltest.WaitFor(t, 2*waitLong, "four replicas compacted alike after new entries", converged(4))
 }
