@@ -179,6 +179,9 @@ type Manager struct {
 	// seeder is the broker's seeding budget, shared by its replicas (seed.go).
 	seeder *partition.Seeder
 
+	// cleaner is the cleaner's broker-wide totals (compact.go).
+	cleaner cleanerTotals
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -82,6 +83,24 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		}
 		return true
 	})
+
+	var written float64
+	for _, mgr := range m.mgrs {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(replicas.NewCompactionMetrics(func() *replicas.Manager { return mgr })...)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "sluice_cleaner_written_bytes_total" {
+				written += mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+	}
+	if written == 0 {
+		t.Fatal("sluice_cleaner_written_bytes_total is 0 on every broker after compaction")
+	}
 
 	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"latest": {0: kgo.NewOffset().AtStart()}}))
 	last := map[string]string{}
