@@ -2,6 +2,9 @@ package raftlog_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -101,5 +104,40 @@ func TestCleanEntryRoundTrip(t *testing.T) {
 		if _, err := raftlog.DecodeClean(bad); err == nil {
 			t.Errorf("DecodeClean(%v) accepted", bad)
 		}
+	}
+}
+
+// TestRollRedoneAfterCrash: a crash after a roll entry's record was
+// stored but before the log rolled (here: the new segment's file is
+// gone) is repaired at Open, so the next batch starts a segment where the
+// other replicas' does.
+func TestRollRedoneAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	c := newCommitter(t)
+	s := openCompactedStore(t, dir, c)
+	if err := s.StoreLogs([]*raft.Log{
+		{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: []byte("cfg")},
+		dataEntry(2, 1, "a"), dataEntry(3, 1, "b"), rollEntry(4, 1), {Index: 5, Term: 1, Type: raft.LogNoop},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Log().Segments(); !slices.Equal(got, []int64{0, 2}) {
+		t.Fatalf("segments %v", got)
+	}
+	s.Close()
+	for _, suf := range []string{".log", ".index", ".timeindex"} {
+		if err := os.Remove(filepath.Join(dir, "log", fmt.Sprintf("%020d%s", 2, suf))); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	s = openCompactedStore(t, dir, c)
+	if got := s.Log().Segments(); !slices.Equal(got, []int64{0, 2}) {
+		t.Fatalf("segments after the lost roll %v, want [0 2]", got)
+	}
+	if err := s.StoreLogs([]*raft.Log{dataEntry(6, 1, "c")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Log().Segments(); !slices.Equal(got, []int64{0, 2}) || s.Log().NextOffset() != 3 {
+		t.Fatalf("segments %v, next %d", got, s.Log().NextOffset())
 	}
 }
