@@ -249,13 +249,13 @@ func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 	}
 	// Raft replays the entries after its latest snapshot at a restart:
 	// their batches must be whole, so clean only what a snapshot covers.
-	if _, cover := r.snapshotCover(); cover < d.UpTo {
+	if r.cleanCover() < d.UpTo {
 		if stopped, err := r.await(r.raft.Snapshot()); stopped {
 			return nil
 		} else if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 			return fmt.Errorf("compact: snapshot: %w", err)
 		}
-		if _, cover = r.snapshotCover(); cover < d.UpTo {
+		if r.cleanCover() < d.UpTo {
 			return nil // the next pass tries again
 		}
 	}
@@ -279,6 +279,18 @@ func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 	r.cfg.Logger.Debug("partition compacted", "replica", r.cfg.ID, "end", res.End, "bytes_before", res.BytesBefore,
 		"bytes_after", res.BytesAfter, "records_removed", res.RecordsRemoved)
 	return nil
+}
+
+// cleanCover is the offset below which no batch is needed by the Raft
+// entries after the latest snapshot: the snapshot's Kafka offset, or the
+// whole log when the snapshot is at or past every stored entry (a
+// replica just seeded, or idle since its last snapshot).
+func (r *Replica) cleanCover() int64 {
+	idx, cover := r.snapshotCover()
+	if last, err := r.store.LastIndex(); err == nil && idx > 0 && idx >= last {
+		return r.store.Log().NextOffset()
+	}
+	return cover
 }
 
 // replicateControl replicates a control entry and waits for it to be

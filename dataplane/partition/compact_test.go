@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -186,11 +187,12 @@ func passAll(t *testing.T, c *celltest.Cell, now int64) {
 // segment files with equal SHA-256, a reader from offset 0 sees the newest
 // value of every key at its original offset, the tombstone stays until
 // delete.retention.ms after it (measured from the replicated "now") and
-// then goes on every replica, a follower restarted after compaction
-// catches up and matches, and the producer's state survives (a retried
+// then goes on every replica, a follower down while compaction went on
+// catches up (from the Raft log, or seeded where the entries it lacks
+// were compacted) and matches, and the producer's state survives (a retried
 // batch is still recognised as a duplicate).
 func TestCompactionIdenticalOnReplicas(t *testing.T) {
-	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}})
+	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}, Logger: celltest.Logger(t, slog.LevelWarn)})
 	for b := range c.Brokers() {
 		if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
 			t.Fatal(err)
@@ -285,8 +287,11 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 	// A follower restarted after compaction catches up and matches.
 	f := (c.WaitLeader(0, waitLong) + 1) % c.Brokers()
 	c.StopBroker(f)
-	for i := 401; i < 440; i++ {
-		produce(i, keyedRec{fmt.Sprintf("k%d", i%7), []byte(fmt.Sprint("late ", i))})
+	for i := 401; i < 500; i++ {
+		produce(i, keyedRec{fmt.Sprintf("k%d", i%7), append([]byte(fmt.Sprint("late ", i)), val...)})
+		if i%10 == 0 {
+			passAll(t, c, now) // compaction goes on without it
+		}
 	}
 	c.StartBroker(f)
 	if err := c.Replica(f, 0).SetSettings(compactSettings); err != nil {
