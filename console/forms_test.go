@@ -20,6 +20,23 @@ func TestTenantForms(t *testing.T) {
 	b.signup("forms")
 	ctx := context.Background()
 
+	t.Run("compacted topic", func(t *testing.T) {
+		resp, body := b.post("/topics", url.Values{"name": {"latest"}, "cleanup_policy": {"compact"}})
+		wantStatus(t, resp, body, http.StatusSeeOther)
+		tp, err := b.api().Topic(ctx, "latest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp.Config["cleanup.policy"] != "compact" {
+			t.Fatalf("config %v, want cleanup.policy=compact", tp.Config)
+		}
+		resp, body = b.post("/topics", url.Values{"name": {"shredded"}, "cleanup_policy": {"shred"}})
+		if resp.StatusCode < 400 {
+			t.Fatalf("an unknown cleanup policy: status %d", resp.StatusCode)
+		}
+		wantContains(t, body, `must be &#34;delete&#34;, &#34;compact&#34; or &#34;compact,delete&#34;`)
+	})
+
 	t.Run("topic edit, grow and delete", func(t *testing.T) {
 		resp, body := b.post("/topics", url.Values{"name": {"events"}, "partitions": {"2"}, "retention_hours": {"24"}})
 		wantStatus(t, resp, body, http.StatusSeeOther)

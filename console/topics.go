@@ -17,6 +17,7 @@ const (
 	keyRetentionMs     = topicspec.RetentionMs
 	keyRetentionBytes  = topicspec.RetentionBytes
 	keyMaxMessageBytes = topicspec.MaxMessageBytes
+	keyCleanupPolicy   = topicspec.CleanupPolicy
 )
 
 const msPerHour = 3600 * 1000
@@ -54,8 +55,9 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request, s *session
 		"name":            strings.TrimSpace(r.PostFormValue("name")),
 		"partitions":      strings.TrimSpace(r.PostFormValue("partitions")),
 		"retention_hours": strings.TrimSpace(r.PostFormValue("retention_hours")),
+		"cleanup_policy":  strings.TrimSpace(r.PostFormValue("cleanup_policy")),
 	}
-	req := api.CreateTopicRequest{Name: form["name"]}
+	req := api.CreateTopicRequest{Name: form["name"], Config: map[string]string{}}
 	if form["partitions"] != "" {
 		n, err := strconv.Atoi(form["partitions"])
 		if err != nil {
@@ -70,7 +72,15 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request, s *session
 			c.renderTopics(w, r, s, 0, inputError("create-topic", "retention must be a whole number of hours"), form)
 			return
 		}
-		req.Config = map[string]string{keyRetentionMs: ms}
+		req.Config[keyRetentionMs] = ms
+	}
+	// The control plane checks the value (topicspec); "delete" is the
+	// default and is left implicit.
+	if p := form["cleanup_policy"]; p != "" && p != "delete" {
+		req.Config[keyCleanupPolicy] = p
+	}
+	if len(req.Config) == 0 {
+		req.Config = nil
 	}
 	if _, err := s.api.CreateTopic(r.Context(), req); err != nil {
 		c.formError(w, r, err, "create-topic", func(ue *uiError) { c.renderTopics(w, r, s, 0, ue, form) })

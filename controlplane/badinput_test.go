@@ -43,7 +43,7 @@ func TestBadInput(t *testing.T) {
 		{"long topic", "POST", "/v1/topics", auth, json, `{"name":"` + strings.Repeat("a", 250) + `"}`, 400, "invalid_name"},
 		{"negative partitions", "POST", "/v1/topics", auth, json, `{"name":"a","partitions":-1}`, 400, "invalid_partitions"},
 		{"zero partitions", "POST", "/v1/topics", auth, json, `{"name":"a","partitions":0}`, 400, "invalid_partitions"},
-		{"compaction", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"cleanup.policy":"compact"}}`, 400, "invalid_config"},
+		{"unknown cleanup policy", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"cleanup.policy":"shred"}}`, 400, "invalid_config"},
 		{"unknown config", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"flush.ms":"1"}}`, 400, "invalid_config"},
 		{"bad retention", "POST", "/v1/topics", auth, json, `{"name":"a","config":{"retention.ms":"soon"}}`, 400, "invalid_config"},
 		{"duplicate topic", "POST", "/v1/topics", auth, json, `{"name":"exists"}`, 409, "topic_already_exists"},

@@ -47,6 +47,7 @@ func registerReplicaMetrics(reg prometheus.Registerer, manager *atomic.Pointer[r
 		return time.Since(last).Seconds()
 	})
 	cs := append([]prometheus.Collector{replicas.NewBehindLogStartGauge(manager.Load)}, replicas.NewSeedMetrics(manager.Load)...)
+	cs = append(cs, replicas.NewCompactionMetrics(manager.Load)...)
 	cs = append(cs, newPartitionCollector(manager.Load, syncer.View, parts), age)
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {

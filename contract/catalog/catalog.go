@@ -58,6 +58,7 @@ const (
 	kafkaBrokerNotAvailable         int16 = 8
 	kafkaCoordinatorNotAvailable    int16 = 15
 	kafkaOffsetOutOfRange           int16 = 1
+	kafkaInvalidRecord              int16 = 87
 	kafkaRequestTimedOut            int16 = 7
 	kafkaUnsupportedVersion         int16 = 35
 	kafkaFencedLeaderEpoch          int16 = 74
@@ -109,6 +110,7 @@ var (
 	ReplicationFactor    = def("invalid_replication_factor", http.StatusBadRequest, kafkaInvalidReplicationFactor, false, "the replication factor is not valid")
 	MessageTooLarge      = def("message_too_large", http.StatusRequestEntityTooLarge, kafkaMessageTooLarge, false, "a message is larger than the topic allows")
 	CorruptMessage       = def("corrupt_message", http.StatusBadRequest, kafkaCorruptMessage, false, "a record batch failed validation")
+	InvalidRecord        = def("invalid_record", http.StatusBadRequest, kafkaInvalidRecord, false, "a record breaks the topic's rules (a compacted topic needs a key on every record)")
 	NoCapacity           = def("no_capacity", http.StatusServiceUnavailable, kafkaBrokerNotAvailable, true, "no cell can take this placement now")
 	NotLeader            = def("not_leader", http.StatusServiceUnavailable, kafkaNotLeaderOrFollower, true, "this broker does not lead the partition")
 	LeaderNotAvailable   = def("leader_not_available", http.StatusServiceUnavailable, kafkaLeaderNotAvailable, true, "the partition has no serving leader right now (an election is under way); retry shortly")

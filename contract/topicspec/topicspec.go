@@ -11,7 +11,9 @@ package topicspec
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,10 +32,17 @@ const (
 	MaxMessageBytes = "max.message.bytes"
 	SegmentBytes    = "segment.bytes"
 	SegmentMs       = "segment.ms"
+
+	// Compaction (cleanup.policy=compact); see Config.Compacted.
+	MinCompactionLagMs     = "min.compaction.lag.ms"
+	MaxCompactionLagMs     = "max.compaction.lag.ms"
+	DeleteRetentionMs      = "delete.retention.ms"
+	MinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
 )
 
 // Keys lists the supported keys, sorted.
-var Keys = []string{CleanupPolicy, MaxMessageBytes, RetentionBytes, RetentionMs, SegmentBytes, SegmentMs}
+var Keys = []string{CleanupPolicy, DeleteRetentionMs, MaxCompactionLagMs, MaxMessageBytes,
+	MinCleanableDirtyRatio, MinCompactionLagMs, RetentionBytes, RetentionMs, SegmentBytes, SegmentMs}
 
 // Topic names follow Kafka's rules; names starting with "__" are Sluice's own.
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
@@ -73,6 +82,12 @@ const (
 	DefaultMaxMessageBytes       = 1 << 20              // max.message.bytes
 	DefaultSegmentBytes    int64 = 128 << 20            // segment.bytes
 	DefaultSegmentMs       int64 = 7 * 24 * 3600 * 1000 // segment.ms: 7 days
+
+	// Kafka's compaction defaults.
+	DefaultMinCompactionLagMs     int64   = 0                // min.compaction.lag.ms
+	DefaultMaxCompactionLagMs     int64   = math.MaxInt64    // max.compaction.lag.ms: no bound
+	DefaultDeleteRetentionMs      int64   = 24 * 3600 * 1000 // delete.retention.ms: 1 day
+	DefaultMinCleanableDirtyRatio float64 = 0.5              // min.cleanable.dirty.ratio
 )
 
 // Defaults are the effective values of keys not set explicitly, given the
@@ -85,6 +100,11 @@ func Defaults(q api.Quotas) map[string]string {
 		MaxMessageBytes: strconv.Itoa(min(DefaultMaxMessageBytes, q.MaxMessageBytes)),
 		SegmentBytes:    strconv.FormatInt(DefaultSegmentBytes, 10),
 		SegmentMs:       strconv.FormatInt(DefaultSegmentMs, 10),
+
+		MinCompactionLagMs:     strconv.FormatInt(DefaultMinCompactionLagMs, 10),
+		MaxCompactionLagMs:     strconv.FormatInt(DefaultMaxCompactionLagMs, 10),
+		DeleteRetentionMs:      strconv.FormatInt(DefaultDeleteRetentionMs, 10),
+		MinCleanableDirtyRatio: strconv.FormatFloat(DefaultMinCleanableDirtyRatio, 'g', -1, 64),
 	}
 }
 
@@ -108,7 +128,15 @@ func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
 		}
 		switch k {
 		case CleanupPolicy:
-			if err := parseCleanupPolicy(v); err != nil {
+			if _, err := parseCleanupPolicy(v); err != nil {
+				return bad(err)
+			}
+		case MinCompactionLagMs, MaxCompactionLagMs, DeleteRetentionMs:
+			if _, err := parseLagMs(k, v); err != nil {
+				return bad(err)
+			}
+		case MinCleanableDirtyRatio:
+			if _, err := parseDirtyRatio(v); err != nil {
 				return bad(err)
 			}
 		case RetentionMs:
@@ -147,6 +175,27 @@ func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
 			return catalog.InvalidConfig.Newf("unknown topic config %q; supported: %s", k, strings.Join(Keys, ", "))
 		}
 	}
+	// Kafka's one rule across keys: the lags bound a window.
+	c := Config(cfg)
+	if lo, hi := c.MinCompactionLagMs(), c.MaxCompactionLagMs(); lo > hi {
+		return catalog.InvalidConfig.Newf("%s=%d is above %s=%d: a record cannot have to wait longer before compaction than it may", MinCompactionLagMs, lo, MaxCompactionLagMs, hi)
+	}
+	return nil
+}
+
+// ValidateChange checks a change of a topic's explicit settings from old to
+// new beyond what ValidateConfig checks of new alone. Compaction cannot be
+// turned on for an existing topic: each replica of a topic created without
+// it cut its segments by its own clock, so their closed segments differ and
+// could not be compacted into the same bytes (compaction in Sluice is
+// identical on every replica). Turning it off is allowed: the replicas keep
+// the gaps compaction left, and retention deletes segments from then on.
+// The error is catalog.InvalidConfig.
+func ValidateChange(old, new map[string]string) error {
+	if !Config(old).Compacted() && Config(new).Compacted() {
+		return catalog.InvalidConfig.Newf("%s=%q: compaction cannot be turned on for an existing topic (its replicas' segments were cut by each broker's own clock, so they cannot be compacted identically); create a new topic with %s=compact and copy the records into it",
+			CleanupPolicy, new[CleanupPolicy], CleanupPolicy)
+	}
 	return nil
 }
 
@@ -162,14 +211,61 @@ var errNotWhole = errors.New("must be a whole number (digits only, no unit)")
 var errForever = errors.New("-1 (keep forever) is not offered: every plan has a maximum retention " +
 	"(max_retention_ms in GET /v1/quotas); give a number of milliseconds up to it")
 
-func parseCleanupPolicy(v string) error {
-	if strings.Contains(v, "compact") {
-		return errors.New(`compaction is not supported yet; use "delete"`)
+// cleanupPolicy is a parsed cleanup.policy: Kafka's list of "compact" and
+// "delete", in either order.
+type cleanupPolicy struct{ compact, delete bool }
+
+func parseCleanupPolicy(v string) (cleanupPolicy, error) {
+	var p cleanupPolicy
+	bad := errors.New(`must be "delete", "compact" or "compact,delete"`)
+	if v == "" {
+		return p, bad
 	}
-	if v != "delete" {
-		return errors.New(`must be "delete"`)
+	for _, item := range strings.Split(v, ",") {
+		switch strings.TrimSpace(item) {
+		case "compact":
+			if p.compact {
+				return p, bad
+			}
+			p.compact = true
+		case "delete":
+			if p.delete {
+				return p, bad
+			}
+			p.delete = true
+		default:
+			return p, bad
+		}
 	}
-	return nil
+	return p, nil
+}
+
+// parseLagMs parses min.compaction.lag.ms and delete.retention.ms (at
+// least 0) and max.compaction.lag.ms (at least 1), Kafka's bounds.
+func parseLagMs(k, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	floor := int64(0)
+	if k == MaxCompactionLagMs {
+		floor = 1
+	}
+	switch {
+	case err != nil:
+		return 0, errNotWhole
+	case n < floor:
+		return 0, fmt.Errorf("must be at least %d milliseconds", floor)
+	}
+	return n, nil
+}
+
+func parseDirtyRatio(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil || math.IsNaN(f):
+		return 0, errors.New("must be a number from 0 to 1")
+	case f < 0 || f > 1:
+		return 0, errors.New("must be from 0 to 1")
+	}
+	return f, nil
 }
 
 func parseRetentionMs(v string) (int64, error) {
@@ -268,4 +364,49 @@ func (c Config) SegmentBytes() (int64, bool) {
 func (c Config) SegmentMs() (int64, bool) {
 	n, err := parseSegmentMs(c[SegmentMs])
 	return n, err == nil
+}
+
+// Compacted reports whether cleanup.policy includes compact; an absent or
+// invalid value is Kafka's default, delete alone.
+func (c Config) Compacted() bool {
+	p, err := parseCleanupPolicy(c[CleanupPolicy])
+	return err == nil && p.compact
+}
+
+// Deletes reports whether cleanup.policy includes delete, so that
+// retention.ms and retention.bytes delete segments; true when the value is
+// absent or invalid (Kafka's default).
+func (c Config) Deletes() bool {
+	p, err := parseCleanupPolicy(c[CleanupPolicy])
+	return err != nil || p.delete
+}
+
+// MinCompactionLagMs is min.compaction.lag.ms, or its default.
+func (c Config) MinCompactionLagMs() int64 {
+	return c.lag(MinCompactionLagMs, DefaultMinCompactionLagMs)
+}
+
+// MaxCompactionLagMs is max.compaction.lag.ms, or its default.
+func (c Config) MaxCompactionLagMs() int64 {
+	return c.lag(MaxCompactionLagMs, DefaultMaxCompactionLagMs)
+}
+
+// DeleteRetentionMs is delete.retention.ms, or its default.
+func (c Config) DeleteRetentionMs() int64 {
+	return c.lag(DeleteRetentionMs, DefaultDeleteRetentionMs)
+}
+
+func (c Config) lag(k string, dflt int64) int64 {
+	if n, err := parseLagMs(k, c[k]); err == nil {
+		return n
+	}
+	return dflt
+}
+
+// MinCleanableDirtyRatio is min.cleanable.dirty.ratio, or its default.
+func (c Config) MinCleanableDirtyRatio() float64 {
+	if f, err := parseDirtyRatio(c[MinCleanableDirtyRatio]); err == nil {
+		return f
+	}
+	return DefaultMinCleanableDirtyRatio
 }

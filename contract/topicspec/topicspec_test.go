@@ -2,6 +2,7 @@ package topicspec_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -82,7 +83,20 @@ func TestValidateConfig(t *testing.T) {
 		{"every key", map[string]string{"cleanup.policy": "delete", "retention.ms": "3600000", "retention.bytes": "-1",
 			"max.message.bytes": "524288", "segment.bytes": "1048576", "segment.ms": "60000"}, "", ""},
 		{"unknown key", map[string]string{"retention.hours": "1"}, "invalid_config", "invalid_config"},
-		{"compaction", map[string]string{"cleanup.policy": "compact,delete"}, "invalid_config", "invalid_config"},
+		{"compaction", map[string]string{"cleanup.policy": "compact"}, "", ""},
+		{"compaction and deletion", map[string]string{"cleanup.policy": "compact,delete"}, "", ""},
+		{"deletion and compaction", map[string]string{"cleanup.policy": "delete, compact"}, "", ""},
+		{"policy twice", map[string]string{"cleanup.policy": "compact,compact"}, "invalid_config", "invalid_config"},
+		{"policy unknown", map[string]string{"cleanup.policy": "shred"}, "invalid_config", "invalid_config"},
+		{"policy empty", map[string]string{"cleanup.policy": ""}, "invalid_config", "invalid_config"},
+		{"every compaction key", map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": "0",
+			"max.compaction.lag.ms": "1", "delete.retention.ms": "0", "min.cleanable.dirty.ratio": "0.01"}, "", ""},
+		{"min lag negative", map[string]string{"min.compaction.lag.ms": "-1"}, "invalid_config", "invalid_config"},
+		{"max lag zero", map[string]string{"max.compaction.lag.ms": "0"}, "invalid_config", "invalid_config"},
+		{"delete retention negative", map[string]string{"delete.retention.ms": "-1"}, "invalid_config", "invalid_config"},
+		{"dirty ratio above 1", map[string]string{"min.cleanable.dirty.ratio": "1.5"}, "invalid_config", "invalid_config"},
+		{"dirty ratio not a number", map[string]string{"min.cleanable.dirty.ratio": "NaN"}, "invalid_config", "invalid_config"},
+		{"min lag above max lag", map[string]string{"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "9"}, "invalid_config", "invalid_config"},
 		{"retention too short", map[string]string{"retention.ms": "999"}, "invalid_config", "invalid_config"},
 		{"retention not a number", map[string]string{"retention.ms": "1h"}, "invalid_config", "invalid_config"},
 		{"retention forever", map[string]string{"retention.ms": "-1"}, "invalid_config", "invalid_config"},
@@ -158,6 +172,60 @@ func TestConfigAccessors(t *testing.T) {
 	}
 	if _, ok := (topicspec.Config{}).RetentionBytes(); ok {
 		t.Error("a missing retention.bytes read as valid")
+	}
+}
+
+// TestCompactionAccessors: the policy and the compaction settings read
+// back as set, with Kafka's defaults when absent.
+func TestCompactionAccessors(t *testing.T) {
+	for _, tc := range []struct {
+		policy           string
+		compact, deletes bool
+	}{
+		{"", false, true}, {"delete", false, true}, {"compact", true, false},
+		{"compact,delete", true, true}, {"delete,compact", true, true}, {"bogus", false, true},
+	} {
+		c := topicspec.Config{topicspec.CleanupPolicy: tc.policy}
+		if tc.policy == "" {
+			c = topicspec.Config{}
+		}
+		if c.Compacted() != tc.compact || c.Deletes() != tc.deletes {
+			t.Errorf("%q: compacted %v deletes %v, want %v %v", tc.policy, c.Compacted(), c.Deletes(), tc.compact, tc.deletes)
+		}
+	}
+	d := topicspec.Config{}
+	if d.MinCompactionLagMs() != 0 || d.MaxCompactionLagMs() != math.MaxInt64 || d.DeleteRetentionMs() != 86400000 || d.MinCleanableDirtyRatio() != 0.5 {
+		t.Errorf("defaults: %d %d %d %v", d.MinCompactionLagMs(), d.MaxCompactionLagMs(), d.DeleteRetentionMs(), d.MinCleanableDirtyRatio())
+	}
+	c := topicspec.Config{topicspec.MinCompactionLagMs: "5", topicspec.MaxCompactionLagMs: "6", topicspec.DeleteRetentionMs: "7", topicspec.MinCleanableDirtyRatio: "0.25"}
+	if c.MinCompactionLagMs() != 5 || c.MaxCompactionLagMs() != 6 || c.DeleteRetentionMs() != 7 || c.MinCleanableDirtyRatio() != 0.25 {
+		t.Errorf("set: %d %d %d %v", c.MinCompactionLagMs(), c.MaxCompactionLagMs(), c.DeleteRetentionMs(), c.MinCleanableDirtyRatio())
+	}
+	if err := topicspec.ValidateConfig(topicspec.Defaults(free), &free); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+}
+
+// TestValidateChange: compaction may be turned off on an existing topic,
+// never on.
+func TestValidateChange(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, new map[string]string
+		code     string
+	}{
+		{"delete stays", nil, map[string]string{"cleanup.policy": "delete"}, ""},
+		{"delete to compact", nil, map[string]string{"cleanup.policy": "compact"}, "invalid_config"},
+		{"delete to both", map[string]string{"cleanup.policy": "delete"}, map[string]string{"cleanup.policy": "compact,delete"}, "invalid_config"},
+		{"compact to delete", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "delete"}, ""},
+		{"compact to both", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "delete,compact"}, ""},
+		{"compact stays", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "1000"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := code(t, topicspec.ValidateChange(tc.old, tc.new)); got != tc.code {
+				t.Errorf("ValidateChange = %q, want %q", got, tc.code)
+			}
+		})
 	}
 }
 

@@ -63,6 +63,8 @@ func Catalogued(err error) *catalog.Error {
 		return catalog.OffsetOutOfRange.Wrap(err, "")
 	case errors.Is(err, log.ErrBatchTooLarge):
 		return catalog.MessageTooLarge.Wrap(err, "")
+	case errors.Is(err, log.ErrKeylessRecord):
+		return catalog.InvalidRecord.Wrap(err, "the topic is compacted (cleanup.policy includes compact): every record needs a key, and this batch has a record without one; nothing of it was appended")
 	case errors.Is(err, log.ErrCorruptBatch):
 		return catalog.CorruptMessage.Wrap(err, "the record batch failed its length, CRC or record-count check")
 	case errors.Is(err, log.ErrInvalidMagic):

@@ -188,6 +188,13 @@ func (s *Server) plan(req *publishRequest, t *wire.Topic, prod records.Producer)
 	case n == 0:
 		return nil, catalog.Unavailable.New("the topic has no partitions yet; retry")
 	}
+	if topicspec.Config(t.Config).Compacted() {
+		for i := range req.Messages {
+			if req.Messages[i].Key == nil {
+				return nil, catalog.InvalidRecord.Newf("messages[%d] has no key: the topic is compacted (cleanup.policy includes compact), so every message needs one; nothing was published", i)
+			}
+		}
+	}
 	sticky := int32(s.sticky.Add(1) % uint32(n))
 	now := s.cfg.Now().UnixMilli()
 	byPart := map[int32]*partBatch{}

@@ -19,6 +19,11 @@ var configTypes = map[string]kmsg.ConfigType{
 	topicspec.RetentionMs:     kmsg.ConfigTypeLong,
 	topicspec.SegmentBytes:    kmsg.ConfigTypeInt,
 	topicspec.SegmentMs:       kmsg.ConfigTypeLong,
+
+	topicspec.MinCompactionLagMs:     kmsg.ConfigTypeLong,
+	topicspec.MaxCompactionLagMs:     kmsg.ConfigTypeLong,
+	topicspec.DeleteRetentionMs:      kmsg.ConfigTypeLong,
+	topicspec.MinCleanableDirtyRatio: kmsg.ConfigTypeDouble,
 }
 
 // describeConfigs answers for the caller's topics with their effective

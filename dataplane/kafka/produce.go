@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
@@ -85,6 +86,14 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 			if err != nil {
 				op.ErrorCode, op.ErrorMessage = errCode(err)
 				continue
+			}
+			// Compaction keeps the newest record per key: a keyless
+			// record has nothing to be kept by (Kafka's INVALID_RECORD).
+			if topicspec.Config(t.Config).Compacted() {
+				if err := log.CheckKeyed(rp.Records); err != nil {
+					op.ErrorCode, op.ErrorMessage = errCode(err)
+					continue
+				}
 			}
 			if h.IsTransactional() {
 				fail(catalog.InvalidRequest, "transactional producers are not supported yet")

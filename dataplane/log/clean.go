@@ -107,7 +107,7 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 	if p.MaxMapBytes < 0 || p.BytesPerSecond < 0 || p.DeleteRetention < 0 || p.MinCompactionLag < 0 {
 		return CleanResult{}, fmt.Errorf("clean: negative parameter in %+v", p)
 	}
-	if !l.cfg.Compacted {
+	if !l.Compacted() {
 		return CleanResult{}, errors.New("clean: the log is not opened as compacted (Config.Compacted): its recovery would cut at the gaps cleaning leaves")
 	}
 	l.cleanMu.Lock()

@@ -26,9 +26,7 @@ func BenchmarkClean(b *testing.B) {
 		for i := range recs {
 			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
 		}
-		if _, _, err := l.Append(keyedBatch(ts, recs...), 1); err != nil {
-			b.Fatal(err)
-		}
+		appendRolling(b, l, keyedBatch(ts, recs...))
 		ts += 10
 	}
 	if err := l.Roll(); err != nil {

@@ -130,13 +130,26 @@ func (h history) write(t testing.TB, l *Log) {
 	t.Helper()
 	ts := h.ts0
 	for _, recs := range h.batches {
-		if _, _, err := l.Append(keyedBatch(ts, recs...), 1); err != nil {
-			t.Fatalf("append: %v", err)
-		}
+		appendRolling(t, l, keyedBatch(ts, recs...))
 		ts += int64(len(recs))
 	}
 	if err := l.Roll(); err != nil {
 		t.Fatalf("roll: %v", err)
+	}
+}
+
+// appendRolling appends b and rolls when the segment is due, as the
+// replication layer does for a compacted log (a compacted log does not roll
+// by size on its own).
+func appendRolling(t testing.TB, l *Log, b []byte) {
+	t.Helper()
+	if _, _, err := l.Append(b, 1); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if l.RollDue() {
+		if err := l.Roll(); err != nil {
+			t.Fatalf("roll: %v", err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package log
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 
@@ -132,4 +133,31 @@ func filterBatch(b []byte, h Header, dec kgo.Decompressor, keep func(record) boo
 	binary.BigEndian.PutUint32(nb[offLength:], uint32(len(nb)-lengthOverhead))
 	binary.BigEndian.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
 	return out, removed, nil
+}
+
+// ErrKeylessRecord: a record without a key was produced to a compacted log,
+// where the key is what compaction keeps the newest record of.
+var ErrKeylessRecord = errors.New("record without a key on a compacted topic")
+
+// CheckKeyed checks that every record of the client batch b has a non-null
+// key, decoding (and decompressing) its records with the cleaner's decoder.
+// It returns ErrKeylessRecord naming the first keyless record, or
+// ErrCorruptBatch if the records do not decode.
+func CheckKeyed(b []byte) error {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return fmt.Errorf("check keys: %w", err)
+	}
+	if int64(len(b)) != h.Size() {
+		return fmt.Errorf("check keys: %w: batch length %d, %d bytes", ErrCorruptBatch, h.Size(), len(b))
+	}
+	i := 0
+	err = batchRecords(b, h, kgo.DefaultDecompressor(), func(r record) error {
+		if !r.keyed {
+			return fmt.Errorf("check keys: record %d of the batch: %w", i, ErrKeylessRecord)
+		}
+		i++
+		return nil
+	})
+	return err
 }

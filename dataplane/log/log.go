@@ -18,6 +18,10 @@ type Log struct {
 	cfg    Config
 	dir    *os.File // held open for directory fsync, syncfs and the flock
 	report RecoveryReport
+	// gaps says recovery and truncation accept compaction's offset gaps:
+	// the log is compacted, or was (compacted.go). Set at Open and by
+	// Reconfigure, under wmu and mu.
+	gaps bool
 
 	// wmu serializes the writers: Append, TruncateTo, DeleteHead, Roll,
 	// ApplyRetention, Close. Lock order: wmu, then mu.
@@ -176,6 +180,11 @@ func (l *Log) needsRoll(size, last int64, pending [][]byte) bool {
 	}
 	if used == 0 {
 		return false
+	}
+	if l.cfg.Compacted {
+		// Rolls are replicated (compacted.go); only the hard limits,
+		// which depend on the segment's content alone, apply here.
+		return used+size > maxSegmentBytes || last-s.base > maxRelOffset
 	}
 	return used+size > l.cfg.SegmentBytes ||
 		last-s.base > maxRelOffset ||
@@ -458,7 +467,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		err = s.f.Truncate(cut)
 		if err == nil {
 			from, base := s.trimIndex(cut)
-			_, err = s.scan(from, cut, base, false, l.cfg.Compacted, l.cfg.IndexIntervalBytes)
+			_, err = s.scan(from, cut, base, false, l.gaps, l.cfg.IndexIntervalBytes)
 		}
 		s.size = cut
 		s.synced = min(s.synced, cut)

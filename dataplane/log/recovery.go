@@ -55,7 +55,13 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		dir.Close()
 		return nil, fmt.Errorf("open log %s: another process holds it: %w", cfg.Dir, err)
 	}
-	l := &Log{cfg: cfg, dir: dir}
+	l := &Log{cfg: cfg, dir: dir, gaps: cfg.Compacted || hasCompactedMark(cfg.Dir)}
+	if cfg.Compacted {
+		if err := markCompacted(cfg.Dir, dir); err != nil {
+			dir.Close()
+			return nil, fmt.Errorf("open log %s: %w", cfg.Dir, err)
+		}
+	}
 	if err := l.recover(ctx); err != nil {
 		for _, s := range l.segs {
 			s.unref()
@@ -110,7 +116,7 @@ func (l *Log) recover(ctx context.Context) error {
 		}
 		// A compacted segment may end below the next one's base; only an
 		// overlap means the files do not belong together.
-		if want >= 0 && (base < want || base > want && !l.cfg.Compacted) {
+		if want >= 0 && (base < want || base > want && !l.gaps) {
 			rep.DroppedSegments = append(rep.DroppedSegments, bases[i:]...)
 			if rep.Reason == "" {
 				rep.Reason = fmt.Sprintf("segment %d overlaps segment %d, which ends at %d", base, bases[i-1], want)
@@ -142,7 +148,7 @@ func (l *Log) recover(ctx context.Context) error {
 		// In a compacted log gaps are accepted in every segment, the last
 		// too: a truncation may make a cleaned segment the active one
 		// again. Every batch is still checked by CRC and offsets must grow.
-		res, err := s.scan(from, size, fromBase, true, l.cfg.Compacted, l.cfg.IndexIntervalBytes)
+		res, err := s.scan(from, size, fromBase, true, l.gaps, l.cfg.IndexIntervalBytes)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,12 @@ func (l *Log) SeedSegments(from, to int64) (start int64, segs []SeedSegment, err
 	var hb [HeaderSize]byte
 	for i := l.segmentFor(start); i < len(l.segs); i++ {
 		s := l.segs[i]
+		if s.base == to && l.gaps {
+			// A compacted log's boundaries are replicated (compacted.go):
+			// the receiver must start its next segment where this one
+			// does, so the segment at the seed's end is listed, empty.
+			segs = append(segs, SeedSegment{Base: s.base})
+		}
 		if s.base >= to {
 			break
 		}

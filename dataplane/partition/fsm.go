@@ -40,6 +40,9 @@ type fsmState struct {
 	Producers map[int64]*ProducerState `json:"producers,omitempty"`
 	// Meter is the produce metering (meter.go).
 	Meter meterState `json:"meter"`
+	// Clean is the replicated compaction decision (compact.go); nil
+	// until the leader of a compacted topic makes one.
+	Clean *cleanDecision `json:"clean,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -120,8 +123,13 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 // applyControl applies a control entry. A log start decision above the
 // high watermark at its index is refused, the same on every replica.
 func (f *fsm) applyControl(l *raft.Log) interface{} {
-	if raftlog.ControlKind(l.Data) == raftlog.ControlMeterClose {
-		return f.applyMeterClose(l)
+	switch raftlog.ControlKind(l.Data) {
+	case raftlog.ControlMeterClose:
+		return f.applyMeterClose(l) // meter.go
+	case raftlog.ControlClean:
+		return f.applyClean(l) // compact.go
+	case raftlog.ControlRoll:
+		return applyResult{} // the store rolled the log when it stored the entry
 	}
 	off, err := raftlog.DecodeLogStart(l.Data)
 	if err != nil {

@@ -187,7 +187,7 @@ func (c *Config) validate() error {
 	}
 	c.Log.MaxBatchBytes = MaxBatchCeiling
 	if l := c.Settings.Log; l != (log.Settings{}) {
-		c.Log.SegmentBytes, c.Log.SegmentAge, c.Log.RetentionAge, c.Log.RetentionBytes = l.SegmentBytes, l.SegmentAge, l.RetentionAge, l.RetentionBytes
+		c.Log.ApplySettings(l)
 	}
 	if c.Raft == nil {
 		c.Raft = DefaultRaftConfig()
@@ -266,6 +266,8 @@ type Replica struct {
 
 	// maxBatch is Settings.MaxBatchBytes (settings.go).
 	maxBatch atomic.Int64
+	// compact is the compaction state (compact.go).
+	compact compactor
 
 	// Seeding (seed.go): seedKick wakes seedLoop; seedLeft is the bytes
 	// its copy has left.
@@ -341,6 +343,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		seedKick: make(chan struct{}, 1),
 	}
 	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
+	r.compact.settings = cfg.Settings.Compaction
 	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger, onBehind: r.behind}
 	if s, ok := cfg.Transport.(interface{ SetSegmentSource(transport.SegmentSource) }); ok {
 		s.SetSegmentSource(segmentSource{r})

@@ -260,6 +260,12 @@ func (r *Replica) copySegments(ctx context.Context, p segmentPeer, src raft.Serv
 				return err
 			}
 			r.seeder.kept.Add(have)
+		} else if s.Size == 0 {
+			// An empty segment (compaction emptied it, or it starts at
+			// the seed's end) is a boundary the copy must keep.
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
+				return err
+			}
 		}
 		left -= have
 		r.setSeedLeft(left)

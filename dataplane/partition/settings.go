@@ -30,6 +30,8 @@ type Settings struct {
 	// leader's to decide (see retention.go); a follower keeps the values
 	// for when it leads.
 	Log log.Settings
+	// Compaction is the cleaner's settings when Log.Compacted (compact.go).
+	Compaction CompactionSettings
 }
 
 func (s *Settings) validate() error {
@@ -39,12 +41,18 @@ func (s *Settings) validate() error {
 	if s.MaxBatchBytes < log.HeaderSize || s.MaxBatchBytes > MaxBatchCeiling {
 		return fmt.Errorf("settings: MaxBatchBytes is %d; it must be from %d to %d", s.MaxBatchBytes, log.HeaderSize, MaxBatchCeiling)
 	}
+	if c := s.Compaction; c.DeleteRetention < 0 || c.MinCompactionLag < 0 || c.MaxCompactionLag < 0 || !(c.MinDirtyRatio >= 0 && c.MinDirtyRatio <= 1) {
+		return fmt.Errorf("settings: compaction settings %+v: durations must not be negative and the dirty ratio must be from 0 to 1", c)
+	}
 	return nil
 }
 
 // Settings returns the settings in force.
 func (r *Replica) Settings() Settings {
-	return Settings{MaxBatchBytes: int(r.maxBatch.Load()), Log: r.store.Log().Settings()}
+	r.compact.mu.Lock()
+	c := r.compact.settings
+	r.compact.mu.Unlock()
+	return Settings{MaxBatchBytes: int(r.maxBatch.Load()), Log: r.store.Log().Settings(), Compaction: c}
 }
 
 // SetSettings applies new settings to the running replica: the next
@@ -58,6 +66,9 @@ func (r *Replica) SetSettings(s Settings) error {
 		return fmt.Errorf("set replica settings: %w", err)
 	}
 	r.maxBatch.Store(int64(s.MaxBatchBytes))
+	r.compact.mu.Lock()
+	r.compact.settings = s.Compaction
+	r.compact.mu.Unlock()
 	return nil
 }
 

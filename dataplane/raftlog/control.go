@@ -81,3 +81,54 @@ func DecodeLogStart(data []byte) (int64, error) {
 	}
 	return off, nil
 }
+
+// Compaction's control entries (dataplane/partition, compact.go). Kind 2
+// is left to the replication layer's next need.
+const (
+	// ControlClean: compact the log below UpTo with these parameters
+	// (EncodeClean). Every replica's cleaner applies exactly them.
+	ControlClean byte = 3
+	// ControlRoll: roll the partition log here. The store rolls when it
+	// stores the entry, so every replica's segments start at the same
+	// offsets (a compacted log rolls only so).
+	ControlRoll byte = 4
+)
+
+// Clean is a ControlClean entry's decision: log.CleanParams' fields that
+// decide the output, in milliseconds.
+type Clean struct {
+	UpTo              int64 `json:"up_to"`
+	Now               int64 `json:"now_ms"`
+	DeleteRetentionMs int64 `json:"delete_retention_ms"`
+	MinCompactionLag  int64 `json:"min_compaction_lag_ms"`
+}
+
+// EncodeClean is the data of a ControlClean entry.
+func EncodeClean(c Clean) []byte {
+	b := []byte{ControlClean}
+	for _, v := range []int64{c.UpTo, c.Now, c.DeleteRetentionMs, c.MinCompactionLag} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// DecodeClean decodes EncodeClean's data.
+func DecodeClean(data []byte) (Clean, error) {
+	if len(data) != 33 || data[0] != ControlClean {
+		return Clean{}, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
+	}
+	v := func(i int) int64 { return int64(binary.BigEndian.Uint64(data[1+8*i:])) }
+	c := Clean{UpTo: v(0), Now: v(1), DeleteRetentionMs: v(2), MinCompactionLag: v(3)}
+	if c.UpTo < 0 || c.DeleteRetentionMs < 0 || c.MinCompactionLag < 0 {
+		return Clean{}, fmt.Errorf("%w: negative field in %+v", ErrBadControl, c)
+	}
+	return c, nil
+}
+
+// EncodeRoll is the data of a ControlRoll entry.
+func EncodeRoll() []byte { return []byte{ControlRoll} }
+
+// isRoll reports whether an entry is a ControlRoll entry.
+func isRoll(typ raft.LogType, ext, data []byte) bool {
+	return IsControl(typ, ext) && len(data) == 1 && data[0] == ControlRoll
+}

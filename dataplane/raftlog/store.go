@@ -146,6 +146,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open raft log store %s: %w", cfg.Dir, err)
 	}
+	if err := s.reconcileRoll(false); err != nil { // roll.go: a crash between a roll entry and its roll
+		s.Close()
+		return nil, fmt.Errorf("open raft log store %s: %w", cfg.Dir, err)
+	}
 	return s, nil
 }
 
@@ -238,6 +242,9 @@ func (s *Store) GetLog(index uint64, out *raft.Log) error {
 		}
 		return fmt.Errorf("get raft entry %d: %w", index, err)
 	}
+	if s.log.HasGaps() && (h.BaseOffset != e.at || h.NumRecords != h.LastOffsetDelta+1) {
+		return raft.ErrLogNotFound // compacted: its batch is gone or rewritten (roll.go)
+	}
 	if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count {
 		return fmt.Errorf("get raft entry %d: %w: batch at %d has offsets %d–%d, want %d records",
 			index, ErrInconsistent, e.at, h.BaseOffset, h.LastOffset(), e.count)
@@ -267,6 +274,10 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // makes its records, and every record before them, durable, and only then
 // writes its batches.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
+	return s.storeRolling(logs) // roll.go: ControlRoll entries roll the log where they lie
+}
+
+func (s *Store) storeLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -463,7 +474,7 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	s.size = e.pos
 	s.synced = e.pos
 	s.mu.Unlock()
-	return nil
+	return s.unrollRemoved() // roll.go
 }
 
 // Durable reports how much of the store is on stable storage: the Kafka

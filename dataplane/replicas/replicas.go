@@ -84,6 +84,19 @@ type Config struct {
 	// Usage, if set, is the broker's meter: the leaders of the tenants'
 	// partitions record their closed produce ranges into it (usage.go).
 	Usage *usage.Meter
+	// CompactInterval is how often the cleaner passes over the replicas
+	// of compacted topics (compact.go); default DefaultCompactInterval.
+	CompactInterval time.Duration
+	// CompactTimeout bounds one replica's part of a cleaner pass; default
+	// 10 minutes (a big partition at CleanerRate takes a while).
+	CompactTimeout time.Duration
+	// CleanerRate bounds the cleaner's reads plus writes, bytes a second,
+	// for each replica it cleans in turn; default DefaultCleanerRate;
+	// negative: no limit.
+	CleanerRate int64
+	// Now is the clock compaction decisions take their "now" from (the
+	// leaders replicate it); default time.Now.
+	Now func() time.Time
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -118,6 +131,21 @@ func (c *Config) validate() error {
 	}
 	if c.RetentionTimeout <= 0 {
 		c.RetentionTimeout = 5 * time.Second
+	}
+	if c.CompactInterval <= 0 {
+		c.CompactInterval = DefaultCompactInterval
+	}
+	if c.CompactTimeout <= 0 {
+		c.CompactTimeout = 10 * time.Minute
+	}
+	switch {
+	case c.CleanerRate == 0:
+		c.CleanerRate = DefaultCleanerRate
+	case c.CleanerRate < 0:
+		c.CleanerRate = 0 // log.CleanParams: no limit
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -155,6 +183,9 @@ type Manager struct {
 	// seeder is the broker's seeding budget, shared by its replicas (seed.go).
 	seeder *partition.Seeder
 
+	// cleaner is the cleaner's broker-wide totals (compact.go).
+	cleaner cleanerTotals
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
@@ -180,9 +211,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate),
 		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{}}
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go m.retentionLoop()
 	go m.leaveLoop()
+	go m.compactLoop() // compact.go
 	return m, nil
 }
 

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/contract/topicspec"
@@ -56,6 +57,21 @@ func settingsFor(v *cellview.View, t *wire.Topic) partition.Settings {
 	s.Log.RetentionAge = time.Duration(ms) * time.Millisecond
 	if n, ok := tc.RetentionBytes(); ok && n > 0 {
 		s.Log.RetentionBytes = n
+	}
+	if tc.Compacted() {
+		s.Log.Compacted = true
+		if !tc.Deletes() {
+			// cleanup.policy=compact alone: retention deletes nothing.
+			s.Log.RetentionAge, s.Log.RetentionBytes = -1, 0
+		}
+		s.Compaction = partition.CompactionSettings{
+			DeleteRetention:  time.Duration(tc.DeleteRetentionMs()) * time.Millisecond,
+			MinCompactionLag: time.Duration(tc.MinCompactionLagMs()) * time.Millisecond,
+			MinDirtyRatio:    tc.MinCleanableDirtyRatio(),
+		}
+		if ms := tc.MaxCompactionLagMs(); ms < math.MaxInt64/int64(time.Millisecond) {
+			s.Compaction.MaxCompactionLag = time.Duration(ms) * time.Millisecond
+		}
 	}
 	return s
 }

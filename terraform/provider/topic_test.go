@@ -54,8 +54,8 @@ resource "sluice_topic" "orders" {
 		Steps: []resource.TestStep{
 			{
 				// The catalogue's code and message reach the user.
-				Config:      cfg("orders", 2, `{ "cleanup.policy" = "compact" }`),
-				ExpectError: regexp.MustCompile(`(?s)invalid_config.*compaction is not supported`),
+				Config:      cfg("orders", 2, `{ "cleanup.policy" = "shred" }`),
+				ExpectError: regexp.MustCompile(`(?s)invalid_config.*must be "delete", "compact" or "compact,delete"`),
 			},
 			{
 				Config: cfg("orders", 2, `{ "retention.ms" = "3600000" }`),

@@ -1,0 +1,312 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
+)
+
+// Compaction of a compacted topic's partition (see DESIGN.md, "Log
+// compaction"). The leader decides, every replica applies:
+//
+//   - Rolls. A compacted log rolls only where a ControlRoll entry lies
+//     (raftlog/roll.go), so every replica's segments start at the same
+//     offsets. The leader replicates one when its active segment reaches
+//     segment.bytes or segment.ms (log.RollDue).
+//   - Cleanings. The leader replicates a ControlClean entry: the
+//     compaction point and the "now" that tombstone expiry and the
+//     compaction lag are measured from, with the topic's delete.retention.ms
+//     and min.compaction.lag.ms. The FSM folds each into one decision
+//     (cleanDecision) whose three edges only move forward, the same on
+//     every replica at the same index. Each replica's cleaner (off the
+//     apply path, CompactionPass) runs log.Clean with exactly that
+//     decision when it differs from the one it last applied.
+//
+// Why every replica ends with the same bytes: Clean's output depends only
+// on the input batches, the segment boundaries and the decision; batches
+// and boundaries are the same everywhere (one Raft log; replicated
+// rolls), and cleaning with decision a and then b, whose edges are at or
+// past a's, writes what cleaning with b alone writes (filtering composes,
+// log.TestCleanComposes). So a replica that applies only the newest
+// decision (it was down, or slow), or one seeded from a peer's segments
+// (compacted or not yet), converges to the same files once it applies the
+// decision its FSM holds. A replica cleans only below what its latest Raft
+// snapshot covers (taking one first), because Raft replays the entries
+// after its snapshot at a restart and must find their batches intact; the
+// idempotent-producer state is in that snapshot, never re-derived from
+// compacted batches.
+
+// minRecleanStep is the least time between two cleanings that only time
+// calls for (tombstones expiring, segments leaving the compaction lag):
+// with delete.retention.ms=0 every pass would otherwise clean the whole
+// log again.
+const minRecleanStep = time.Minute
+
+// CompactionSettings are a compacted topic's cleaner settings.
+type CompactionSettings struct {
+	// DeleteRetention is delete.retention.ms: how long a tombstone stays.
+	DeleteRetention time.Duration
+	// MinCompactionLag is min.compaction.lag.ms: a segment with a batch
+	// younger than this is not compacted yet.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms: a log with dirty
+	// segments is compacted at least this often, whatever its dirty
+	// ratio. Zero: no bound.
+	MaxCompactionLag time.Duration
+	// MinDirtyRatio is min.cleanable.dirty.ratio: the leader compacts
+	// once the closed segments past the last compaction are at least this
+	// share of all closed segments.
+	MinDirtyRatio float64
+}
+
+// cleanDecision is the replicated compaction decision: compact below
+// UpTo, removing tombstones whose batch is older than Expiry and leaving
+// segments with a batch newer than LagEdge (milliseconds since the epoch).
+// All three only move forward.
+type cleanDecision struct {
+	UpTo    int64 `json:"up_to"`
+	Expiry  int64 `json:"expiry_ms"`
+	LagEdge int64 `json:"lag_edge_ms"`
+	// Now is the newest "now" of the entries folded in, for the leader's
+	// schedule.
+	Now int64 `json:"now_ms"`
+}
+
+// sameEdges reports whether two decisions clean alike (Now only
+// schedules the leader).
+func (d cleanDecision) sameEdges(o cleanDecision) bool {
+	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge
+}
+
+// params is the decision as log.CleanParams.
+func (d cleanDecision) params(bytesPerSecond int64) log.CleanParams {
+	now := max(d.Expiry, d.LagEdge)
+	return log.CleanParams{
+		UpTo: d.UpTo, Now: now,
+		DeleteRetention:  time.Duration(now-d.Expiry) * time.Millisecond,
+		MinCompactionLag: time.Duration(now-d.LagEdge) * time.Millisecond,
+		BytesPerSecond:   bytesPerSecond,
+	}
+}
+
+// compactor is a replica's compaction state. mu guards it.
+type compactor struct {
+	mu       sync.Mutex
+	settings CompactionSettings
+	applied  *cleanDecision // the decision this replica last cleaned with
+	end      int64          // the CleanResult.End of that cleaning
+	stats    CompactionStats
+}
+
+// CompactionStats are a replica's cleaner totals since it opened.
+type CompactionStats struct {
+	Cleanings    int           // log.Clean runs that finished
+	Passes       int           // their key-map passes
+	BytesRead    int64         // segment bytes read
+	BytesWritten int64         // segment bytes written
+	Duration     time.Duration // time spent in log.Clean
+	// DirtyRatio is the leader's last measure of the share of closed
+	// segment bytes past the last compaction.
+	DirtyRatio float64
+}
+
+// CompactionStats returns the cleaner's totals.
+func (r *Replica) CompactionStats() CompactionStats {
+	r.compact.mu.Lock()
+	defer r.compact.mu.Unlock()
+	return r.compact.stats
+}
+
+// CompactedTo is the compaction point of the replicated decision (-1 if
+// there is none yet), and whether this replica has cleaned with exactly
+// that decision.
+func (r *Replica) CompactedTo() (upTo int64, applied bool) {
+	d := r.fsm.cleanDecision()
+	if d == nil {
+		return -1, false
+	}
+	r.compact.mu.Lock()
+	defer r.compact.mu.Unlock()
+	return d.UpTo, r.compact.applied != nil && r.compact.applied.sameEdges(*d)
+}
+
+// applyClean folds a ControlClean entry into the decision. A point above
+// the high watermark at its index is refused, the same on every replica.
+func (f *fsm) applyClean(l *raft.Log) interface{} {
+	c, err := raftlog.DecodeClean(l.Data)
+	if err != nil {
+		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.UpTo > f.st.HighWatermark {
+		return applyResult{err: fmt.Errorf("apply entry %d: compaction point %d: %w: high watermark %d", l.Index, c.UpTo, log.ErrOffsetOutOfRange, f.st.HighWatermark)}
+	}
+	d := cleanDecision{UpTo: c.UpTo, Expiry: c.Now - c.DeleteRetentionMs, LagEdge: c.Now - c.MinCompactionLag, Now: c.Now}
+	if p := f.st.Clean; p != nil {
+		d = cleanDecision{UpTo: max(p.UpTo, d.UpTo), Expiry: max(p.Expiry, d.Expiry), LagEdge: max(p.LagEdge, d.LagEdge), Now: max(p.Now, d.Now)}
+	}
+	f.st.Clean = &d
+	return applyResult{base: d.UpTo}
+}
+
+// cleanDecision returns a copy of the decision, nil if there is none yet.
+func (f *fsm) cleanDecision() *cleanDecision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.st.Clean == nil {
+		return nil
+	}
+	d := *f.st.Clean
+	return &d
+}
+
+// CompactionPass is one pass of the broker's cleaner over this replica,
+// with now as the leader's clock: the leader replicates a roll if its
+// active segment is due, and a cleaning if its dirty ratio, the maximum
+// compaction lag or tombstones due to expire call for one; then every
+// replica cleans with the replicated decision if it has not yet, reading
+// and writing at most bytesPerSecond (0: no limit). A replica of a topic
+// that is not compacted, or one being seeded, does nothing.
+func (r *Replica) CompactionPass(ctx context.Context, now time.Time, bytesPerSecond int64) error {
+	l := r.store.Log()
+	if !l.Compacted() || r.fsm.isBehind() {
+		return nil
+	}
+	if r.ready() {
+		if err := r.decideCompaction(ctx, now); err != nil {
+			return err
+		}
+	}
+	return r.cleanLocal(ctx, bytesPerSecond)
+}
+
+// decideCompaction is the leader's part of a pass.
+func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
+	l := r.store.Log()
+	if l.RollDue() {
+		if _, err := r.replicateControl(ctx, raftlog.EncodeRoll()); err != nil {
+			return fmt.Errorf("roll: %w", err)
+		}
+	}
+	r.compact.mu.Lock()
+	s, end := r.compact.settings, r.compact.end
+	r.compact.mu.Unlock()
+	d := r.fsm.cleanDecision()
+	upTo := min(l.ClosedEnd(), r.fsm.highWatermark())
+	clean, dirty := l.DirtyBytes(end)
+	ratio := 0.0
+	if clean+dirty > 0 {
+		ratio = float64(dirty) / float64(clean+dirty)
+	}
+	r.compact.mu.Lock()
+	r.compact.stats.DirtyRatio = ratio
+	r.compact.mu.Unlock()
+	nowMs := now.UnixMilli()
+	var due bool
+	switch {
+	case d == nil:
+		due = dirty > 0 && ratio >= s.MinDirtyRatio
+	case upTo > d.UpTo && dirty > 0:
+		due = ratio >= s.MinDirtyRatio ||
+			s.MaxCompactionLag > 0 && nowMs-d.Now >= s.MaxCompactionLag.Milliseconds()
+	}
+	// Tombstones (and segments held back by the compaction lag) become
+	// removable as time passes with nothing new written: clean again once
+	// the expiry edge has moved by a delete.retention.ms.
+	if d != nil && !due && clean+dirty > 0 {
+		step := max(s.DeleteRetention, minRecleanStep).Milliseconds()
+		due = nowMs-s.DeleteRetention.Milliseconds()-d.Expiry >= step ||
+			s.MinCompactionLag > 0 && dirty > 0 && nowMs-s.MinCompactionLag.Milliseconds()-d.LagEdge >= max(s.MinCompactionLag, minRecleanStep).Milliseconds()
+	}
+	if !due || upTo <= 0 {
+		return nil
+	}
+	c := raftlog.Clean{UpTo: upTo, Now: nowMs, DeleteRetentionMs: s.DeleteRetention.Milliseconds(), MinCompactionLag: s.MinCompactionLag.Milliseconds()}
+	if _, err := r.replicateControl(ctx, raftlog.EncodeClean(c)); err != nil {
+		return fmt.Errorf("compaction decision: %w", err)
+	}
+	r.cfg.Logger.Debug("partition compaction decided", "replica", r.cfg.ID, "up_to", upTo, "dirty_ratio", ratio)
+	return nil
+}
+
+// cleanLocal runs log.Clean with the replicated decision if this replica
+// has not cleaned with it yet.
+func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
+	d := r.fsm.cleanDecision()
+	r.compact.mu.Lock()
+	done := d == nil || r.compact.applied != nil && r.compact.applied.sameEdges(*d)
+	r.compact.mu.Unlock()
+	if done {
+		return nil
+	}
+	// Raft replays the entries after its latest snapshot at a restart:
+	// their batches must be whole, so clean only what a snapshot covers.
+	if r.cleanCover() < d.UpTo {
+		if stopped, err := r.await(r.raft.Snapshot()); stopped {
+			return nil
+		} else if err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			return fmt.Errorf("compact: snapshot: %w", err)
+		}
+		if r.cleanCover() < d.UpTo {
+			return nil // the next pass tries again
+		}
+	}
+	start := time.Now()
+	res, err := r.store.Log().Clean(ctx, d.params(bytesPerSecond))
+	if errors.Is(err, log.ErrCleanConflict) {
+		return nil // retention or a truncation changed the log; the next pass retries
+	}
+	if err != nil {
+		return fmt.Errorf("compact: %w", err)
+	}
+	r.compact.mu.Lock()
+	r.compact.applied, r.compact.end = d, res.End
+	st := &r.compact.stats
+	st.Cleanings++
+	st.Passes += res.Passes
+	st.BytesRead += res.BytesRead
+	st.BytesWritten += res.BytesWritten
+	st.Duration += time.Since(start)
+	r.compact.mu.Unlock()
+	r.cfg.Logger.Debug("partition compacted", "replica", r.cfg.ID, "end", res.End, "bytes_before", res.BytesBefore,
+		"bytes_after", res.BytesAfter, "records_removed", res.RecordsRemoved)
+	return nil
+}
+
+// cleanCover is the offset below which no batch is needed by the Raft
+// entries after the latest snapshot: the snapshot's Kafka offset, or the
+// whole log when the snapshot is at or past every stored entry (a
+// replica just seeded, or idle since its last snapshot).
+func (r *Replica) cleanCover() int64 {
+	idx, cover := r.snapshotCover()
+	if last, err := r.store.LastIndex(); err == nil && idx > 0 && idx >= last {
+		return r.store.Log().NextOffset()
+	}
+	return cover
+}
+
+// replicateControl replicates a control entry and waits for it to be
+// applied here.
+func (r *Replica) replicateControl(ctx context.Context, data []byte) (int64, error) {
+	f := r.raft.ApplyLog(raft.Log{Data: data, Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))
+	done := make(chan struct{})
+	var res int64
+	var err error
+	go func() { res, err = r.applyResult(f); close(done) }()
+	select {
+	case <-done:
+		return res, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.stop:
+		return 0, r.notLeader(raft.ErrRaftShutdown)
+	}
+}

@@ -1,0 +1,392 @@
+package partition_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// keyedRec is one record of keyedBatch; a nil value is a tombstone.
+type keyedRec struct {
+	key   string
+	value []byte
+}
+
+// keyedBatch is a client batch of keyed records with timestamps from ts,
+// optionally idempotent (pid >= 0).
+func keyedBatch(ts int64, pid int64, seq int32, recs ...keyedRec) []byte {
+	var body []byte
+	for i, r := range recs {
+		rec := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i), Key: []byte(r.key), Value: r.value}
+		rec.Length = int32(len(rec.AppendTo(nil)) - 1)
+		body = rec.AppendTo(body)
+	}
+	b := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: ts, MaxTimestamp: ts + int64(len(recs)-1),
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: body}
+	if pid >= 0 {
+		b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, 0, seq
+	}
+	out := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crcTable))
+	return out
+}
+
+// readRecord is a record read back: its offset, key and value (nil for a
+// tombstone).
+type readRecord struct {
+	offset int64
+	key    string
+	value  string
+	tomb   bool
+}
+
+// readCompacted fetches partition 0 from offset 0 to the high watermark through
+// the leader and decodes every record.
+func readCompacted(t *testing.T, r *partition.Replica) []readRecord {
+	t.Helper()
+	var out []readRecord
+	for off := r.LogStartOffset(); ; {
+		sl, hw, err := r.Fetch(off, 1<<20)
+		if err != nil {
+			t.Fatalf("fetch %d: %v", off, err)
+		}
+		if sl.Size == 0 {
+			sl.Release()
+			if off < hw {
+				t.Fatalf("fetch %d below the high watermark %d returned nothing", off, hw)
+			}
+			return out
+		}
+		b, err := sl.AppendTo(nil)
+		next := sl.NextOffset
+		sl.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(b) > 0 {
+			n := int(binary.BigEndian.Uint32(b[8:])) + 12
+			var rb kmsg.RecordBatch
+			if err := rb.ReadFrom(b[:n]); err != nil {
+				t.Fatal(err)
+			}
+			recs := rb.Records
+			for range rb.NumRecords {
+				var rec kmsg.Record
+				l, m := binary.Varint(recs)
+				if err := rec.ReadFrom(recs[:m+int(l)]); err != nil {
+					t.Fatal(err)
+				}
+				recs = recs[m+int(l):]
+				out = append(out, readRecord{offset: rb.FirstOffset + int64(rec.OffsetDelta), key: string(rec.Key), value: string(rec.Value), tomb: rec.Value == nil})
+			}
+			b = b[n:]
+		}
+		off = next
+	}
+}
+
+// closedSums is the SHA-256 of each closed segment file of broker b's
+// replica of partition 0, by name.
+func closedSums(t *testing.T, c *celltest.Cell, b int) map[string]string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(c.Dir(b), "p0", "log", "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	out := map[string]string{}
+	for _, n := range names[:max(len(names)-1, 0)] { // the last is the active segment
+		data, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(data)
+		out[filepath.Base(n)] = hex.EncodeToString(s[:])
+	}
+	return out
+}
+
+func sameSums(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var compactSettings = partition.Settings{
+	MaxBatchBytes: log.DefaultMaxBatchBytes,
+	// segment.ms is short so that the leader rolls the tail soon and all
+	// of it gets compacted.
+	Log:        log.Settings{SegmentBytes: 16 << 10, SegmentAge: 300 * time.Millisecond, RetentionAge: -1, Compacted: true},
+	Compaction: partition.CompactionSettings{DeleteRetention: time.Hour, MinDirtyRatio: 0.2},
+}
+
+// produceRetrying produces batch, again after a not-leader error whose
+// outcome is unknown (a leadership change while committing): a duplicate
+// of a keyed record is superseded by the retry, which is what compaction
+// keeps, so these tests need no exactly-once.
+func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64, error) {
+	for i := 0; ; i++ {
+		off, err := c.Produce(ctx, 0, append([]byte(nil), batch...))
+		var nl *partition.NotLeaderError
+		if err == nil || i == 10 || !errors.As(err, &nl) {
+			return off, err
+		}
+	}
+}
+
+// passAll runs a compaction pass on every running replica, the leader
+// first, with now as the leader's clock.
+func passAll(t *testing.T, c *celltest.Cell, now int64) {
+	t.Helper()
+	order := []int{c.WaitLeader(0, waitLong)}
+	for b := range c.Brokers() {
+		if b != order[0] {
+			order = append(order, b)
+		}
+	}
+	for _, b := range order {
+		if r := c.Replica(b, 0); r != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			err := r.CompactionPass(ctx, time.UnixMilli(now), 0)
+			cancel()
+			if err != nil {
+				t.Fatalf("compaction pass on broker %d: %v", b, err)
+			}
+		}
+	}
+}
+
+// TestCompactionIdenticalOnReplicas: a compacted partition on three
+// replicas over the real transport, written with many updates of few keys
+// (and an idempotent producer): after compaction all three hold closed
+// segment files with equal SHA-256, a reader from offset 0 sees the newest
+// value of every key at its original offset, the tombstone stays until
+// delete.retention.ms after it (measured from the replicated "now") and
+// then goes on every replica, a follower down while compaction went on
+// catches up (from the Raft log, or seeded where the entries it lacks
+// were compacted) and matches, and the producer's state survives (a retried
+// batch is still recognised as a duplicate).
+func TestCompactionIdenticalOnReplicas(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}, Logger: celltest.Logger(t, slog.LevelWarn)})
+	for b := range c.Brokers() {
+		if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+	const ts0 = 1_700_000_000_000
+	newest := map[string]readRecord{}
+	produce := func(i int, recs ...keyedRec) int64 {
+		t.Helper()
+		off, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, recs...))
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		for j, r := range recs {
+			newest[r.key] = readRecord{offset: off + int64(j), key: r.key, value: string(r.value), tomb: r.value == nil}
+		}
+		return off
+	}
+	produce(0, keyedRec{"gone", []byte("soon deleted")})
+	produce(1, keyedRec{key: "gone"}) // tombstone at ts0+1
+	val := make([]byte, 300)
+	for i := 2; i < 400; i++ {
+		copy(val, fmt.Sprintf("value %d", i))
+		produce(i, keyedRec{fmt.Sprintf("k%d", i%7), append([]byte(nil), val...)}, keyedRec{fmt.Sprintf("k%d", (i+3)%7), []byte(fmt.Sprint(i))})
+		if i%20 == 0 {
+			passAll(t, c, ts0+int64(i))
+		}
+	}
+	// The idempotent producer's last batch, kept by compaction (its key is
+	// written once).
+	idem := keyedBatch(ts0+400, 7, 0, keyedRec{"idem", []byte("once")})
+	idemOff, err := c.Produce(ctx, 0, append([]byte(nil), idem...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest["idem"] = readRecord{offset: idemOff, key: "idem", value: "once"}
+
+	converge := func(what string, now int64) {
+		t.Helper()
+		celltest.WaitFor(t, waitLong, what, func() bool {
+			passAll(t, c, now)
+			want := closedSums(t, c, 0)
+			for b := 1; b < c.Brokers(); b++ {
+				if !sameSums(want, closedSums(t, c, b)) {
+					return false
+				}
+			}
+			lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+			if lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
+				return false
+			}
+			for b := range c.Brokers() {
+				if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.HighWatermark() {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	check := func(tombWanted bool) {
+		t.Helper()
+		lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+		got := readCompacted(t, lead)
+		var want []readRecord
+		for k, r := range newest {
+			if k == "gone" && !tombWanted {
+				continue
+			}
+			want = append(want, r)
+		}
+		sort.Slice(want, func(i, j int) bool { return want[i].offset < want[j].offset })
+		if len(got) != len(want) {
+			t.Fatalf("read %d records from offset 0, want %d (newest per key): %v", len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("record %d: %+v, want %+v", i, got[i], want[i])
+			}
+		}
+	}
+	now := int64(ts0 + 1000) // long before the tombstone's delete.retention.ms
+	converge("compacted closed segments equal on every replica", now)
+	check(true)
+	for b := range c.Brokers() {
+		if st := c.Replica(b, 0).CompactionStats(); st.Cleanings == 0 || st.BytesWritten == 0 {
+			t.Fatalf("broker %d did not clean: %+v", b, st)
+		}
+	}
+
+	// A follower restarted after compaction catches up and matches.
+	f := (c.WaitLeader(0, waitLong) + 1) % c.Brokers()
+	c.StopBroker(f)
+	for i := 401; i < 500; i++ {
+		produce(i, keyedRec{fmt.Sprintf("k%d", i%7), append([]byte(fmt.Sprint("late ", i)), val...)})
+		if i%10 == 0 {
+			passAll(t, c, now) // compaction goes on without it
+		}
+	}
+	c.StartBroker(f)
+	if err := c.Replica(f, 0).SetSettings(compactSettings); err != nil {
+		t.Fatal(err)
+	}
+	converge("the restarted follower to match", now+2000)
+	check(true)
+
+	// After delete.retention.ms the tombstone goes, on every replica.
+	now = ts0 + 1 + time.Hour.Milliseconds() + 5000
+	converge("compaction past the tombstone's retention", now)
+	check(false)
+
+	// The producer state did not come from the compacted batches: a retry
+	// of the idempotent batch after every broker restarted is a duplicate.
+	for b := range c.Brokers() {
+		c.StopBroker(b)
+	}
+	for b := range c.Brokers() {
+		c.StartBroker(b)
+	}
+	hw := c.Replica(c.WaitLeader(0, waitLong), 0).HighWatermark()
+	off, err := c.Produce(ctx, 0, append([]byte(nil), idem...))
+	if err != nil || off != idemOff {
+		t.Fatalf("retried idempotent batch: offset %d, %v; want the original %d", off, err, idemOff)
+	}
+	if got := c.Replica(c.WaitLeader(0, waitLong), 0).HighWatermark(); got != hw {
+		t.Fatalf("the retry was appended: high watermark %d, was %d", got, hw)
+	}
+}
+
+// TestNewReplicaSeededCompacted: a replica added to a compacted partition
+// after compaction cannot be caught up from the Raft log (the batches of
+// the compacted entries are gone or rewritten); it is seeded from the
+// leader's segments as they are, and after its own cleaning pass its
+// closed segment files equal the other three replicas'.
+func TestNewReplicaSeededCompacted(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Brokers: 4, Voters: 3, Stopped: []int{3}, Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}})
+	for b := range 3 {
+		if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+	const ts0 = 1_700_000_000_000
+	for i := range 300 {
+		if _, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, keyedRec{fmt.Sprintf("k%d", i%5), make([]byte, 400)})); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			passAll(t, c, ts0+int64(i))
+		}
+	}
+	converged := func(brokers int) func() bool {
+		return func() bool {
+			passAll(t, c, ts0+1000)
+			want := closedSums(t, c, 0)
+			for b := 1; b < brokers; b++ {
+				if !sameSums(want, closedSums(t, c, b)) {
+					return false
+				}
+			}
+			lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+			for b := range brokers {
+				if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.Store().Log().ClosedEnd() || lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
+					return false
+				}
+			}
+			return len(want) > 0
+		}
+	}
+	celltest.WaitFor(t, waitLong, "three replicas compacted alike", converged(3))
+
+	c.StartBroker(3)
+	if err := c.Replica(3, 0).SetSettings(compactSettings); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Server(3, 0)
+	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+	if err := lead.Raft().AddVoter(s.ID, s.Address, 0, waitLong).Error(); err != nil {
+		t.Fatalf("add replica: %v", err)
+	}
+	celltest.WaitFor(t, 2*waitLong, "the new replica seeded and compacted like the others", converged(4))
+	if c.Seeder(3).Copied() == 0 {
+		t.Fatal("the new replica copied no segment bytes: it was not seeded")
+	}
+	// New entries land in the same segments on all four.
+	for i := 300; i < 400; i++ {
+		if _, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, keyedRec{fmt.Sprintf("k%d", i%5), make([]byte, 400)})); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			passAll(t, c, ts0+int64(i))
+		}
+	}
+	celltest.WaitFor(t, 2*waitLong, "four replicas compacted alike after new entries", converged(4))
+}
