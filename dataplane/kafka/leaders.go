@@ -4,6 +4,9 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 )
 
 // leaderWait bounds how long CreateTopics waits for the new partitions'
@@ -69,4 +72,52 @@ func (c *conn) leadersKnown(topics []string) bool {
 func electedHere(p Partition) bool {
 	e, ok := p.(interface{ ElectedHere() bool })
 	return ok && e.ElectedHere()
+}
+
+// electionWait bounds how long a Produce or a Metadata answer waits for a
+// partition hosted here to learn its new leader (an election or a
+// leadership transfer in progress, with a majority up). Kafka clients
+// that hear "no leader" refresh their metadata, and franz-go does so at
+// most once per metadata min age (5 s by default): answering a moment
+// later with the new leader named (KIP-951 on Produce, the leader on
+// Metadata) costs less than that wait. A partition without a majority
+// is not waited for (frontdoor.NoLeader says so at once).
+const electionWait = 1500 * time.Millisecond
+
+// awaitLeader waits, up to electionWait or ctx, until p knows a serving
+// leader, and reports it. It answers at once when p has one, when its
+// majority is gone, or when this replica has won and is about to serve.
+func awaitLeader(ctx context.Context, p Partition) (node int, ok bool) {
+	if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) || electedHere(p) {
+		return node, ok
+	}
+	ctx, cancel := context.WithTimeout(ctx, electionWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return p.Leader()
+		}
+		if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) || electedHere(p) {
+			return node, ok
+		}
+	}
+}
+
+// awaitLeaders waits, up to electionWait or ctx, until every partition of
+// topics hosted here that has a majority knows its leader, so one
+// Metadata answer names them instead of LEADER_NOT_AVAILABLE.
+func (c *conn) awaitLeaders(ctx context.Context, topics []*wire.Topic) {
+	ctx, cancel := context.WithTimeout(ctx, electionWait)
+	defer cancel()
+	for _, t := range topics {
+		for _, wp := range t.Partitions {
+			if p, ok := c.s.cfg.Partitions.Get(t.ID, int32(wp.Partition)); ok {
+				awaitLeader(ctx, p)
+			}
+		}
+	}
 }

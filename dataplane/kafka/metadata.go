@@ -32,6 +32,7 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	c.awaitLeaders(c.s.ctx, c.metadataTopics(v, r, all))
 	if all {
 		for _, t := range v.Topics(c.tenant()) {
 			if c.describable(v, t.Name) {
@@ -48,6 +49,29 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, c.namedTopicMetadata(v, name))
 	}
 	return resp
+}
+
+// metadataTopics are the topics a Metadata request asks for that the
+// caller may describe.
+func (c *conn) metadataTopics(v *cellview.View, r *kmsg.MetadataRequest, all bool) []*wire.Topic {
+	var out []*wire.Topic
+	if all {
+		for _, t := range v.Topics(c.tenant()) {
+			if c.describable(v, t.Name) {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	for _, rt := range r.Topics {
+		if rt.Topic == nil {
+			continue
+		}
+		if t, ok := v.Topic(c.tenant(), *rt.Topic); ok && c.describable(v, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // namedTopicMetadata answers for one topic the client named. A topic of

@@ -114,7 +114,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				fail(catalog.NotLeader, "")
 				continue
 			}
-			if node, ok := part.Leader(); !ok || node != c.s.cfg.NodeID {
+			if node, ok := awaitLeader(ctx, part); !ok || node != c.s.cfg.NodeID {
 				if !ok && frontdoor.PartitionNoQuorum(part) {
 					// Not a moving leader: none until brokers return.
 					op.ErrorCode, op.ErrorMessage = errCode(frontdoor.NoLeader(part, ""))
