@@ -167,8 +167,9 @@ func TestShipBatchOnce(t *testing.T) {
 
 // BenchmarkShip: the ledger's throughput in usage records per second.
 // Each shipment holds 100 records, as a shipper sends them from a busy
-// usage partition; each record, one broker's flush, has the four meters
-// of 5 tenants' topics and 10 produced batches.
+// usage partition; each record (version 2), one broker's flush, has the
+// fetch meters of 5 tenants' topics and the closed produce ranges of the
+// 10 partitions the broker leads, each range's end past the one before.
 func BenchmarkShip(b *testing.B) {
 	pool, err := pgxpool.New(context.Background(), pgtest.New(b))
 	if err != nil {
@@ -178,22 +179,22 @@ func BenchmarkShip(b *testing.B) {
 	l := &billing.Ledger{DB: pool}
 	ctx := context.Background()
 	const perShipment = 100
-	seq, base := int64(0), int64(0)
+	seq, end := int64(0), int64(0)
 	pos := int64(0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i += perShipment {
 		var recs []json.RawMessage
 		for range min(perShipment, b.N-i) {
 			seq++
-			r := billing.Record{Version: 1, Node: 1, Boot: "bench", Seq: seq}
+			r := billing.Record{Version: 2, Node: 1, Boot: "bench", Seq: seq}
 			for tn := range 5 {
 				for _, m := range []string{"bytes_out", "messages_out"} {
 					r.Entries = append(r.Entries, billing.Entry{Tenant: fmt.Sprint("t", tn), Topic: "tp", Meter: m, Hour: hour0.Unix(), Value: 10})
 				}
 			}
-			for range 10 {
-				base += 5
-				r.Batches = append(r.Batches, billing.Batch{Tenant: "t1", Topic: "tp", Partition: 0, Base: base, Hour: hour0.Unix(), Bytes: 1000, Messages: 5})
+			end += 5
+			for p := range int32(10) {
+				r.Ranges = append(r.Ranges, billing.Range{Tenant: "t1", Topic: "tp", Partition: p, End: end, Hour: hour0.Unix(), Bytes: 1000 * end, Messages: end})
 			}
 			raw, _ := json.Marshal(r)
 			recs = append(recs, raw)
@@ -205,6 +206,11 @@ func BenchmarkShip(b *testing.B) {
 		pos = res.Position
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.StopTimer()
+	// Each partition's last range holds the hour: its bytes counted once.
+	if tot, err := l.Totals(ctx, "t1", hour0, hour0.Add(time.Hour)); err != nil || tot["bytes_in"] != 10*1000*end {
+		b.Fatalf("ledger bytes_in %d (%v), want %d", tot["bytes_in"], err, 10*1000*end)
+	}
 }
 
 type jsonRaw = json.RawMessage

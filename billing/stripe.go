@@ -170,7 +170,7 @@ func backoff(n int) time.Duration {
 
 // send sends the due outbox rows, oldest first, and records each outcome.
 // An event is marked sent only after Stripe answered; a worker killed in
-// between sends it again with the same identifier.
+// between sends it again with the same identifier and idempotency key.
 func (r *Reporter) send(ctx context.Context) (int, error) {
 	rows, err := r.cfg.DB.Query(ctx, `SELECT tenant_id, meter, hour, value, identifier, attempts FROM billing_outbox
 		WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY hour, tenant_id, meter LIMIT 500`, r.cfg.Now())
@@ -203,6 +203,11 @@ func (r *Reporter) send(ctx context.Context) (int, error) {
 			p := &stripe.BillingMeterEventParams{EventName: stripe.String(EventName(d.meter)), Identifier: stripe.String(d.id),
 				Timestamp: stripe.Int64(d.hour.Unix()),
 				Payload:   map[string]string{"stripe_customer_id": cust, "value": strconv.FormatInt(d.value, 10)}}
+			// The identifier is also the idempotency key: a retry after a
+			// worker died before recording the answer gets Stripe's first
+			// answer back instead of a duplicate-identifier error, which
+			// would keep the event pending for ever.
+			p.SetIdempotencyKey(d.id)
 			_, err = r.api.BillingMeterEvents.New(p)
 		}
 		if err != nil {

@@ -47,7 +47,7 @@ func startUsage(cfg brokerConfig, nodeID int, syncer *cellview.Syncer, m *replic
 			}
 		}
 		return out
-	}})
+	}, Interval: cfg.UsageSample})
 	if err != nil {
 		_ = f.Close()
 		return nil, err

@@ -61,6 +61,8 @@ type brokerConfig struct {
 	HealthListen string
 	// SeedRate is replicas.Config.SeedRate.
 	SeedRate int64
+	// UsageSample is the usage sampler's interval (0: its default).
+	UsageSample time.Duration
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
 	// roots trusted in the control plane's and other brokers'; nil or
 	// without a certificate, they serve plaintext.
@@ -79,8 +81,9 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen, SeedRate: cfg.SeedRate,
-		Register: wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
-		Peer:     peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
+		UsageSample: cfg.usageSample(),
+		Register:    wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
+		Peer:        peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
 			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/dataplane/replicas"
 )
@@ -143,6 +144,17 @@ type Config struct {
 	// from peers when seeded (replicas.Config.SeedRate), in bytes a
 	// second; 0 is unlimited (default 64 MiB/s).
 	SeedRate int64 `json:"seed_rate"`
+	// UsageSample is how often a broker samples the partitions it leads
+	// for partition-seconds and storage byte-seconds, as a Go duration
+	// ("10s"; default 10 s, at least 10 ms).
+	UsageSample string `json:"usage_sample"`
+}
+
+// usageSample is UsageSample parsed (validate checked it); 0 for the
+// sampler's default.
+func (c Config) usageSample() time.Duration {
+	d, _ := time.ParseDuration(c.UsageSample)
+	return d
 }
 
 func defaultConfig() Config {
@@ -176,6 +188,12 @@ func (c *Config) validate(cmd string) error {
 	}
 	if c.SeedRate < 0 {
 		return fmt.Errorf("seed rate must not be negative (0 is unlimited), got %d", c.SeedRate)
+	}
+	if c.UsageSample != "" {
+		d, err := time.ParseDuration(c.UsageSample)
+		if err != nil || d < 10*time.Millisecond {
+			return fmt.Errorf("usage sample interval %q: want a duration of at least 10ms, like 10s", c.UsageSample)
+		}
 	}
 	if c.EgressBytesPerSec < 0 {
 		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
@@ -284,6 +302,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
+	usageSample := fs.String("usage-sample", "", "broker, dev: how often a broker samples the partitions it leads for partition-hours and storage byte-hours, a Go duration (env SLUICE_USAGE_SAMPLE; default 10s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -331,6 +350,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_HTTP_ADVERTISE"}, &cfg.HTTPAdvertise},
 		{[]string{"SLUICE_PEER_CERT_DIR"}, &cfg.PeerCertDir},
 		{[]string{"SLUICE_HEALTH_LISTEN"}, &cfg.HealthListen},
+		{[]string{"SLUICE_USAGE_SAMPLE"}, &cfg.UsageSample},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -360,7 +380,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*peerCA, &cfg.PeerCAFile}, {*peerCert, &cfg.PeerCertFile}, {*peerKey, &cfg.PeerKeyFile},
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}, {*rateRedis, &cfg.RateLimitRedis},
 		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
-		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen}} {
+		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen},
+		{*usageSample, &cfg.UsageSample}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
