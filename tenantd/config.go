@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/dataplane/replicas"
 )
@@ -143,6 +144,10 @@ type Config struct {
 	// from peers when seeded (replicas.Config.SeedRate), in bytes a
 	// second; 0 is unlimited (default 64 MiB/s).
 	SeedRate int64 `json:"seed_rate"`
+	// CompactInterval is how often a broker's cleaner passes over the
+	// replicas of compacted topics (replicas.Config.CompactInterval;
+	// default 15 s). Flag only: short runs (cmd/chaos -compact) lower it.
+	CompactInterval time.Duration `json:"-"`
 }
 
 func defaultConfig() Config {
@@ -176,6 +181,9 @@ func (c *Config) validate(cmd string) error {
 	}
 	if c.SeedRate < 0 {
 		return fmt.Errorf("seed rate must not be negative (0 is unlimited), got %d", c.SeedRate)
+	}
+	if c.CompactInterval < 0 {
+		return fmt.Errorf("compact interval must not be negative (0 is the default), got %v", c.CompactInterval)
 	}
 	if c.EgressBytesPerSec < 0 {
 		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
@@ -284,6 +292,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
+	compactInterval := fs.Duration("compact-interval", 0, "broker: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -388,6 +397,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *seedRate != -1 {
 		cfg.SeedRate = *seedRate
+	}
+	if *compactInterval != 0 {
+		cfg.CompactInterval = *compactInterval
 	}
 	return cfg, cfg.validate(cmd)
 }
