@@ -13,6 +13,7 @@ const (
 	// the final read of its partition (made after every fault healed, from
 	// the log start to the high watermark), or the log start is above where
 	// the history allowed it to move (MayTrim: retention, DeleteRecords).
+	// A compacted checker excuses a value below a newer one of its key.
 	LostWrite = "lost-write"
 	// Duplicate: one value at two offsets (producers either never resend or
 	// are idempotent, and every value is unique, so a retry must never
@@ -28,7 +29,8 @@ const (
 	// record is beyond the offset after the last one read (offsets are
 	// dense, so any gap skips records), a session's first record is past
 	// where it started, or the final read is not every offset from 0 to the
-	// high watermark.
+	// high watermark. A compacted checker (compacted.go) has gaps and
+	// never counts one.
 	PollSkip = "poll-skip"
 	// HighWatermark: a reader saw a partition's high watermark go back, was
 	// given a record at or above the high watermark it was given with it,
