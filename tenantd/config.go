@@ -292,7 +292,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
-	compactInterval := fs.Duration("compact-interval", 0, "broker: how often the cleaner passes over the replicas of compacted topics (default 15s)")
+	compactInterval := fs.Duration("compact-interval", 0, "broker, dev: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
