@@ -63,6 +63,8 @@ type brokerConfig struct {
 	SeedRate int64
 	// UsageSample is the usage sampler's interval (0: its default).
 	UsageSample time.Duration
+	// CompactInterval is replicas.Config.CompactInterval.
+	CompactInterval time.Duration
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
 	// roots trusted in the control plane's and other brokers'; nil or
 	// without a certificate, they serve plaintext.
@@ -81,9 +83,10 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen, SeedRate: cfg.SeedRate,
-		UsageSample: cfg.usageSample(),
-		Register:    wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
-		Peer:        peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
+		UsageSample:     cfg.usageSample(),
+		CompactInterval: cfg.CompactInterval,
+		Register:        wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
+		Peer:            peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
 			EgressBytesPerSec: float64(cfg.EgressBytesPerSec)}}
 }
@@ -220,7 +223,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	defer unobserve()
 	// The meter before the replicas: their leaders record produce into it.
 	meter := metering.NewMeter(nil)
-	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, Usage: meter, Logger: log})
+	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, CompactInterval: cfg.CompactInterval, Usage: meter, Logger: log})
 	if err != nil {
 		return err
 	}

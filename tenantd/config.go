@@ -143,11 +143,12 @@ type Config struct {
 	// SeedRate bounds how fast a broker's replicas copy segment files
 	// from peers when seeded (replicas.Config.SeedRate), in bytes a
 	// second; 0 is unlimited (default 64 MiB/s).
-	SeedRate int64 `json:"seed_rate"`
-	// UsageSample is how often a broker samples the partitions it leads
-	// for partition-seconds and storage byte-seconds, as a Go duration
-	// ("10s"; default 10 s, at least 10 ms).
+	SeedRate    int64  `json:"seed_rate"`
 	UsageSample string `json:"usage_sample"`
+	// CompactInterval is how often a broker's cleaner passes over the
+	// replicas of compacted topics (replicas.Config.CompactInterval;
+	// default 15 s). Flag only: short runs (cmd/chaos -compact) lower it.
+	CompactInterval time.Duration `json:"-"`
 }
 
 // usageSample is UsageSample parsed (validate checked it); 0 for the
@@ -194,6 +195,9 @@ func (c *Config) validate(cmd string) error {
 		if err != nil || d < 10*time.Millisecond {
 			return fmt.Errorf("usage sample interval %q: want a duration of at least 10ms, like 10s", c.UsageSample)
 		}
+	}
+	if c.CompactInterval < 0 {
+		return fmt.Errorf("compact interval must not be negative (0 is the default), got %v", c.CompactInterval)
 	}
 	if c.EgressBytesPerSec < 0 {
 		return fmt.Errorf("egress bytes per second must not be negative, got %d", c.EgressBytesPerSec)
@@ -303,6 +307,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
 	usageSample := fs.String("usage-sample", "", "broker, dev: how often a broker samples the partitions it leads for partition-hours and storage byte-hours, a Go duration (env SLUICE_USAGE_SAMPLE; default 10s)")
+	compactInterval := fs.Duration("compact-interval", 0, "broker, dev: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -409,6 +414,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *seedRate != -1 {
 		cfg.SeedRate = *seedRate
+	}
+	if *compactInterval != 0 {
+		cfg.CompactInterval = *compactInterval
 	}
 	return cfg, cfg.validate(cmd)
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,10 +23,7 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tenantd and runs a cell of real processes under faults for about 90 s")
 	}
-	bin := filepath.Join(t.TempDir(), "tenantd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../tenantd").CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
+	bin := buildTenantd(t)
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
 		var err error
@@ -83,6 +81,87 @@ func TestChaosShort(t *testing.T) {
 	if !res.Valid() {
 		t.Fatalf("the history violates the delivery contract (seed %d)", seed)
 	}
+}
+
+// TestChaosCompactShort is the short chaos run against a compacted topic
+// (-compact): two partitions with 1 MiB segments and 1 KiB of random
+// padding per record at 600 records a second, so the leaders roll and the
+// cleaner (every 3 s) compacts during the run; 20 s of faults every 5 s,
+// then the compaction model: offsets never reused, a record vanishes only
+// below a newer one of its key. About 30 s.
+func TestChaosCompactShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tenantd and runs a cell of real processes under faults for about 30 s")
+	}
+	bin := buildTenantd(t)
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_CHAOS_SEED: %v", err)
+		}
+	}
+	dbURL := os.Getenv("SLUICE_TEST_DATABASE_URL")
+	if dbURL == "" {
+		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	dir := t.TempDir()
+	cfg := Config{
+		Tenantd: bin, DatabaseURL: dbURL, Dir: dir,
+		Duration: 20 * time.Second, Interval: 5 * time.Second, Seed: seed, Nemeses: Nemeses,
+		Partitions: 2, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 600,
+		SessionLength: 10 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
+		Compact: true, CompactLag: time.Second, CompactInterval: 3 * time.Second, RecordPad: 1024,
+	}
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", seed, seed)
+	res, err := Run(ctx, cfg, log, &out)
+	t.Logf("summary:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("chaos run did not complete: %v", err)
+	}
+	if res.Acks < 1000 {
+		t.Errorf("only %d writes were acknowledged: the run proves little", res.Acks)
+	}
+	if res.Compacted == 0 {
+		t.Error("the final reads have no gap: the cleaner compacted nothing during the run")
+	}
+	if !res.Valid() {
+		t.Fatalf("the history violates the compaction model (seed %d)", seed)
+	}
+}
+
+// tenantd is built once for the package's tests (TestMain removes it).
+var tenantd struct {
+	once sync.Once
+	dir  string
+	err  error
+	out  []byte
+}
+
+func buildTenantd(t *testing.T) string {
+	t.Helper()
+	tenantd.once.Do(func() {
+		if tenantd.dir, tenantd.err = os.MkdirTemp("", "chaos-tenantd-"); tenantd.err != nil {
+			return
+		}
+		tenantd.out, tenantd.err = exec.Command("go", "build", "-o", filepath.Join(tenantd.dir, "tenantd"), "../../tenantd").CombinedOutput()
+	})
+	if tenantd.err != nil {
+		t.Fatalf("build tenantd: %v\n%s", tenantd.err, tenantd.out)
+	}
+	return filepath.Join(tenantd.dir, "tenantd")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tenantd.dir != "" {
+		os.RemoveAll(tenantd.dir)
+	}
+	os.Exit(code)
 }
 
 type testWriter struct{ t *testing.T }

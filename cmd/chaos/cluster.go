@@ -98,6 +98,9 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 		}
 		b := &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, DataDir: filepath.Join(c.cfg.Dir, "data"),
 			RaftListen: addrs[0], Kafka: addrs[1], HTTP: addrs[2]}
+		if c.cfg.Compact {
+			b.Args = []string{"-compact-interval", c.cfg.CompactInterval.String()}
+		}
 		if b.Raft, err = c.net.Listen(i, strconv.Itoa(b.NodeID), b.RaftListen); err != nil {
 			return err
 		}
@@ -119,6 +122,15 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 		req.Config = map[string]string{
 			topicspec.RetentionMs:  strconv.FormatInt(c.cfg.Retention.Milliseconds(), 10),
 			topicspec.SegmentBytes: strconv.Itoa(1 << 20),
+		}
+	}
+	if c.cfg.Compact {
+		// 1 MiB segments, the floor, roll on the leaders' cleaner passes,
+		// so closed segments are there to clean within seconds.
+		req.Config = map[string]string{
+			topicspec.CleanupPolicy:      "compact",
+			topicspec.SegmentBytes:       strconv.Itoa(1 << 20),
+			topicspec.MinCompactionLagMs: strconv.FormatInt(c.cfg.CompactLag.Milliseconds(), 10),
 		}
 	}
 	if _, err := c.tenantClient.CreateTopic(ctx, req); err != nil {

@@ -64,6 +64,14 @@ type Config struct {
 	// DiskEvery, when positive, samples each broker's bytes on disk at
 	// this interval and prints them as a table (the soak).
 	DiskEvery time.Duration
+	// Compact creates the topic with cleanup.policy=compact (1 MiB
+	// segments, min.compaction.lag.ms CompactLag) and brokers whose
+	// cleaner passes every CompactInterval, and checks the compaction
+	// model (history.NewCompacted) instead of dense offsets. Retention and
+	// DeleteRecords are off with it.
+	Compact         bool
+	CompactLag      time.Duration
+	CompactInterval time.Duration
 	// Brokers is the cell's size: 3 (a partition's replicas), or 4 with
 	// the move nemesis, which needs a broker to move a replica to.
 	Brokers int
@@ -83,6 +91,10 @@ func (c *Config) validate() error {
 		return errors.New("-retention must be 0 (off) or at least 1s (the retention.ms floor)")
 	case c.DeleteEvery < 0 || c.RecordPad < 0 || c.DiskEvery < 0:
 		return errors.New("-delete-records, -record-pad and -disk-every must not be negative")
+	case c.Compact && (c.Retention != 0 || c.DeleteEvery != 0):
+		return errors.New("-compact checks the compaction model alone: give -retention 0 and -delete-records 0 (the defaults with -compact)")
+	case c.Compact && (c.CompactLag < 0 || c.CompactInterval <= 0):
+		return errors.New("-compact-lag must not be negative and -compact-interval must be positive")
 	case c.Brokers != 0 && c.Brokers < 3:
 		return errors.New("-brokers must be at least 3 (a partition's replicas)")
 	case c.Brokers == 3 && slices.Contains(c.Nemeses, Move):
@@ -134,9 +146,22 @@ func main() {
 	flag.IntVar(&cfg.RecordPad, "record-pad", 1024, "bytes of random padding header on every record (batches are compressed)")
 	flag.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "tenantd log level")
 	flag.DurationVar(&cfg.DiskEvery, "disk-every", 0, "sample each broker's bytes on disk (all, and raft.entries) this often and print them as a table (0: off); with -nemeses none, a soak")
+	flag.BoolVar(&cfg.Compact, "compact", false, "create the topic with cleanup.policy=compact and check the compaction model (offsets never reused, a record vanishes only below a newer one of its key); retention and DeleteRecords default to off")
+	flag.DurationVar(&cfg.CompactLag, "compact-lag", time.Second, "with -compact: the topic's min.compaction.lag.ms")
+	flag.DurationVar(&cfg.CompactInterval, "compact-interval", 3*time.Second, "with -compact: the brokers' cleaner interval (tenantd broker -compact-interval)")
 	flag.IntVar(&cfg.Brokers, "brokers", 0, "brokers in the cell (default 3, or 4 with the move nemesis)")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()
+	if cfg.Compact {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["retention"] {
+			cfg.Retention = 0
+		}
+		if !set["delete-records"] {
+			cfg.DeleteEvery = 0
+		}
+	}
 	var err error
 	if cfg.Nemeses, err = ParseNemeses(nemeses); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -185,6 +210,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	}
 	defer c.Close()
 	chk := history.New()
+	if cfg.Compact {
+		chk = history.NewCompacted()
+	}
 	var tr *Trimmer
 	if cfg.Retention > 0 || cfg.DeleteEvery > 0 {
 		if tr, err = NewTrimmer(cfg, c, chk, log); err != nil {
@@ -244,7 +272,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 			return Outcome{}, fmt.Errorf("settle moves: %w", err)
 		}
 	}
-	if err := FinalRead(context.Background(), cfg, c, chk, tr, log); err != nil {
+	gaps, err := FinalRead(context.Background(), cfg, c, chk, tr, log)
+	if err != nil {
 		return Outcome{Result: chk.Result()}, err
 	}
 	res := chk.Result()
@@ -266,6 +295,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
+	if cfg.Compact {
+		fmt.Fprintf(out, "  compaction: the final reads lack %d offsets below the high watermarks (compacted away) of %d acknowledged\n", gaps, res.Acks)
+	}
 	if tr != nil {
 		fmt.Fprintf(out, "  trimming: %s; %d consumer skips past a moved log start\n", trimmed, w.skips.Load())
 		fmt.Fprintf(out, "  %-21s %d\n", EarlyDeletion+":", res.Counts[EarlyDeletion])
@@ -284,7 +316,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 		disk.Write(out)
 		fmt.Fprintln(out)
 	}
-	out2 := Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load(), StuckMoves: stuck}
+	out2 := Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load(), StuckMoves: stuck, Compacted: gaps}
 	if out2.Valid() {
 		fmt.Fprintln(out, "  valid: yes")
 	} else {
@@ -300,6 +332,9 @@ type Outcome struct {
 	Skips     int64           // consumer skips past a moved log start
 	// StuckMoves counts moves still unfinished 3 minutes after the heal.
 	StuckMoves int
+	// Compacted counts offsets below the final high watermarks missing
+	// from the final reads (-compact: what the cleaner removed).
+	Compacted int64
 }
 
 // Valid: the history holds every property and no move is stuck.
@@ -322,10 +357,11 @@ func waitReady(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 			v := fmt.Sprintf("probe-%d-%d", p, try)
 			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
 			at := time.Now()
-			r, err := cl.ProduceSync(pctx, &kgo.Record{Partition: int32(p), Value: []byte(v)}).First()
+			// Keyed: a compacted topic refuses keyless records.
+			r, err := cl.ProduceSync(pctx, &kgo.Record{Partition: int32(p), Key: []byte("probe"), Value: []byte(v)}).First()
 			pcancel()
 			if err == nil {
-				chk.Acked(r.Partition, r.Offset, v)
+				chk.AckedKey(r.Partition, r.Offset, "probe", v)
 				if tr != nil {
 					tr.Acked(r.Partition, r.Offset, at)
 				}

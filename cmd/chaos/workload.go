@@ -151,7 +151,7 @@ func (w *Workload) produce(id int) {
 				w.log.Debug("produce not acknowledged", "value", value, "err", err)
 				return
 			}
-			w.chk.Acked(r.Partition, r.Offset, value)
+			w.chk.AckedKey(r.Partition, r.Offset, key, value)
 			if w.tr != nil {
 				w.tr.Acked(r.Partition, r.Offset, at)
 			}
@@ -237,7 +237,7 @@ func (w *Workload) poll(cl *kgo.Client, length time.Duration, from map[int32]int
 			}
 			recs := make([]history.Record, len(fp.Records))
 			for i, r := range fp.Records {
-				recs[i] = history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)}
+				recs[i] = history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value), Key: string(r.Key)}
 			}
 			sp := sessPart{sessOf(fp.Partition), fp.Partition}
 			if next, ok := pos[sp]; ok && w.tr != nil && recs[0].Offset > next {
@@ -333,12 +333,14 @@ func (w *Workload) groupSession(name string, length time.Duration) bool {
 // FinalRead waits until every partition has a leader whose high watermark
 // covers every acknowledged record, then reads each partition from offset
 // 0 to its high watermark with a fresh client and hands it to the checker.
-func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, tr *Trimmer, log *slog.Logger) error {
+// It returns how many offsets below the high watermarks the reads lacked
+// from where they started (a compacted log's gaps).
+func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker, tr *Trimmer, log *slog.Logger) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.FinalTimeout)
 	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	hw := map[int32]int64{}
 	for len(hw) < cfg.Partitions {
@@ -374,7 +376,7 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 			select {
 			case <-ctx.Done():
 				cl.Close()
-				return fmt.Errorf("final read: high watermarks of %d of %d partitions within %v (last error: %v)", len(hw), cfg.Partitions, cfg.FinalTimeout, err)
+				return 0, fmt.Errorf("final read: high watermarks of %d of %d partitions within %v (last error: %v)", len(hw), cfg.Partitions, cfg.FinalTimeout, err)
 			case <-time.After(500 * time.Millisecond):
 			}
 		}
@@ -398,17 +400,18 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 	}
 	log.Info("final read", "high_watermarks", hw)
 	if len(offsets) == 0 {
-		return nil
+		return 0, nil
 	}
 	cl, err = kgo.NewClient(c.clientOpts(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}))...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer cl.Close()
+	var gaps int64
 	for len(offsets) > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("final read: partitions %v not read to their high watermarks within %v", keys(offsets), cfg.FinalTimeout)
+			return 0, fmt.Errorf("final read: partitions %v not read to their high watermarks within %v", keys(offsets), cfg.FinalTimeout)
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if _, ok := offsets[fp.Partition]; !ok {
@@ -423,11 +426,16 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 					read[fp.Partition] = nil
 				}
 				if r.Offset < hw[fp.Partition] {
-					read[fp.Partition] = append(rs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
+					read[fp.Partition] = append(rs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value), Key: string(r.Key)})
 				}
 			}
 			if n := len(read[fp.Partition]); n > 0 && read[fp.Partition][n-1].Offset >= hw[fp.Partition]-1 {
 				rs := read[fp.Partition]
+				from := int64(0)
+				if tr != nil {
+					from = rs[0].Offset
+				}
+				gaps += hw[fp.Partition] - from - int64(len(rs))
 				if tr == nil {
 					chk.Final(fp.Partition, rs, hw[fp.Partition])
 				} else {
@@ -440,7 +448,7 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 			}
 		})
 	}
-	return nil
+	return gaps, nil
 }
 
 func keys[V any](m map[int32]V) []int32 {

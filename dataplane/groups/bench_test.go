@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
@@ -38,7 +39,22 @@ func benchNode(id raft.ServerID) (int, bool) {
 // three-broker Raft cell (real transport, fsync on every commit, the
 // brokers' Raft timeouts).
 func benchCoordinator(b *testing.B) (*Coordinator, Log) {
-	cell := celltest.New(b, celltest.Options{Partitions: 1, Raft: partition.DefaultRaftConfig})
+	co, l, _ := benchCoordinatorOn(b, celltest.Options{}, nil)
+	return co, l
+}
+
+// benchCoordinatorOn is benchCoordinator on a cell with opts's Log
+// config and, if set, settings on every replica.
+func benchCoordinatorOn(b *testing.B, opts celltest.Options, settings *partition.Settings) (*Coordinator, Log, *celltest.Cell) {
+	opts.Partitions, opts.Raft = 1, partition.DefaultRaftConfig
+	cell := celltest.New(b, opts)
+	if settings != nil {
+		for br := range cell.Brokers() {
+			if err := cell.Replica(br, 0).SetSettings(*settings); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	// The preferred leader (broker 0), which nothing moves away.
 	celltest.WaitFor(b, 60*time.Second, "broker 0 to lead", func() bool { return cell.Leader(0) == 0 })
 	leader := 0
@@ -53,7 +69,7 @@ func benchCoordinator(b *testing.B) (*Coordinator, Log) {
 		_, local, _ := co.Locate("t", "g")
 		return local
 	})
-	return co, l
+	return co, l, cell
 }
 
 func commitsOf(parts int, off int64) []OffsetCommit {
@@ -82,9 +98,22 @@ func BenchmarkCommitOffsets(b *testing.B) {
 // serves. One op = one whole replay.
 func BenchmarkLoad(b *testing.B) {
 	co, l := benchCoordinator(b)
-	ctx := context.Background()
 	const commits = 10_000
-	// Many groups commit concurrently, as a busy cell's would.
+	commitHistory(b, co, commits)
+	b.ResetTimer()
+	for range b.N {
+		groups, records, err := co.replay(l)
+		if err != nil || records != commits*12 || len(groups) != 500 {
+			b.Fatalf("replay: %d records, %d groups, %v", records, len(groups), err)
+		}
+	}
+	b.ReportMetric(float64(commits*12*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// commitHistory commits commits times 12 partitions for 500 groups, 64
+// at a time, as a busy cell's groups would.
+func commitHistory(b *testing.B, co *Coordinator, commits int) {
+	ctx := context.Background()
 	errs := make(chan error, 64)
 	for w := range 64 {
 		go func() {
@@ -100,12 +129,43 @@ func BenchmarkLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ResetTimer()
-	for range b.N {
-		groups, records, err := co.replay(l)
-		if err != nil || records != commits*12 || len(groups) != 500 {
-			b.Fatalf("replay: %d records, %d groups, %v", records, len(groups), err)
-		}
+}
+
+// BenchmarkLoadCompaction: replaying a compacted offsets partition that
+// holds 10,000 commits of 12 partitions by 500 groups (120,000 records,
+// 1 MiB segments), before compaction, and after every replica compacted
+// it to the live 6,000 records (500 groups × 12 partitions). One op = one
+// whole replay.
+func BenchmarkLoadCompaction(b *testing.B) {
+	settings := partition.Settings{
+		Log:        log.Settings{SegmentBytes: 1 << 20, SegmentAge: 300 * time.Millisecond, RetentionAge: -1, Compacted: true},
+		Compaction: partition.CompactionSettings{DeleteRetention: 24 * time.Hour, MinDirtyRatio: 0.5},
 	}
-	b.ReportMetric(float64(commits*12*b.N)/b.Elapsed().Seconds(), "records/s")
+	co, l, cell := benchCoordinatorOn(b, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 1 << 20}}, &settings)
+	const commits, live = 10_000, 500 * 12
+	commitHistory(b, co, commits)
+	replay := func(b *testing.B, want int) {
+		for range b.N {
+			groups, records, err := co.replay(l)
+			if err != nil || records != want || len(groups) != 500 {
+				b.Fatalf("replay: %d records (want %d), %d groups, %v", records, want, len(groups), err)
+			}
+		}
+		b.ReportMetric(float64(want), "records/op")
+	}
+	b.Run("before", func(b *testing.B) { replay(b, commits*12) })
+	celltest.WaitFor(b, 2*time.Minute, "the offsets partition compacted", func() bool {
+		for br := range cell.Brokers() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cell.Replica(br, 0).CompactionPass(ctx, time.Now(), 0)
+			cancel()
+			if err != nil {
+				b.Logf("compaction pass: %v", err)
+				return false
+			}
+		}
+		_, records, err := co.replay(l)
+		return err == nil && records == live
+	})
+	b.Run("after", func(b *testing.B) { replay(b, live) })
 }

@@ -25,6 +25,12 @@ func startCoordinatorsWith(t *testing.T, mod func(*groups.Config)) (*celltest.Ce
 	// test moves leadership, and no preferred-leader check that would move
 	// it back behind the test's back.
 	cell := celltest.New(t, celltest.Options{Partitions: 1, Raft: partition.DefaultRaftConfig, CheckInterval: time.Hour})
+	return cell, coordinatorsOn(t, cell, mod)
+}
+
+// coordinatorsOn starts a coordinator per broker of cell over its
+// partition 0, mod adjusting each one's config.
+func coordinatorsOn(t *testing.T, cell *celltest.Cell, mod func(*groups.Config)) []*groups.Coordinator {
 	var coords []*groups.Coordinator
 	for b := range 3 {
 		cfg := groups.Config{NodeID: b + 1, Partitions: 1, MinSessionTimeout: time.Second,
@@ -46,7 +52,7 @@ func startCoordinatorsWith(t *testing.T, mod func(*groups.Config)) (*celltest.Ce
 		t.Cleanup(func() { co.Close() })
 		coords = append(coords, co)
 	}
-	return cell, coords
+	return coords
 }
 
 // waitCoordinator waits until some coordinator serves the group and

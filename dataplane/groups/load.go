@@ -94,7 +94,7 @@ func (c *Coordinator) unload(sh *shard) {
 const loadChunk = 1 << 20
 
 // load replays an offsets partition this broker leads from its log start
-// to its high watermark (the barrier of the leader's term applied every
+// to its high watermark, across compaction's gaps (the barrier of the leader's term applied every
 // earlier entry, so that is every commit any leader acknowledged) and
 // installs the groups, unless leadership moved meanwhile. A failed load
 // leaves the shard not loaded; the next check starts over.
@@ -140,7 +140,10 @@ func (c *Coordinator) replay(l Log) (map[gkey]*group, int, error) {
 			return nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
 		}
 		if len(b) == 0 {
-			return nil, records, fmt.Errorf("read offsets partition at %d: nothing below high watermark %d", off, hw)
+			// The offsets partitions are compacted: a read from inside a
+			// gap that reaches the high watermark (the newest records'
+			// batches were superseded below it) is empty.
+			break
 		}
 		next, err := eachRecord(b, func(offset int64, r kv) error {
 			records++

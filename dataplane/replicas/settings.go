@@ -15,15 +15,24 @@ import (
 // are Sluice's own and have fixed settings. Their records are never deleted
 // by age or size: a group that commits rarely must find its offsets after
 // any retention window, and deleting whole segments would drop the only
-// copy of such an offset. They stay until compaction (a later step) keeps
-// the newest record per key; until then their growth is the groups' commit
-// rate, which a group's commits bound, not the tenants' produce rate.
+// copy of such an offset. They are compacted instead, as Kafka's
+// __consumer_offsets is: every record is keyed (a group, or a group's
+// partition), the cleaner keeps the newest record per key, and tombstones
+// (deleted offsets and groups, expired offsets) go after
+// delete.retention.ms, so a coordinator's load replays the live state plus
+// the active segment (groups/load.go accepts compaction's gaps). The
+// dirty ratio and the tombstone retention are Kafka's defaults.
 var offsetsSettings = partition.Settings{
 	MaxBatchBytes: log.DefaultMaxBatchBytes,
 	Log: log.Settings{
 		SegmentBytes: 16 << 20,
 		SegmentAge:   time.Duration(topicspec.DefaultSegmentMs) * time.Millisecond,
-		RetentionAge: -1, // keep forever
+		RetentionAge: -1, // keep forever: compaction, not retention
+		Compacted:    true,
+	},
+	Compaction: partition.CompactionSettings{
+		DeleteRetention: time.Duration(topicspec.DefaultDeleteRetentionMs) * time.Millisecond,
+		MinDirtyRatio:   topicspec.DefaultMinCleanableDirtyRatio,
 	},
 }
 

@@ -142,6 +142,7 @@ type Broker struct {
 	DataDir                       string         // the broker's data lands in DataDir/ID
 	Debug                         string         // -debug-listen (pprof), "" for none
 	Peer                          peercert.Files // set by SeedCell
+	Args                          []string       // further tenantd broker flags
 }
 
 // SeedCell creates pool (shared) and cellID in it, peer certificates for
@@ -188,6 +189,7 @@ func (b *Broker) Start(tenantd, apiURL, cellID, cellKey, logLevel, logPath strin
 	if b.Debug != "" {
 		args = append(args, "-debug-listen", b.Debug)
 	}
+	args = append(args, b.Args...)
 	return Start("tenantd broker "+b.ID, logPath, []string{"SLUICE_CELL_KEY=" + cellKey}, tenantd, args...)
 }
 

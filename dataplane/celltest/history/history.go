@@ -13,6 +13,7 @@ const (
 	// the final read of its partition (made after every fault healed, from
 	// the log start to the high watermark), or the log start is above where
 	// the history allowed it to move (MayTrim: retention, DeleteRecords).
+	// A compacted checker excuses a value below a newer one of its key.
 	LostWrite = "lost-write"
 	// Duplicate: one value at two offsets (producers either never resend or
 	// are idempotent, and every value is unique, so a retry must never
@@ -28,7 +29,8 @@ const (
 	// record is beyond the offset after the last one read (offsets are
 	// dense, so any gap skips records), a session's first record is past
 	// where it started, or the final read is not every offset from 0 to the
-	// high watermark.
+	// high watermark. A compacted checker (compacted.go) has gaps and
+	// never counts one.
 	PollSkip = "poll-skip"
 	// HighWatermark: a reader saw a partition's high watermark go back, was
 	// given a record at or above the high watermark it was given with it,
@@ -51,6 +53,7 @@ type Record struct {
 	Part   int32
 	Offset int64
 	Value  string
+	Key    string // the record's key; only a compacted checker reads it (compacted.go)
 }
 
 type at struct {
@@ -81,6 +84,10 @@ type Checker struct {
 	polls    int
 	records  int
 	group    int // records polled by sessions started anywhere (group members)
+	// compacted: the log is compacted (NewCompacted): offsets may have
+	// gaps, and a record may vanish below a newer one of its key.
+	compacted bool
+	keyOf     map[string]string // value → its key (compacted.go)
 }
 
 // New returns an empty checker.
@@ -88,7 +95,8 @@ func New() *Checker {
 	return &Checker{acked: map[string]at{}, failed: map[string]bool{}, valueAt: map[at]string{}, where: map[string]at{},
 		read: map[string]bool{}, readEnd: map[int32]int64{}, hw: map[string]map[int32]int64{},
 		sessions: map[string]map[int32]int64{}, anywhere: map[string]bool{}, touched: map[int32]bool{},
-		final: map[int32]bool{}, trimmed: map[int32]int64{}, counts: map[string]int{}, examples: map[string][]string{}}
+		final: map[int32]bool{}, trimmed: map[int32]int64{}, counts: map[string]int{}, examples: map[string][]string{},
+		keyOf: map[string]string{}}
 }
 
 func (c *Checker) violate(prop, format string, args ...any) {
@@ -115,6 +123,7 @@ func (c *Checker) observe(p at, v, how string) {
 // observeRead is observe for a record a client read.
 func (c *Checker) observeRead(r Record, how string) {
 	c.observe(at{r.Part, r.Offset}, r.Value, how)
+	c.learnKey(r)
 	c.read[r.Value] = true
 	c.readEnd[r.Part] = max(c.readEnd[r.Part], r.Offset+1)
 }
@@ -151,7 +160,7 @@ func (c *Checker) step(who string, next int64, r Record) bool {
 	case r.Offset < next:
 		c.violate(NonmonotonicPoll, "%s: partition %d went back to offset %d after reading up to %d", who, r.Part, r.Offset, next-1)
 		return false
-	case r.Offset > next:
+	case r.Offset > next && !c.compacted:
 		c.violate(PollSkip, "%s: partition %d jumped from offset %d to %d, skipping %d records", who, r.Part, next, r.Offset, r.Offset-next)
 		return false
 	}
@@ -174,10 +183,12 @@ func (c *Checker) Read(reader string, part int32, from int64, recs []Record, hw 
 		c.hw[reader] = map[int32]int64{}
 	}
 	c.hw[reader][part] = max(last, hw)
-	for i, r := range recs {
-		if !c.step(reader, from+int64(i), r) {
+	next := from
+	for _, r := range recs {
+		if !c.step(reader, next, r) {
 			return
 		}
+		next = r.Offset + 1
 		if r.Offset >= hw {
 			c.violate(HighWatermark, "%s: partition %d: read offset %d at or above the high watermark %d", reader, part, r.Offset, hw)
 		}
@@ -247,6 +258,10 @@ func (c *Checker) FinalFrom(part int32, start int64, recs []Record, hw int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.final[part] = true
+	if c.compacted {
+		c.finalCompacted(part, start, recs, hw)
+		return
+	}
 	if start > c.trimmed[part] {
 		c.violate(LostWrite, "final read of partition %d starts at its log start %d, but the log start was moved only up to %d", part, start, c.trimmed[part])
 	}

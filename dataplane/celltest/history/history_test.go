@@ -157,3 +157,106 @@ func TestErrorsBounded(t *testing.T) {
 		t.Fatalf("counts %v, %d errors: %v", res.Counts, len(res.Errors()), res.Errors())
 	}
 }
+
+func krec(part int32, off int64, key, val string) Record {
+	return Record{Part: part, Offset: off, Key: key, Value: val}
+}
+
+// The compaction model: each property fires on a history that breaks only
+// it, and a compacted history that is valid (gaps, records vanished below
+// a newer one of their key) counts nothing, while the dense checker
+// rejects the same history.
+func TestCompactedCheckerProperties(t *testing.T) {
+	// acks: k1=a@0, k2=b@1, k1=c@2.
+	acks := func(c *Checker) {
+		c.AckedKey(0, 0, "k1", "a")
+		c.AckedKey(0, 1, "k2", "b")
+		c.AckedKey(0, 2, "k1", "c")
+	}
+	for _, tc := range []struct {
+		name  string
+		run   func(c *Checker)
+		want  string // the one property violated; "" for none
+		dense bool   // the dense checker also accepts the history
+	}{
+		{"compacted below a newer record", func(c *Checker) {
+			acks(c)
+			c.StartSession("s", 0, 0)
+			c.Polled("s", []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")})
+			c.Read("r", 0, 0, []Record{krec(0, 1, "k2", "b")}, 3)
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 3)
+		}, "", false},
+		{"uncompacted", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 0, "k1", "a"), krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 3)
+		}, "", true},
+		{"below a newer record never acknowledged", func(c *Checker) {
+			c.AckedKey(0, 0, "k1", "a")
+			c.Final(0, []Record{krec(0, 1, "k1", "x")}, 2)
+		}, "", false},
+		{"the newest value lost, an older one kept", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 0, "k1", "a"), krec(0, 1, "k2", "b")}, 3)
+		}, LostWrite, false},
+		{"vanished below a newer record of another key only", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 2, "k1", "c")}, 3)
+		}, LostWrite, false},
+		{"final read out of offset order", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 2, "k1", "c"), krec(0, 1, "k2", "b")}, 3)
+		}, NonmonotonicPoll, false},
+		{"a poll goes back", func(c *Checker) {
+			acks(c)
+			c.StartSession("s", 0, 0)
+			c.Polled("s", []Record{krec(0, 2, "k1", "c")})
+			c.Polled("s", []Record{krec(0, 1, "k2", "b")})
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 3)
+		}, NonmonotonicPoll, false},
+		{"an offset reused", func(c *Checker) {
+			acks(c)
+			c.StartSession("s", 0, 0)
+			c.Polled("s", []Record{krec(0, 1, "k2", "x")})
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 3)
+		}, InconsistentOffsets, false},
+		{"a value read with another key", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 1, "k3", "b"), krec(0, 2, "k1", "c")}, 3)
+		}, InconsistentOffsets, false},
+		{"duplicate", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c"), krec(0, 3, "k1", "c")}, 4)
+		}, Duplicate, false},
+		{"failed write appears", func(c *Checker) {
+			acks(c)
+			c.Failed(0, "f")
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c"), krec(0, 3, "k2", "f")}, 4)
+		}, FailedWritten, false},
+		{"final read above its high watermark", func(c *Checker) {
+			acks(c)
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 2)
+		}, HighWatermark, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCompacted()
+			tc.run(c)
+			res := c.Result()
+			for _, p := range Properties {
+				if got, want := res.Counts[p] > 0, p == tc.want; got != want {
+					t.Errorf("%s: %d violations, want them %v: %v", p, res.Counts[p], want, res.Examples[p])
+				}
+			}
+			if res.Valid() != (tc.want == "") {
+				t.Errorf("Valid() = %v", res.Valid())
+			}
+			if tc.want != "" {
+				return
+			}
+			d := New()
+			tc.run(d)
+			if got := d.Result().Valid(); got != tc.dense {
+				t.Errorf("the dense checker's Valid() = %v, want %v: %v", got, tc.dense, d.Result().Errors())
+			}
+		})
+	}
+}
