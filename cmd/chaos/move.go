@@ -17,7 +17,7 @@ import (
 
 // The move nemesis replaces one replica of a random partition by a broker
 // that holds none of it, through the control plane's /v1/admin/moves, and
-// at heal cancels the move half the time (whatever step it has reached);
+// half the time cancels it within 3 s (at whatever step it has reached);
 // otherwise the move goes on under the faults that follow. A cell with a
 // move nemesis has one broker more than a partition has replicas, so
 // there is always somewhere to move to.
@@ -75,18 +75,24 @@ func (c *Cluster) startMove(rng *rand.Rand) (string, func() error) {
 	if rng.Intn(2) == 0 {
 		return desc + " (left to finish)", func() error { return nil }
 	}
-	return desc + " (cancelled at heal)", func() error {
+	// Cancelled soon, at a random step: a small partition's move takes a
+	// few seconds, so a cancel at heal would find it finished.
+	after := time.Duration(rng.Intn(3000)) * time.Millisecond
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(after)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		got, err := c.cp.Operator.AdminCancelMove(ctx, m.ID)
 		if err != nil {
-			// A move that finished before its heal cannot be cancelled.
+			// A move that finished first cannot be cancelled.
 			c.log.Info("nemesis: move not cancelled", "move", m.ID, "err", err)
-			return nil
+			return
 		}
 		c.log.Info("nemesis: move cancelled", "move", m.ID, "state", got.State)
-		return nil
-	}
+	}()
+	return fmt.Sprintf("%s (cancelled after %v)", desc, after), func() error { <-done; return nil }
 }
 
 // topicID is the workload topic's id, which /v1/admin/moves names it by,
