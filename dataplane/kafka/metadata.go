@@ -32,12 +32,11 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
-	c.awaitLeaders(c.s.ctx, c.metadataTopics(v, r, all))
+	topics := c.metadataTopics(v, r, all)
+	c.awaitLeaders(c.s.ctx, topics)
 	if all {
-		for _, t := range v.Topics(c.tenant()) {
-			if c.describable(v, t.Name) {
-				resp.Topics = append(resp.Topics, c.topicMetadata(t))
-			}
+		for _, t := range topics {
+			resp.Topics = append(resp.Topics, c.topicMetadata(t))
 		}
 		return resp
 	}
