@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 	"github.com/sluicehq/sluice/dataplane/celltest/history"
 )
 
@@ -260,88 +256,4 @@ func finalRead(ctx context.Context, t *testing.T, cl *kgo.Client, chk *history.C
 	for p := range int32(parts) {
 		chk.Final(p, recs[p], hws[p])
 	}
-}
-
-// procCell is a control plane and n broker processes in one cell, with a
-// tenant, on a scratch database.
-type procCell struct {
-	t         *testing.T
-	bin, dir  string
-	db        *launch.DB
-	cp        *launch.ControlPlane
-	cellID    string
-	specs     []*launch.Broker
-	procs     []*launch.Proc
-	cellKey   string
-	tenant    *launch.Tenant
-	bootstrap []string
-}
-
-// buildTenantd builds the tenantd binary into dir.
-func buildTenantd(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "tenantd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../tenantd").CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func startProcCell(t *testing.T, name string, n int) *procCell {
-	t.Helper()
-	ctx := context.Background()
-	c := &procCell{t: t, dir: t.TempDir(), cellID: name + "-cell"}
-	c.bin = buildTenantd(t, c.dir)
-	var err error
-	if c.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_"+name+"_"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.db.Drop() })
-	addrs, err := launch.FreeAddrs("127.0.0.1", 1+3*n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.cp, err = launch.StartControlPlane(ctx, c.bin, c.db.URL, addrs[0], t.TempDir(), "warn"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.cp.Proc.Stop(15 * time.Second) })
-	for i := range n {
-		a := addrs[1+3*i:]
-		c.specs = append(c.specs, &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, Kafka: a[0], Raft: a[1], HTTP: a[2],
-			DataDir: filepath.Join(c.dir, fmt.Sprintf("b%d", i+1))})
-		c.bootstrap = append(c.bootstrap, a[0])
-	}
-	if c.cellKey, err = launch.SeedCell(ctx, c.cp.Operator, name, c.cellID, filepath.Join(c.dir, "certs"), c.specs); err != nil {
-		t.Fatal(err)
-	}
-	for i, b := range c.specs {
-		p, err := b.Start(c.bin, c.cp.URL, c.cellID, c.cellKey, "warn", filepath.Join(c.dir, b.ID+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.procs = append(c.procs, p)
-		t.Cleanup(func() {
-			c.procs[i].Stop(15 * time.Second)
-			if t.Failed() {
-				if b, err := os.ReadFile(filepath.Join(c.dir, c.specs[i].ID+".log")); err == nil {
-					t.Logf("%s's log, last 4 KiB:\n%s", c.specs[i].ID, b[max(0, len(b)-4096):])
-				}
-			}
-		})
-	}
-	if c.tenant, err = launch.SignUp(ctx, c.cp, name, ""); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func (c *procCell) kgo(extra ...kgo.Opt) *kgo.Client {
-	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap...),
-		kgo.SASL(plain.Auth{User: c.tenant.KeyID, Pass: c.tenant.Secret}.AsMechanism())}, extra...)...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(cl.Close)
-	return cl
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,104 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
-// usageCell is a control plane and three broker processes for the
-// metering test.
-type usageCell struct {
-	t         *testing.T
-	bin, dir  string
-	db        *launch.DB
-	listen    string
-	cp        *launch.ControlPlane
-	specs     []*launch.Broker
-	procs     []*launch.Proc
-	cellKey   string
-	tenant    *launch.Tenant
-	bootstrap []string
-}
+// usageCell is the metering tests' cell: a control plane and three
+// broker processes.
+type usageCell = procCell
 
-func startUsageCell(t *testing.T) *usageCell {
-	t.Helper()
-	ctx := context.Background()
-	c := &usageCell{t: t, dir: t.TempDir()}
-	c.bin = filepath.Join(c.dir, "tenantd")
-	if out, err := exec.Command("go", "build", "-o", c.bin, "../../../tenantd").CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	var err error
-	if c.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_usage_"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.db.Drop() })
-	addrs, err := launch.FreeAddrs("127.0.0.1", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.listen = addrs[0]
-	c.startControlPlane()
-	for i := range 3 {
-		c.specs = append(c.specs, &launch.Broker{ID: fmt.Sprintf("b%d", i+1), NodeID: i + 1, Kafka: addrs[1+i], Raft: addrs[4+i], HTTP: addrs[7+i],
-			DataDir: filepath.Join(c.dir, fmt.Sprintf("b%d", i+1))})
-		c.bootstrap = append(c.bootstrap, addrs[1+i])
-	}
-	if c.cellKey, err = launch.SeedCell(ctx, c.cp.Operator, "usage", "usage-cell", filepath.Join(c.dir, "certs"), c.specs); err != nil {
-		t.Fatal(err)
-	}
-	for i := range c.specs {
-		c.procs = append(c.procs, nil)
-		c.startBroker(i)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.procs {
-			if p != nil {
-				p.Stop(15 * time.Second)
-			}
-		}
-	})
-	if c.tenant, err = launch.SignUp(ctx, c.cp, "metered", ""); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func (c *usageCell) startControlPlane() {
-	c.t.Helper()
-	// Each start in its own directory: it makes a new operator key.
-	dir := c.t.TempDir()
-	var err error
-	if c.cp, err = launch.StartControlPlane(context.Background(), c.bin, c.db.URL, c.listen, dir, "warn"); err != nil {
-		c.t.Fatal(err)
-	}
-	p := c.cp.Proc
-	c.t.Cleanup(func() { p.Stop(15 * time.Second) })
-}
-
-func (c *usageCell) startBroker(i int) {
-	c.t.Helper()
-	p, err := c.specs[i].Start(c.bin, c.cp.URL, "usage-cell", c.cellKey, "warn", filepath.Join(c.dir, c.specs[i].ID+".log"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.procs[i] = p
-}
-
-func (c *usageCell) kgo(extra ...kgo.Opt) *kgo.Client {
-	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap...),
-		kgo.SASL(plain.Auth{User: c.tenant.KeyID, Pass: c.tenant.Secret}.AsMechanism())}, extra...)...)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(cl.Close)
-	return cl
-}
+func startUsageCell(t *testing.T) *usageCell { return startProcCell(t, "usage", 3) }
 
 // produceKafka produces n records of a known size through franz-go.
 func (c *usageCell) produceKafka(ctx context.Context, topic string, from, n int) {
