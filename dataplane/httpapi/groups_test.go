@@ -297,8 +297,16 @@ func TestGroupNackDeadLetterRedrive(t *testing.T) {
 	}
 	// The dead letter keeps its key, value, headers and message id, and
 	// says where it came from.
+	// The coordinator created the dead-letter topic; broker 2 knows it
+	// once its cell state has it (a 404 until then).
 	var rr readResp
-	if s := c.as(tn, 2, http.MethodGet, readPath("crew.dlq", 0, "offset=0"), nil, &rr); s != http.StatusOK || len(rr.Messages) != 1 {
+	var s int
+	waitFor(t, "the dead-letter topic on broker 2", func() bool {
+		rr = readResp{}
+		s = c.as(tn, 2, http.MethodGet, readPath("crew.dlq", 0, "offset=0"), nil, &rr)
+		return s != http.StatusNotFound
+	})
+	if s != http.StatusOK || len(rr.Messages) != 1 {
 		t.Fatalf("read dead letters: %d %+v", s, rr)
 	}
 	m := rr.Messages[0]
