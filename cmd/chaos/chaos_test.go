@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -23,40 +24,12 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tenantd and runs a cell of real processes under faults for about 90 s")
 	}
-	bin := buildTenantd(t)
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
-			t.Fatalf("SLUICE_CHAOS_SEED: %v", err)
-		}
-	}
-	dbURL := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if dbURL == "" {
-		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	dir := t.TempDir()
-	cfg := Config{
-		Tenantd: bin, DatabaseURL: dbURL, Dir: dir,
-		Duration: 50 * time.Second, Interval: 7 * time.Second, Seed: seed, Nemeses: Nemeses,
+	res, err := shortRun(t, 8*time.Minute, Config{
+		Duration: 50 * time.Second, Interval: 7 * time.Second, Nemeses: Nemeses,
 		Partitions: 3, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 150,
 		SessionLength: 15 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
 		Retention: 20 * time.Second, DeleteEvery: 20 * time.Second, RecordPad: 1024,
-	}
-	var out bytes.Buffer
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", seed, seed)
-	res, err := Run(ctx, cfg, log, &out)
-	t.Logf("summary:\n%s", out.String())
-	if err != nil || !res.Valid() {
-		for _, f := range []string{"controlplane.log", "b1.log", "b2.log", "b3.log", "b4.log"} {
-			b, _ := os.ReadFile(filepath.Join(dir, f))
-			lines := strings.Split(string(b), "\n")
-			t.Logf("last lines of %s:\n%s", f, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	}
+	})
 	if err != nil {
 		t.Fatalf("chaos run did not complete: %v", err)
 	}
@@ -79,7 +52,7 @@ func TestChaosShort(t *testing.T) {
 		t.Errorf("no partition's log start moved (%v): the run did not exercise retention or DeleteRecords", res.LogStarts)
 	}
 	if !res.Valid() {
-		t.Fatalf("the history violates the delivery contract (seed %d)", seed)
+		t.Fatalf("the history violates the delivery contract (seed %d)", res.seed)
 	}
 }
 
@@ -93,33 +66,12 @@ func TestChaosCompactShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tenantd and runs a cell of real processes under faults for about 30 s")
 	}
-	bin := buildTenantd(t)
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
-			t.Fatalf("SLUICE_CHAOS_SEED: %v", err)
-		}
-	}
-	dbURL := os.Getenv("SLUICE_TEST_DATABASE_URL")
-	if dbURL == "" {
-		dbURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	}
-	dir := t.TempDir()
-	cfg := Config{
-		Tenantd: bin, DatabaseURL: dbURL, Dir: dir,
-		Duration: 20 * time.Second, Interval: 5 * time.Second, Seed: seed, Nemeses: Nemeses,
+	res, err := shortRun(t, 6*time.Minute, Config{
+		Duration: 20 * time.Second, Interval: 5 * time.Second, Nemeses: Nemeses,
 		Partitions: 2, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 600,
 		SessionLength: 10 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
 		Compact: true, CompactLag: time.Second, CompactInterval: 3 * time.Second, RecordPad: 1024,
-	}
-	var out bytes.Buffer
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", seed, seed)
-	res, err := Run(ctx, cfg, log, &out)
-	t.Logf("summary:\n%s", out.String())
+	})
 	if err != nil {
 		t.Fatalf("chaos run did not complete: %v", err)
 	}
@@ -130,8 +82,46 @@ func TestChaosCompactShort(t *testing.T) {
 		t.Error("the final reads have no gap: the cleaner compacted nothing during the run")
 	}
 	if !res.Valid() {
-		t.Fatalf("the history violates the compaction model (seed %d)", seed)
+		t.Fatalf("the history violates the compaction model (seed %d)", res.seed)
 	}
+}
+
+// shortRun is one short chaos run of cfg, bounded by limit, with the
+// package's tenantd, a scratch directory, the seed from SLUICE_CHAOS_SEED
+// (or the clock, logged), and the summary and, on a failed or invalid run,
+// the last lines of every process's log in the test's log.
+func shortRun(t *testing.T, limit time.Duration, cfg Config) (shortOutcome, error) {
+	t.Helper()
+	cfg.Tenantd, cfg.Dir, cfg.Seed = buildTenantd(t), t.TempDir(), time.Now().UnixNano()
+	if s := os.Getenv("SLUICE_CHAOS_SEED"); s != "" {
+		var err error
+		if cfg.Seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_CHAOS_SEED: %v", err)
+		}
+	}
+	cfg.DatabaseURL = cmp.Or(os.Getenv("SLUICE_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	var out bytes.Buffer
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", cfg.Seed, cfg.Seed)
+	res, err := Run(ctx, cfg, log, &out)
+	t.Logf("summary:\n%s", out.String())
+	if err != nil || !res.Valid() {
+		logs, _ := filepath.Glob(filepath.Join(cfg.Dir, "*.log"))
+		for _, f := range logs {
+			b, _ := os.ReadFile(f)
+			lines := strings.Split(string(b), "\n")
+			t.Logf("last lines of %s:\n%s", filepath.Base(f), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	}
+	return shortOutcome{Outcome: res, seed: cfg.Seed}, err
+}
+
+// shortOutcome is a short run's outcome and the seed that replays it.
+type shortOutcome struct {
+	Outcome
+	seed int64
 }
 
 // tenantd is built once for the package's tests (TestMain removes it).

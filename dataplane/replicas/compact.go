@@ -3,7 +3,6 @@ package replicas
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,28 +30,9 @@ const DefaultCompactInterval = 15 * time.Second
 // BenchmarkProduceWhileCleaning).
 const DefaultCleanerRate = 8 << 20
 
-// compactLoop runs CompactionPass every CompactInterval, jittered by up to
-// a fifth either way. Close stops it.
-func (m *Manager) compactLoop() {
-	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-m.stop
-		cancel()
-	}()
-	for {
-		d := time.Duration(float64(m.cfg.CompactInterval) * (0.8 + 0.4*rand.Float64()))
-		t := time.NewTimer(d)
-		select {
-		case <-m.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		m.CompactionPass(ctx)
-	}
-}
+// compactLoop runs CompactionPass every CompactInterval (passLoop). Close
+// stops it.
+func (m *Manager) compactLoop() { m.passLoop(m.cfg.CompactInterval, m.CompactionPass) }
 
 // CompactionPass runs one cleaner pass over every replica of a compacted
 // topic, one replica at a time, with Config.Now as the leaders' clock.

@@ -17,10 +17,13 @@ import (
 // over its replicas (Config.RetentionInterval).
 const DefaultRetentionInterval = 5 * time.Second
 
-// retentionLoop runs RetentionPass every RetentionInterval, jittered by up
-// to a fifth either way so that the brokers of a cell do not all pass at
-// once. Close stops it.
-func (m *Manager) retentionLoop() {
+// retentionLoop runs RetentionPass every RetentionInterval. Close stops it.
+func (m *Manager) retentionLoop() { m.passLoop(m.cfg.RetentionInterval, m.RetentionPass) }
+
+// passLoop runs pass every interval, jittered by up to a fifth either way
+// so that the brokers of a cell do not all pass at once, until Close; the
+// pass's context ends with it.
+func (m *Manager) passLoop(interval time.Duration, pass func(context.Context)) {
 	defer m.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -29,15 +32,14 @@ func (m *Manager) retentionLoop() {
 		cancel()
 	}()
 	for {
-		d := time.Duration(float64(m.cfg.RetentionInterval) * (0.8 + 0.4*rand.Float64()))
-		t := time.NewTimer(d)
+		t := time.NewTimer(time.Duration(float64(interval) * (0.8 + 0.4*rand.Float64())))
 		select {
 		case <-m.stop:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		m.RetentionPass(ctx)
+		pass(ctx)
 	}
 }
 
