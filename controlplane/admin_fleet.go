@@ -274,10 +274,7 @@ func (s *Server) adminUpdateBroker(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "broker.update", id, map[string]any{"request": req})
+		return bumpCellAndAudit(ctx, tx, cell, p, "broker.update", id, map[string]any{"request": req})
 	})
 	if err := txError("update broker", err); err != nil {
 		return err
@@ -336,10 +333,7 @@ func (s *Server) adminDeleteBroker(c echo.Context) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM brokers WHERE id = $1`, id); err != nil {
 			return err
 		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "broker.delete", id, nil)
+		return bumpCellAndAudit(ctx, tx, cell, p, "broker.delete", id, nil)
 	})
 	if err := txError("delete broker", err); err != nil {
 		return err
@@ -385,10 +379,7 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 				return err
 			}
 			status = http.StatusCreated
-			if err := bumpCell(ctx, tx, cell); err != nil {
-				return err
-			}
-			return audit(ctx, tx, p, "broker.register", id, map[string]any{"cell": cell, "node_id": r.NodeID})
+			return bumpCellAndAudit(ctx, tx, cell, p, "broker.register", id, map[string]any{"cell": cell, "node_id": r.NodeID})
 		case err != nil:
 			return err
 		case owner != cell:
@@ -404,10 +395,7 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 			id, want[0], want[1], want[2]); err != nil {
 			return err
 		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "broker.register", id, map[string]any{"kafka_addr": want[0], "http_addr": want[1], "raft_addr": want[2]})
+		return bumpCellAndAudit(ctx, tx, cell, p, "broker.register", id, map[string]any{"kafka_addr": want[0], "http_addr": want[1], "raft_addr": want[2]})
 	})
 	if err := txError("register broker", err); err != nil {
 		return err

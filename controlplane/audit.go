@@ -43,6 +43,14 @@ func bumpAndAudit(ctx context.Context, tx pgx.Tx, tenantID string, p *principal,
 	return audit(ctx, tx, p, action, target, detail)
 }
 
+// bumpCellAndAudit is bumpAndAudit for a known cell.
+func bumpCellAndAudit(ctx context.Context, tx pgx.Tx, cellID string, p *principal, action, target string, detail map[string]any) error {
+	if err := bumpCell(ctx, tx, cellID); err != nil {
+		return err
+	}
+	return audit(ctx, tx, p, action, target, detail)
+}
+
 // bumpCell is bumpTenantCell for a known cell.
 func bumpCell(ctx context.Context, tx pgx.Tx, cellID string) error {
 	if _, err := tx.Exec(ctx, `UPDATE cells SET state_version = state_version + 1 WHERE id = $1`, cellID); err != nil {

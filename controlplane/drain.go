@@ -51,10 +51,7 @@ func (s *Server) adminDrainBroker(c echo.Context) error {
 		if _, err := tx.Exec(ctx, `UPDATE brokers SET status = 'draining' WHERE id = $1`, id); err != nil {
 			return err
 		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "broker.drain", id, map[string]any{"moves": moves})
+		return bumpCellAndAudit(ctx, tx, cell, p, "broker.drain", id, map[string]any{"moves": moves})
 	})
 	if err := txError("drain broker", err); err != nil {
 		return err

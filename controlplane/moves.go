@@ -436,10 +436,7 @@ func (s *Server) adminCancelMove(c echo.Context) error {
 		if _, err := tx.Exec(ctx, `UPDATE partition_moves SET state = 'cancelling', updated_at = now() WHERE id = $1`, id); err != nil {
 			return err
 		}
-		if err := bumpCell(ctx, tx, cell); err != nil {
-			return err
-		}
-		return audit(ctx, tx, p, "move.cancel", strconv.FormatInt(id, 10), nil)
+		return bumpCellAndAudit(ctx, tx, cell, p, "move.cancel", strconv.FormatInt(id, 10), nil)
 	})
 	if err := txError("cancel move", err); err != nil {
 		return err
