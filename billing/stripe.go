@@ -94,29 +94,37 @@ func Identifier(tenant, meter string, hour time.Time) string {
 // meters, enqueues the hours closed since the last round, and sends what
 // is due. It returns how many events it sent.
 func (r *Reporter) RunOnce(ctx context.Context) (sent int, err error) {
+	_, sent, err = r.Round(ctx)
+	return sent, err
+}
+
+// Round is RunOnce that also reports whether this worker held the lock
+// and worked (false: another worker holds it, and this one did nothing).
+func (r *Reporter) Round(ctx context.Context) (worked bool, sent int, err error) {
 	conn, err := r.cfg.DB.Acquire(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("billing worker: %w", err)
+		return false, 0, fmt.Errorf("billing worker: %w", err)
 	}
 	defer conn.Release()
 	var locked bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, workerLock).Scan(&locked); err != nil {
-		return 0, fmt.Errorf("billing worker lock: %w", err)
+		return false, 0, fmt.Errorf("billing worker lock: %w", err)
 	}
 	if !locked {
-		return 0, nil // another worker works
+		return false, 0, nil // another worker works
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, workerLock) }()
 	if _, err := r.createCustomers(ctx); err != nil {
-		return 0, err
+		return true, 0, err
 	}
 	if err := r.ensureMeters(ctx); err != nil {
-		return 0, err
+		return true, 0, err
 	}
 	if err := r.enqueue(ctx); err != nil {
-		return 0, err
+		return true, 0, err
 	}
-	return r.send(ctx)
+	sent, err = r.send(ctx)
+	return true, sent, err
 }
 
 func (r *Reporter) ensureMeters(ctx context.Context) error {

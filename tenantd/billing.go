@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -98,46 +98,53 @@ type jsonRaw []byte
 
 func (r jsonRaw) MarshalJSON() ([]byte, error) { return r, nil }
 
-// billingInterval is how often the billing worker reports to Stripe.
-const billingInterval = 30 * time.Second
+// defaultBillingInterval is how often a billing worker does a round
+// (-billing-interval).
+const defaultBillingInterval = 30 * time.Second
 
-// startBillingWorker runs the billing worker in this control-plane
-// process: every billingInterval it prunes the ledger's applied sources
-// and batches older than billing.SourceRetention, and reports the ledger
-// to Stripe when a Stripe secret key is configured (SLUICE_STRIPE_KEY;
-// SLUICE_STRIPE_URL points it elsewhere, e.g. at stripe-mock). Without a
-// key billing keeps the ledger only and nothing is sent. Any number of control planes may run it: a Postgres advisory lock
-// lets one work at a time. stop ends it and waits.
-func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (stop func()) {
-	var r *billing.Reporter
-	if key := os.Getenv("SLUICE_STRIPE_KEY"); key == "" {
+// billingWorker is the billing worker: every interval it prunes the
+// ledger's applied sources and batches older than
+// billing.SourceRetention, and reports the ledger to Stripe when a
+// Stripe secret key is configured (SLUICE_STRIPE_KEY; SLUICE_STRIPE_URL
+// points it elsewhere, e.g. at stripe-mock). Without a key billing keeps
+// the ledger only and nothing is sent. It runs as its own role (tenantd
+// billing) or inside a control-plane process (-billing-worker, default
+// on); any number may run: a Postgres advisory lock lets one report at a
+// time, the others standing by.
+type billingWorker struct {
+	pool     *pgxpool.Pool
+	reporter *billing.Reporter // nil: no Stripe key
+	interval time.Duration
+	log      *slog.Logger
+	metrics  *billingMetrics // nil: none (inside a control plane)
+	// ready is whether the last round reached the database.
+	ready atomic.Bool
+}
+
+func newBillingWorker(pool *pgxpool.Pool, cfg Config, log *slog.Logger, m *billingMetrics) *billingWorker {
+	w := &billingWorker{pool: pool, interval: cfg.billingInterval(), log: log, metrics: m}
+	if cfg.StripeKey == "" {
 		log.Info("billing: no Stripe key (SLUICE_STRIPE_KEY); keeping the usage ledger only")
-	} else {
-		var err error
-		if r, err = billing.NewReporter(billing.StripeConfig{DB: pool, Key: key, URL: os.Getenv("SLUICE_STRIPE_URL"), Logger: log}); err != nil {
-			log.Error("billing: no Stripe reporting", "err", err)
-		}
+		return w
 	}
-	l := billing.Ledger{DB: pool}
+	r, err := billing.NewReporter(billing.StripeConfig{DB: pool, Key: cfg.StripeKey, URL: cfg.StripeURL, Logger: log})
+	if err != nil {
+		log.Error("billing: no Stripe reporting", "err", err)
+	}
+	w.reporter = r
+	return w
+}
+
+// start runs rounds until ctx ends or stop is called; stop waits.
+func (w *billingWorker) start(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(billingInterval)
+		t := time.NewTicker(w.interval)
 		defer t.Stop()
 		for {
-			// Forget sources and batches no usage partition still holds
-			// (cheap, idempotent: every control plane may do it).
-			if _, err := l.Prune(ctx, time.Now().Add(-billing.SourceRetention)); err != nil && ctx.Err() == nil {
-				log.Warn("billing: prune the ledger's applied sources", "err", err)
-			}
-			if r != nil {
-				if n, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-					log.Warn("billing: report to stripe; will retry", "err", err)
-				} else if n > 0 {
-					log.Info("billing: meter events sent", "events", n)
-				}
-			}
+			w.round(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -146,6 +153,55 @@ func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, log *slog.Logge
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// round prunes (cheap, idempotent: every worker may) and, with a Stripe
+// key, reports if it gets the lock.
+func (w *billingWorker) round(ctx context.Context) {
+	ok := true
+	if _, err := (&billing.Ledger{DB: w.pool}).Prune(ctx, time.Now().Add(-billing.SourceRetention)); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		ok = false
+		w.log.Warn("billing: prune the ledger's applied sources", "err", err)
+	}
+	result := "ledger_only"
+	if w.reporter != nil {
+		worked, n, err := w.reporter.Round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			ok = false
+			w.log.Warn("billing: report to stripe; will retry", "err", err)
+		case !worked:
+			result = "standby"
+		default:
+			result = "worked"
+		}
+		if n > 0 {
+			w.log.Info("billing: meter events sent", "events", n)
+		}
+		w.metrics.sent(n)
+	}
+	if !ok {
+		result = "failed"
+	}
+	w.ready.Store(ok)
+	w.metrics.round(result)
+}
+
+// startBillingWorker runs the billing worker inside a control-plane
+// process (tenantd controlplane, tenantd dev) unless cfg.BillingWorker is
+// off (a deployment that runs tenantd billing). stop ends it and waits.
+func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) (stop func()) {
+	if !cfg.BillingWorker {
+		log.Info("billing: no billing worker in this process (-billing-worker=false); tenantd billing runs it")
+		return func() {}
+	}
+	return newBillingWorker(pool, cfg, log, nil).start(ctx)
 }
 
 // billingReconcile is `tenantd admin billing reconcile [-since T]`: the

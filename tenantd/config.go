@@ -145,6 +145,20 @@ type Config struct {
 	// second; 0 is unlimited (default 64 MiB/s).
 	SeedRate    int64  `json:"seed_rate"`
 	UsageSample string `json:"usage_sample"`
+	// BillingWorker, for controlplane and dev: run the billing worker
+	// (ledger pruning, Stripe reporting) inside this process too. Default
+	// true, so that dev, make run and a deployment without a billing role
+	// bill; a deployment that runs `tenantd billing` sets it false on its
+	// control planes. Any number of workers may run: one works at a time.
+	BillingWorker bool `json:"billing_worker"`
+	// BillingInterval is how often a billing worker does a round, a Go
+	// duration (default 30s).
+	BillingInterval string `json:"billing_interval"`
+	// StripeURL points the billing worker at another Stripe API address
+	// (stripe-mock in tests). The secret key itself comes from the
+	// environment only (SLUICE_STRIPE_KEY), never from the file.
+	StripeURL string `json:"stripe_url"`
+	StripeKey string `json:"-"`
 	// CompactInterval is how often a broker's cleaner passes over the
 	// replicas of compacted topics (replicas.Config.CompactInterval;
 	// default 15 s). Flag only: short runs (cmd/chaos -compact) lower it.
@@ -158,8 +172,18 @@ func (c Config) usageSample() time.Duration {
 	return d
 }
 
+// billingInterval is BillingInterval parsed (validate checked it), or
+// its default.
+func (c Config) billingInterval() time.Duration {
+	if d, err := time.ParseDuration(c.BillingInterval); err == nil {
+		return d
+	}
+	return defaultBillingInterval
+}
+
 func defaultConfig() Config {
-	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate}
+	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate,
+		BillingWorker: true}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -194,6 +218,17 @@ func (c *Config) validate(cmd string) error {
 		d, err := time.ParseDuration(c.UsageSample)
 		if err != nil || d < 10*time.Millisecond {
 			return fmt.Errorf("usage sample interval %q: want a duration of at least 10ms, like 10s", c.UsageSample)
+		}
+	}
+	if c.BillingInterval != "" {
+		d, err := time.ParseDuration(c.BillingInterval)
+		if err != nil || d < 100*time.Millisecond {
+			return fmt.Errorf("billing interval %q: want a duration of at least 100ms, like 30s", c.BillingInterval)
+		}
+	}
+	if cmd == "billing" && c.HealthListen != "" {
+		if _, _, err := net.SplitHostPort(c.HealthListen); err != nil {
+			return fmt.Errorf("health address %q is not host:port: %w", c.HealthListen, err)
 		}
 	}
 	if c.CompactInterval < 0 {
@@ -271,7 +306,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("tenantd "+cmd, flag.ContinueOnError)
 	file := fs.String("config", getenv("SLUICE_CONFIG"), "JSON config file (env SLUICE_CONFIG)")
-	dbURL := fs.String("database-url", "", "Postgres URL (env SLUICE_DATABASE_URL or DATABASE_URL)")
+	dbURL := fs.String("database-url", "", "Postgres URL, for controlplane, billing and migrate (env SLUICE_DATABASE_URL or DATABASE_URL)")
 	listen := fs.String("listen", "", "control plane HTTP address (env SLUICE_LISTEN; default "+cfg.Listen+")")
 	dataDir := fs.String("data-dir", "", "dev: the dev stack's state directory; broker: the broker's data directory, holding cell-state.json and replicas/ (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info, for dev warn: its banner and warnings only)")
@@ -284,14 +319,14 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	kafkaAdvertise := fs.String("kafka-advertise", "", "broker with -node-id: the Kafka address clients are told, registered at start (env SLUICE_KAFKA_ADVERTISE)")
 	httpAdvertise := fs.String("http-advertise", "", "broker with -node-id: the HTTP data API address, registered at start (env SLUICE_HTTP_ADVERTISE)")
 	peerCertDir := fs.String("peer-cert-dir", "", "broker: directory of ca.pem, node-<node id>.pem and node-<node id>-key.pem as tenantd certs writes them, for the -peer-* files not given (env SLUICE_PEER_CERT_DIR)")
-	metricsListen := fs.String("metrics-listen", "", "broker and dev: serve the brokers' Prometheus metrics at /metrics on this address, unauthenticated, so keep it private (env SLUICE_METRICS_LISTEN; default off: dev serves them on the control plane's /metrics, to operators only)")
+	metricsListen := fs.String("metrics-listen", "", "billing: serve the billing worker's Prometheus metrics at /metrics on this address; broker and dev: serve the brokers' Prometheus metrics at /metrics on this address, unauthenticated, so keep it private (env SLUICE_METRICS_LISTEN; default off: dev serves them on the control plane's /metrics, to operators only)")
 	raftListen := fs.String("raft-listen", "", "broker: Raft transport listen address (env SLUICE_RAFT_LISTEN; default the advertised one); dev: the first broker's, the others take the next ports, port 0 picks free ones (default "+devRaftListen+")")
 	raftAdvertise := fs.String("raft-advertise", "", "broker: Raft address peers dial (env SLUICE_RAFT_ADVERTISE; default the raft_addr the cell state lists for this broker)")
 	peerCA := fs.String("peer-ca-file", "", "broker: PEM file of the cell CA certificate the Raft transport trusts (env SLUICE_PEER_CA_FILE)")
 	peerCert := fs.String("peer-cert-file", "", "broker: PEM file of this broker's Raft transport certificate, issued by the cell CA for its node id (env SLUICE_PEER_CERT_FILE; reloaded on SIGHUP)")
 	peerKey := fs.String("peer-key-file", "", "broker: PEM file of the key of -peer-cert-file (env SLUICE_PEER_KEY_FILE; reloaded on SIGHUP)")
 	debugListen := fs.String("debug-listen", "", "broker: serve Go's pprof profiles on this address (env SLUICE_DEBUG_LISTEN; default off; unauthenticated, so use loopback)")
-	healthListen := fs.String("health-listen", "", "broker: serve /livez and /readyz (serving its replicas) for probes on this address (env SLUICE_HEALTH_LISTEN; default off)")
+	healthListen := fs.String("health-listen", "", "broker: serve /livez and /readyz (serving its replicas) for probes on this address; billing: /livez and /readyz (its last round reached the database) (env SLUICE_HEALTH_LISTEN; default off)")
 	operatorKeyFile := fs.String("operator-key-file", "", "migrate: also create an operator API key and write id:secret to this new file (first start of a deployment)")
 	tlsCert := fs.String("tls-cert-file", "", "controlplane, broker, dev: PEM certificate every client-facing listener serves (Kafka SASL_SSL, HTTP data API, control plane and console over HTTPS); unset, they serve plaintext (env SLUICE_TLS_CERT_FILE; reloaded on SIGHUP)")
 	tlsKey := fs.String("tls-key-file", "", "controlplane, broker, dev: PEM key of -tls-cert-file (env SLUICE_TLS_KEY_FILE; reloaded on SIGHUP)")
@@ -307,6 +342,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
 	usageSample := fs.String("usage-sample", "", "broker, dev: how often a broker samples the partitions it leads for partition-hours and storage byte-hours, a Go duration (env SLUICE_USAGE_SAMPLE; default 10s)")
+	billingWorker := fs.Bool("billing-worker", true, "controlplane, dev: also run the billing worker in this process; set false where the billing role (tenantd billing) runs (env SLUICE_BILLING_WORKER; default true)")
+	billingInterval := fs.String("billing-interval", "", "billing, controlplane, dev: how often the billing worker prunes the ledger and reports to Stripe, a Go duration (env SLUICE_BILLING_INTERVAL; default 30s); the Stripe key is env SLUICE_STRIPE_KEY only (none: the ledger is kept and nothing is sent)")
+	stripeURL := fs.String("stripe-url", "", "billing, controlplane, dev: Stripe's API address, e.g. stripe-mock's (env SLUICE_STRIPE_URL; default Stripe's)")
 	compactInterval := fs.Duration("compact-interval", 0, "broker, dev: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -356,6 +394,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_PEER_CERT_DIR"}, &cfg.PeerCertDir},
 		{[]string{"SLUICE_HEALTH_LISTEN"}, &cfg.HealthListen},
 		{[]string{"SLUICE_USAGE_SAMPLE"}, &cfg.UsageSample},
+		{[]string{"SLUICE_BILLING_INTERVAL"}, &cfg.BillingInterval},
+		{[]string{"SLUICE_STRIPE_URL"}, &cfg.StripeURL},
+		{[]string{"SLUICE_STRIPE_KEY"}, &cfg.StripeKey},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -369,6 +410,13 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if v := getenv("SLUICE_METRICS_LISTEN"); v != "" {
 		cfg.MetricsListen = v
+	}
+	if v := getenv("SLUICE_BILLING_WORKER"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("SLUICE_BILLING_WORKER %q: want true or false", v)
+		}
+		cfg.BillingWorker = b
 	}
 	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
 		cfg.PrivatePostgres = true
@@ -386,7 +434,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}, {*rateRedis, &cfg.RateLimitRedis},
 		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
 		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen},
-		{*usageSample, &cfg.UsageSample}} {
+		{*usageSample, &cfg.UsageSample}, {*billingInterval, &cfg.BillingInterval}, {*stripeURL, &cfg.StripeURL}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}
@@ -418,6 +466,11 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	if *compactInterval != 0 {
 		cfg.CompactInterval = *compactInterval
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "billing-worker" {
+			cfg.BillingWorker = *billingWorker
+		}
+	})
 	return cfg, cfg.validate(cmd)
 }
 

@@ -97,7 +97,7 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
 	}
-	defer startBillingWorker(ctx, pool, log)()
+	defer startBillingWorker(ctx, pool, cfg, log)()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s (is another tenantd running? set -listen): %w", cfg.Listen, err)

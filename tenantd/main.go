@@ -3,6 +3,7 @@
 //	tenantd dev           control plane on a local Postgres, for a laptop
 //	tenantd controlplane  the control plane's HTTP API
 //	tenantd broker        one broker of a cell
+//	tenantd billing       the billing worker: ledger pruning, Stripe reporting
 //	tenantd migrate       apply the control plane's schema migrations
 //	tenantd admin ...     operator commands over the API
 //	tenantd certs ...     make the Raft transport's CA and broker certificates
@@ -14,6 +15,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,6 +28,7 @@ commands:
   dev           run the control plane on a local Postgres (starting one if needed)
   controlplane  serve the control plane API
   broker        run one broker of a cell
+  billing       run the billing worker (prunes the usage ledger, reports it to Stripe)
   migrate       apply schema migrations and exit
   admin         operator commands over the API (tenantd admin help)
   certs         make a cell's Raft CA and broker certificates (tenantd certs)
@@ -44,7 +47,7 @@ func main() {
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
 	switch cmd {
-	case "dev", "controlplane", "migrate", "broker":
+	case "dev", "controlplane", "migrate", "broker", "billing":
 		var cfg Config
 		cfg, err = loadConfig(cmd, args, os.Getenv)
 		if err == nil {
@@ -59,6 +62,9 @@ func main() {
 		return
 	default:
 		err = fmt.Errorf("unknown command %q\n\n%s", cmd, usage)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the flags were printed
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "tenantd:", err)

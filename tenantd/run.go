@@ -74,7 +74,7 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		defer startBillingWorker(ctx, pool, log)()
+		defer startBillingWorker(ctx, pool, cfg, log)()
 		var rateRedis redis.UniversalClient
 		if cfg.RateLimitRedis != "" {
 			rdb := redis.NewClient(&redis.Options{Addr: cfg.RateLimitRedis, DialTimeout: 250 * time.Millisecond, MaxRetries: -1})
@@ -88,6 +88,8 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		return dev(ctx, cfg, lt, log)
 	case "broker":
 		return runBrokerRole(ctx, cfg, lt, log)
+	case "billing":
+		return runBillingRole(ctx, cfg, log)
 	}
 	return fmt.Errorf("unknown role %q", cmd)
 }
