@@ -77,14 +77,25 @@ func (c *conn) fetch(req *request, r *kmsg.FetchRequest) error {
 				// client fetches the same offsets again.
 				dropRecords(topics)
 			}
-			c.meterFetch(topics)
+			metered := false
 			err := c.respond(req, func() error {
+				if h := c.s.cfg.beforeFetchWrite; h != nil {
+					h(c.nc)
+				}
 				err := writeFetch(c.nc, c.s.cfg.Now().Add(c.s.cfg.WriteTimeout), req, topErr, throttleMillis(c.throttle), topics)
+				if err == nil {
+					// Counted once written: a response the connection
+					// did not take is not billed (kafka/usage.go).
+					metered = c.meterFetch(topics)
+				}
 				releaseFetch(topics) // before the mute: the records are sent
 				topics = nil
 				return err
 			})
 			releaseFetch(topics) // the delay before writing was cut short
+			if metered {
+				c.syncUsage(c.s.ctx)
+			}
 			return err
 		}
 		releaseFetch(topics)

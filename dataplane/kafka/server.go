@@ -119,6 +119,11 @@ type Config struct {
 	TenantLabels *toptenants.Labels
 	// Usage meters what produces append and fetches send (nil: none).
 	Usage *usage.Meter
+
+	// beforeFetchWrite, set by tests only (export_test.go), runs between
+	// a fetch response's computing and its writing: the fault-injection
+	// point of the metering tests.
+	beforeFetchWrite func(net.Conn)
 }
 
 // DefaultMaxRequestBytes is the default of Config.MaxRequestBytes.

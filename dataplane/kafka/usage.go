@@ -5,18 +5,27 @@ import (
 	"time"
 )
 
-// syncUsageWait bounds how long a fetch response waits for its usage to
-// be committed (usage.Meter.Sync): past it the response goes, and the
-// counts stay queued for the next flush. Produce does not wait: billing
-// meters it from the partitions' logs (partition/meter.go).
+// syncUsageWait bounds how long a connection waits, after a fetch
+// response, for its usage to be committed (usage.Meter.Sync) before it
+// reads its next request: past it the connection goes on, and the counts
+// stay queued for the next flush. Produce does not wait: billing meters
+// it from the partitions' logs (partition/meter.go).
 const syncUsageWait = 5 * time.Second
 
-// meterFetch counts the records a fetch response is about to send, then
-// waits (boundedly) until the counts are in a usage partition.
-func (c *conn) meterFetch(topics []fetchTopic) {
+// meterFetch counts what a fetch response sent: bytes out are the stored
+// record-batch bytes it carried (the batches as appended, which bytes in
+// counts too), messages out the offsets those batches span. fetch calls
+// it only once the response is written to the connection, so a response
+// lost before it (the client gone, the broker dying, a write error) is
+// not billed, and a consumer that fetches it again is billed once. It
+// reports whether it counted anything; the caller then syncs the counts
+// before the connection's next request (syncUsage), so a crash loses at
+// most the counts of responses written in the last moment before it: the
+// customer-friendly direction.
+func (c *conn) meterFetch(topics []fetchTopic) bool {
 	u := c.s.cfg.Usage
 	if u == nil {
-		return
+		return false
 	}
 	v := c.s.cfg.State.View()
 	counted := false
@@ -32,9 +41,7 @@ func (c *conn) meterFetch(topics []fetchTopic) {
 			}
 		}
 	}
-	if counted {
-		c.syncUsage(c.s.ctx)
-	}
+	return counted
 }
 
 func (c *conn) syncUsage(ctx context.Context) {

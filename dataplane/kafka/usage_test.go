@@ -1,0 +1,198 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/usage"
+)
+
+// usageLog is a usage partition in memory: what a broker's flusher
+// appends.
+type usageLog struct {
+	mu      sync.Mutex
+	batches [][]byte
+}
+
+func (l *usageLog) Produce(_ context.Context, b []byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batches = append(l.batches, append([]byte(nil), b...))
+	return int64(len(l.batches) - 1), nil
+}
+
+// totals sums the log's entries by meter, each flush (node, boot, seq)
+// once, as the ledger does.
+func (l *usageLog) totals(t *testing.T) map[string]int64 {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[[3]any]bool{}
+	out := map[string]int64{}
+	for _, b := range l.batches {
+		if _, err := usage.EachValue(b, func(_ int64, v []byte) error {
+			r, err := usage.Decode(v)
+			if err != nil {
+				return err
+			}
+			if k := [3]any{r.Node, r.Boot, r.Seq}; !seen[k] {
+				seen[k] = true
+				for _, e := range r.Entries {
+					out[e.Meter] += e.Value
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestFetchMeteredOnceWritten: a fetch is counted once its response is
+// written to the connection, and synced before the connection's next
+// request is served. The fault: the client resets its connection after
+// the broker computed the response and before the broker writes it; the
+// write fails and nothing is counted. The client's refetch of the same
+// offset on a new connection is delivered and counted exactly once,
+// with the stored batch bytes it carried, and its count is committed
+// in the usage partition before that connection answers its next
+// request (no flush is asked for meanwhile: the flusher's interval is an
+// hour).
+func TestFetchMeteredOnceWritten(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	tn := b.cp.Signup("acme", "")
+	b.createTopic(t, tn, "metered", 1, nil)
+	b.waitForKey(t, tn)
+	prod := b.client(t, tn, kgo.DefaultProduceTopic("metered"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		prod.Produce(ctx, &kgo.Record{Key: []byte{byte(i)}, Value: make([]byte, 100)}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	m := usage.NewMeter(nil)
+	l := &usageLog{}
+	f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: 1, Meter: m, Interval: time.Hour,
+		Partition: func() (usage.Appender, bool) { return l, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	var fault atomic.Pointer[func(net.Conn)]
+	addr := b.startServer(t, func(c *kafka.Config) {
+		c.Usage = m
+		kafka.SetBeforeFetchWrite(c, func(nc net.Conn) {
+			if h := fault.Swap(nil); h != nil {
+				(*h)(nc)
+			}
+		})
+	})
+	fetchReq := func() *kmsg.FetchRequest {
+		r := kmsg.NewPtrFetchRequest()
+		r.Version, r.MaxBytes, r.MinBytes, r.MaxWaitMillis, r.SessionEpoch = 12, 1<<20, 1, 100, -1
+		p := kmsg.NewFetchRequestTopicPartition()
+		p.PartitionMaxBytes = 1 << 20
+		r.Topics = []kmsg.FetchRequestTopic{{Topic: "metered", Partitions: []kmsg.FetchRequestTopicPartition{p}}}
+		return r
+	}
+
+	// The fault: the client resets the connection (RST, SO_LINGER 0)
+	// between the response's computing and its writing; the hook returns
+	// once the broker's socket has the reset.
+	lost := dialRaw(t, addr)
+	if r := lost.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	serverSide := make(chan net.Conn, 1)
+	hook := func(nc net.Conn) {
+		if err := lost.c.(*net.TCPConn).SetLinger(0); err != nil {
+			t.Error(err)
+		}
+		lost.c.Close()
+		awaitPeerGone(t, nc)
+		serverSide <- nc
+	}
+	fault.Store(&hook)
+	lost.send(fetchReq())
+	var nc net.Conn
+	select {
+	case nc = <-serverSide:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the fetch was not computed")
+	}
+	// The broker failed the write and closed its end; nothing is
+	// counted.
+	awaitClosed(t, nc)
+	if m.Pending() {
+		t.Fatal("a fetch response the client never got was counted")
+	}
+
+	// The refetch, delivered: counted once, committed before the next
+	// request on its connection is answered.
+	rc := dialRaw(t, addr)
+	if r := rc.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	resp, err := rc.roundTrip(fetchReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("refetch: error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
+	}
+	apiVersions(t, rc) // served only once the fetch's count is committed
+	got := l.totals(t)
+	if got[usage.BytesOut] != int64(len(p.RecordBatches)) || got[usage.MessagesOut] != n {
+		t.Fatalf("usage partition holds bytes_out %d, messages_out %d; the client received %d bytes of batches holding %d records",
+			got[usage.BytesOut], got[usage.MessagesOut], len(p.RecordBatches), n)
+	}
+	if m.Pending() {
+		t.Fatal("counts left after the delivered fetch's sync")
+	}
+}
+
+// awaitPeerGone polls nc (the broker's side) until a read reports that
+// the peer reset or closed the connection.
+func awaitPeerGone(t *testing.T, nc net.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1)
+	for time.Now().Before(deadline) {
+		_ = nc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := nc.Read(buf)
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			_ = nc.SetReadDeadline(time.Time{})
+			return
+		}
+	}
+	t.Error("the broker's socket never saw the client's reset")
+}
+
+// awaitClosed polls until the broker has closed its side of nc.
+func awaitClosed(t *testing.T, nc net.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	buf := make([]byte, 1)
+	for time.Now().Before(deadline) {
+		if _, err := nc.Read(buf); errors.Is(err, net.ErrClosed) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+	t.Fatal("the broker did not close the connection whose response failed")
+}
