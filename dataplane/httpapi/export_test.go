@@ -1,5 +1,7 @@
 package httpapi
 
+import "net/http"
+
 // DropSessions forgets every HTTP member's in-memory state, as a
 // coordinator that restarts or takes a group over starts.
 func (s *Server) DropSessions() {
@@ -11,3 +13,7 @@ func (s *Server) DropSessions() {
 // AfterDeadLetter makes f run after a dead letter is published and
 // before its offset is committed.
 func (s *Server) AfterDeadLetter(f func()) { s.afterDeadLetter.Store(&f) }
+
+// BeforeReadWrite makes f run between a read's answer computed and its
+// writing.
+func (s *Server) BeforeReadWrite(f func(*http.Request)) { s.beforeReadWrite.Store(&f) }

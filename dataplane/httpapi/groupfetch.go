@@ -54,6 +54,9 @@ type partitionState struct {
 type groupFetchResponse struct {
 	Messages   []Message        `json:"messages"`
 	Partitions []partitionState `json:"partitions"`
+	// reads are the reads of replicas this broker leads, counted once
+	// the answer is written (writeMetered).
+	reads []meteredRead
 }
 
 // readFailure is a partition a group fetch could not read: the error and
@@ -134,7 +137,7 @@ func (s *Server) groupFetch(c echo.Context) error {
 				return err
 			}
 			if len(out.Messages) > 0 {
-				return c.JSON(http.StatusOK, out)
+				return s.writeMetered(c, out, out.reads)
 			}
 			now := time.Now()
 			until := earliest(deadline, now.Add(remotePoll), lastBeat.Add(heartbeatEvery))
@@ -273,7 +276,7 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 		st.HighWatermark = rr.HighWatermark
 		sess.hw[tp] = rr.HighWatermark
 		if isLocal {
-			s.meterRead(cl, t.ID, rr)
+			out.reads = append(out.reads, readOf(t.ID, rr))
 		}
 		for _, m := range rr.Messages {
 			m.Topic = ap.topic
@@ -298,7 +301,6 @@ func (s *Server) fetchRound(c echo.Context, coord *groups.Coordinator, cl *calle
 	// admitted before it read. Bytes read on another broker were counted
 	// by that broker, which read them.
 	s.record(Admission{Principal: cl.p, Op: OpRead, Messages: len(out.Messages), Bytes: local})
-	s.syncUsage(c.Request().Context())
 	return out, nil
 }
 

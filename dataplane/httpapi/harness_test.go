@@ -41,6 +41,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
+	"github.com/sluicehq/sluice/dataplane/usage"
 	"github.com/sluicehq/sluice/dataplane/transport"
 	"github.com/sluicehq/sluice/quotas"
 )
@@ -151,6 +152,9 @@ type cellOpts struct {
 	// tls serves the HTTP data API and the Kafka listener over TLS with a
 	// certificate of a test CA for the loopback host.
 	tls bool
+	// meters, when set, is each broker's usage meter (node i+1's at i),
+	// its HTTP API's Config.Usage.
+	meters []*usage.Meter
 }
 
 func startCell(t testing.TB, o cellOpts) *cell {
@@ -287,7 +291,7 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
 		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey,
-		TLS: c.serverTLS, ForwardCAs: c.caPool})
+		TLS: c.serverTLS, ForwardCAs: c.caPool, Usage: c.meter(b.node)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,6 +506,14 @@ func (c *cell) leader(topicID string, p int32) (leader, follower int) {
 
 // call is one HTTP request to broker b as key id:secret (no credentials
 // when id is empty); it returns the status and the raw body.
+// meter is node's usage meter, nil without cellOpts.meters.
+func (c *cell) meter(node int) *usage.Meter {
+	if node-1 < len(c.o.meters) {
+		return c.o.meters[node-1]
+	}
+	return nil
+}
+
 func (c *cell) call(b int, method, path, id, secret string, body any, hdr ...string) (int, []byte) {
 	c.t.Helper()
 	status, _, out := c.callWithHeaders(b, method, path, id, secret, body, hdr...)

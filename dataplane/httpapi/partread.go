@@ -29,11 +29,11 @@ func (s *Server) readPart(c echo.Context, v *wire.Topic, cl *caller, p int32, of
 	case !known:
 		return nil, false, frontdoor.NoLeader(part, "the partition has no leader right now; retry")
 	case leader == s.cfg.NodeID:
-		msgs, next, hw, err := readOnce(part, p, offset, maxBytes)
+		msgs, billed, next, hw, err := readOnce(part, p, offset, maxBytes)
 		if err != nil {
 			return nil, true, err
 		}
-		return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, true, nil
+		return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset(), billed: billed}, true, nil
 	}
 	uri := fmt.Sprintf("/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", url.PathEscape(v.Name), p, offset, maxBytes)
 	var out readResponse

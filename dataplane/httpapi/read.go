@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -13,7 +12,9 @@ import (
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
+	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/records"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // Read limits.
@@ -42,6 +43,10 @@ type readResponse struct {
 	NextOffset     int64     `json:"next_offset"`
 	HighWatermark  int64     `json:"high_watermark"`
 	LogStartOffset int64     `json:"log_start_offset"`
+	// billed is the bytes out of Messages: their share of the stored
+	// batches they were read from (usage.BatchShare). Set on the
+	// leader's reads only.
+	billed int64
 }
 
 // readParams are a read's query parameters.
@@ -137,9 +142,7 @@ func (s *Server) read(c echo.Context) error {
 		size += int64(len(m.Key) + len(m.Value))
 	}
 	s.record(Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size})
-	s.meterRead(cl, t.ID, out)
-	s.syncUsage(c.Request().Context())
-	return c.JSON(http.StatusOK, out)
+	return s.writeMetered(c, out, []meteredRead{readOf(t.ID, out)})
 }
 
 // readLocal reads from the local leader replica, waiting up to rp.wait
@@ -154,13 +157,13 @@ func (s *Server) readLocal(ctx context.Context, part Partition, pn int32, rp rea
 	deadline := time.Now().Add(rp.wait)
 	wake := make(chan struct{}, 1)
 	for {
-		msgs, next, hw, err := readOnce(part, pn, rp.offset, rp.maxBytes)
+		msgs, billed, next, hw, err := readOnce(part, pn, rp.offset, rp.maxBytes)
 		if err != nil {
 			return nil, err
 		}
 		left := time.Until(deadline)
 		if len(msgs) > 0 || left <= 0 {
-			return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset()}, nil
+			return &readResponse{Messages: msgs, NextOffset: next, HighWatermark: hw, LogStartOffset: part.LogStartOffset(), billed: billed}, nil
 		}
 		if next > rp.offset {
 			// Only control batches: move past them and look again.
@@ -183,29 +186,56 @@ func (s *Server) readLocal(ctx context.Context, part Partition, pn int32, rp rea
 }
 
 // readOnce decodes the committed records at or after offset, up to
-// about maxBytes of batches (at least one batch when there is one).
-func readOnce(part Partition, pn int32, offset int64, maxBytes int32) ([]Message, int64, int64, error) {
+// about maxBytes of batches (at least one batch when there is one), and
+// returns with them their bytes out (billed): each batch's share for the
+// records returned from it.
+func readOnce(part Partition, pn int32, offset int64, maxBytes int32) (msgs []Message, billed, next, hw int64, err error) {
 	sl, hw, err := part.Fetch(offset, maxBytes)
 	if err != nil {
 		if catalogued(err).Entry == catalog.OffsetOutOfRange {
-			return nil, 0, 0, catalog.OffsetOutOfRange.Wrap(err, fmt.Sprintf("offset %d is outside the partition's retained range, which starts at %d and ends at the high watermark %d",
+			return nil, 0, 0, 0, catalog.OffsetOutOfRange.Wrap(err, fmt.Sprintf("offset %d is outside the partition's retained range, which starts at %d and ends at the high watermark %d",
 				offset, part.LogStartOffset(), part.HighWatermark()))
 		}
-		return nil, 0, 0, err
+		return nil, 0, 0, 0, err
 	}
 	defer sl.Release()
 	if sl.Size == 0 {
-		return []Message{}, offset, hw, nil
+		return []Message{}, 0, offset, hw, nil
 	}
 	data, err := sl.AppendTo(nil)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("read partition %d at %d: %w", pn, offset, err)
+		return nil, 0, 0, 0, fmt.Errorf("read partition %d at %d: %w", pn, offset, err)
 	}
 	recs, next, err := records.Decode(data, offset, 0)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("decode partition %d at %d: %w", pn, offset, err)
+		return nil, 0, 0, 0, fmt.Errorf("decode partition %d at %d: %w", pn, offset, err)
 	}
-	return toMessages("", pn, recs), next, hw, nil
+	return toMessages("", pn, recs), billedBytes(data, recs), next, hw, nil
+}
+
+// billedBytes is the bytes out of recs, decoded from the batches in data
+// (whole, as the partition stored them): per batch of n records, the
+// records returned from it are its last k (those before the requested
+// offset are skipped), whose share is usage.BatchShare(size, n-k, n, n).
+func billedBytes(data []byte, recs []records.Record) int64 {
+	var billed int64
+	i := 0
+	for len(data) > 0 && i < len(recs) {
+		h, err := log.ParseHeader(data)
+		if err != nil || h.Size() > int64(len(data)) {
+			break // Decode accepted data: not reached
+		}
+		data = data[h.Size():]
+		k := 0
+		for i < len(recs) && recs[i].Offset <= h.LastOffset() {
+			k++
+			i++
+		}
+		if n := int(h.NumRecords); k > 0 {
+			billed += usage.BatchShare(h.Size(), n-k, n, n)
+		}
+	}
+	return billed
 }
 
 // toMessages converts decoded records; the message id header becomes

@@ -197,6 +197,9 @@ type Server struct {
 
 	// afterDeadLetter, when set (by tests, to inject a fault), runs after
 	// a dead letter is published and before its offset is committed.
+	// beforeReadWrite, when set (by tests, to inject a fault), runs
+	// between a read's answer computed and its writing (writeMetered).
+	beforeReadWrite atomic.Pointer[func(*http.Request)]
 	afterDeadLetter atomic.Pointer[func()]
 
 	// mu guards the fields below.

@@ -178,3 +178,18 @@ func (m *Meter) Pending() bool {
 	defer m.mu.Unlock()
 	return len(m.counts) > 0 || len(m.ranges) > 0 || m.flushed+1 < m.gen
 }
+
+// BatchShare is the bytes out of records [from, to) of a stored batch of
+// n records and size bytes, when a front door delivers part of it (the
+// HTTP API returns the records from the requested offset on): size*to/n
+// - size*from/n, rounded down each. The shares of the pieces of a batch
+// telescope, so a batch read in pieces bills its size exactly, as a
+// Kafka fetch of the whole batch does. Bytes out, on either door, are the
+// stored batch bytes of the records delivered.
+func BatchShare(size int64, from, to, n int) int64 {
+	if n <= 0 || from >= to {
+		return 0
+	}
+	from, to = max(from, 0), min(to, n)
+	return size*int64(to)/int64(n) - size*int64(from)/int64(n)
+}
