@@ -41,8 +41,8 @@ import (
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/usage"
 	"github.com/sluicehq/sluice/dataplane/transport"
+	"github.com/sluicehq/sluice/dataplane/usage"
 	"github.com/sluicehq/sluice/quotas"
 )
 
