@@ -1,0 +1,121 @@
+package launch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/billing"
+	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
+)
+
+// readHTTP reads every partition of topic from offset 0 to its high
+// watermark through broker 0's HTTP data API (forwarded to each
+// partition's leader), in pieces of at most maxBytes of batches, and
+// returns the messages read.
+func (c *usageCell) readHTTP(ctx context.Context, topic string, parts int, maxBytes int) (msgs int64) {
+	c.t.Helper()
+	for p := range parts {
+		off := int64(0)
+		err := launch.WaitFor(ctx, "http read of a partition", 60*time.Second, func() error {
+			for {
+				u := fmt.Sprintf("http://%s/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", c.specs[0].HTTP, topic, p, off, maxBytes)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+				req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return err
+				}
+				var out struct {
+					Messages      []json.RawMessage `json:"messages"`
+					NextOffset    int64             `json:"next_offset"`
+					HighWatermark int64             `json:"high_watermark"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("read partition %d at %d: %s %v", p, off, resp.Status, err)
+				}
+				msgs += int64(len(out.Messages))
+				off = out.NextOffset
+				if off >= out.HighWatermark {
+					return nil
+				}
+			}
+		})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	return msgs
+}
+
+// TestBytesOutOneDefinitionForBothDoors: bytes out are the stored batch
+// bytes of the records delivered, on both front doors. Records produced
+// through Kafka and HTTP, the whole topic read once through Kafka (raw
+// Fetch requests to the leaders, batch by batch) and once through the
+// HTTP API (in pieces of a few batches, forwarded by one broker to the
+// leaders): after each read the ledger's bytes out have grown by the
+// ledger's bytes in, exactly, and messages out by the records read.
+func TestBytesOutOneDefinitionForBothDoors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and three brokers")
+	}
+	const topic, parts, n, m = "doors", 3, 300, 100
+	c := startUsageCell(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	c.produceKafka(ctx, topic, 0, n)
+	c.publishHTTP(ctx, topic, 0, m)
+
+	pool, err := pgxpool.New(ctx, c.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	l := billing.Ledger{DB: pool}
+	ledger := func(what string, want map[string]int64) {
+		t.Helper()
+		from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+		var got map[string]int64
+		err := launch.WaitFor(ctx, what, 60*time.Second, func() error {
+			if got, err = l.Totals(ctx, c.tenant.ID, from, to); err != nil {
+				return err
+			}
+			for meter, v := range want {
+				if got[meter] != v {
+					return fmt.Errorf("%s: ledger %d, want %d", meter, got[meter], v)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v (ledger %v, want %v)", what, err, got, want)
+		}
+		t.Logf("%s: ledger %v", what, got)
+	}
+
+	// Kafka: whole batches, from offset 0 to the high watermark.
+	kafkaBytes, kafkaMsgs := c.readAll(ctx, topic, parts)
+	if kafkaMsgs != n+m {
+		t.Fatalf("kafka read %d records, want %d", kafkaMsgs, n+m)
+	}
+	// Bytes in are the stored batches, which the Kafka read returned.
+	in := kafkaBytes
+	ledger("after the kafka read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": in, "messages_out": n + m})
+
+	// HTTP: the same topic in pieces of at most 2 KB of batches.
+	if got := c.readHTTP(ctx, topic, parts, 2048); got != n+m {
+		t.Fatalf("http read %d messages, want %d", got, n+m)
+	}
+	ledger("after the http read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": 2 * in, "messages_out": 2 * (n + m)})
+}
