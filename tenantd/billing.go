@@ -117,7 +117,7 @@ type billingWorker struct {
 	interval time.Duration
 	log      *slog.Logger
 	metrics  *billingMetrics // nil: none (inside a control plane)
-	// ready is whether the last round reached the database.
+	// ready is whether the last round's prune reached the database.
 	ready atomic.Bool
 }
 
@@ -166,6 +166,9 @@ func (w *billingWorker) round(ctx context.Context) {
 		ok = false
 		w.log.Warn("billing: prune the ledger's applied sources", "err", err)
 	}
+	// Ready while the database answers; a Stripe failure is the
+	// metrics' and the log's (the worker retries with backoff).
+	w.ready.Store(ok)
 	result := "ledger_only"
 	if w.reporter != nil {
 		worked, n, err := w.reporter.Round(ctx)
@@ -189,7 +192,6 @@ func (w *billingWorker) round(ctx context.Context) {
 	if !ok {
 		result = "failed"
 	}
-	w.ready.Store(ok)
 	w.metrics.round(result)
 }
 

@@ -22,8 +22,10 @@ import (
 // lock). With -health-listen it serves
 //
 //	GET /livez   200 while the process runs
-//	GET /readyz  200 once its last round reached the database (503 with
-//	             the reason before the first round and after a failed one)
+//	GET /readyz  200 while its rounds reach the database (503 with the
+//	             reason before the first round and after one that could
+//	             not); Stripe's failures do not count: they are retried
+//	             with backoff, and seen in the metrics and the log
 //
 // and with -metrics-listen its Prometheus metrics at /metrics; both are
 // unauthenticated and say nothing about tenants: bind them privately.
@@ -111,7 +113,7 @@ func billingHealth(w *billingWorker) http.Handler {
 		body := map[string]string{"status": "ready"}
 		if !w.ready.Load() {
 			rw.WriteHeader(http.StatusServiceUnavailable)
-			body = map[string]string{"status": "not ready", "reason": "no billing round has reached the database yet, or the last one failed (see the log)"}
+			body = map[string]string{"status": "not ready", "reason": "no billing round has reached the database yet, or the last one could not (see the log)"}
 		}
 		_ = json.NewEncoder(rw).Encode(body)
 	})
