@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,47 +134,58 @@ func (p *stripeProxy) forwarded() []forwarded {
 	return append([]forwarded(nil), p.events...)
 }
 
-// TestBillingWorkerKilledBetweenSendAndRecord: the control plane that
-// runs the billing worker is SIGKILLed after stripe-mock received a meter
-// event and before the worker recorded it as sent. Restarted, the worker
-// sends that event again with the same identifier and idempotency key,
-// and every other hour once; the outbox ends with one sent row per
-// (tenant, meter, closed hour) of the ledger, and reconcile finds no
-// difference.
-func TestBillingWorkerKilledBetweenSendAndRecord(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane three times and stripe-mock")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+// billingRun is a billing scenario's fixture: a scratch database holding
+// a signed-up tenant and its usage of two closed hours, a control plane
+// on it that runs no billing worker (-billing-worker=false; given a
+// Stripe key and a trap for a Stripe URL anyway, so that a worker it ran
+// would show), and stripe-mock behind a recording proxy armed to hold
+// its answer to the first meter event.
+type billingRun struct {
+	t      *testing.T
+	ctx    context.Context
+	bin    string
+	db     *launch.DB
+	pool   *pgxpool.Pool
+	ledger *billing.Ledger
+	h1     time.Time
+	proxy  *stripeProxy
+	stripe string // the proxy's URL
+	// want is the meter events of the ledger: identifier → value.
+	want    map[string]string
+	trapped atomic.Int64 // requests that reached the control plane's Stripe URL
+}
+
+func newBillingRun(t *testing.T, ctx context.Context) *billingRun {
+	t.Helper()
+	r := &billingRun{t: t, ctx: ctx, want: map[string]string{}}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tenantd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../tenantd").CombinedOutput(); err != nil {
+	r.bin = filepath.Join(dir, "tenantd")
+	if out, err := exec.Command("go", "build", "-o", r.bin, "../../../tenantd").CombinedOutput(); err != nil {
 		t.Fatalf("build tenantd: %v\n%s", err, out)
 	}
-	db, err := launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_billkill_")
-	if err != nil {
+	var err error
+	if r.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_billkill_"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = db.Drop() })
+	t.Cleanup(func() { _ = r.db.Drop() })
 	listen, err := launch.FreeAddr("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	startCP := func() *launch.ControlPlane {
-		t.Helper()
-		cp, err := launch.StartControlPlane(ctx, bin, db.URL, listen, t.TempDir(), "info")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cp.Proc.Stop(15 * time.Second) })
-		return cp
+	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r.trapped.Add(1)
+		http.Error(w, "the control plane runs no billing worker", http.StatusTeapot)
+	}))
+	t.Cleanup(trap.Close)
+	t.Setenv("SLUICE_STRIPE_KEY", "sk_test_trap")
+	t.Setenv("SLUICE_STRIPE_URL", trap.URL)
+	t.Setenv("SLUICE_BILLING_WORKER", "false")
+	t.Setenv("SLUICE_BILLING_INTERVAL", "200ms")
+	cp, err := launch.StartControlPlane(ctx, r.bin, r.db.URL, listen, t.TempDir(), "info")
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	// A tenant signed up (its Stripe customer enqueued) by a control plane
-	// without a Stripe key, which sends nothing.
-	t.Setenv("SLUICE_STRIPE_KEY", "")
-	cp := startCP()
+	t.Cleanup(func() { cp.Proc.Stop(15 * time.Second) })
 	// A shared cell to sign up on; it needs no brokers here.
 	if _, err := cp.Operator.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "billing", Kind: "shared", Description: "billing"}); err != nil {
 		t.Fatal(err)
@@ -183,21 +197,19 @@ func TestBillingWorkerKilledBetweenSendAndRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp.Proc.Stop(15 * time.Second)
 
 	// Usage of two closed hours in the ledger, shipped as a cell would.
-	pool, err := pgxpool.New(ctx, db.URL)
-	if err != nil {
+	if r.pool, err = pgxpool.New(ctx, r.db.URL); err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	l := &billing.Ledger{DB: pool}
-	h1 := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
-	h2 := h1.Add(time.Hour)
+	t.Cleanup(r.pool.Close)
+	r.ledger = &billing.Ledger{DB: r.pool}
+	r.h1 = time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	h2 := r.h1.Add(time.Hour)
 	entries := []billing.Entry{
-		{Tenant: tenant.ID, Topic: "t", Meter: "bytes_in", Hour: h1.Unix(), Value: 1000},
-		{Tenant: tenant.ID, Topic: "t", Meter: "messages_in", Hour: h1.Unix(), Value: 10},
-		{Tenant: tenant.ID, Topic: "t", Meter: "partition_seconds", Hour: h1.Unix(), Value: 10800},
+		{Tenant: tenant.ID, Topic: "t", Meter: "bytes_in", Hour: r.h1.Unix(), Value: 1000},
+		{Tenant: tenant.ID, Topic: "t", Meter: "messages_in", Hour: r.h1.Unix(), Value: 10},
+		{Tenant: tenant.ID, Topic: "t", Meter: "partition_seconds", Hour: r.h1.Unix(), Value: 10800},
 		{Tenant: tenant.ID, Topic: "t", Meter: "bytes_out", Hour: h2.Unix(), Value: 2000},
 		{Tenant: tenant.ID, Topic: "t", Meter: "messages_out", Hour: h2.Unix(), Value: 20},
 		{Tenant: tenant.ID, Topic: "u", Meter: "bytes_out", Hour: h2.Unix(), Value: 500},
@@ -206,96 +218,264 @@ func TestBillingWorkerKilledBetweenSendAndRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := l.Ship(ctx, billing.Shipment{Cell: "kill-cell", Partition: 0, From: 0, Next: 1, Records: []json.RawMessage{raw}}); err != nil || !res.Applied {
+	if res, err := r.ledger.Ship(ctx, billing.Shipment{Cell: "kill-cell", Partition: 0, From: 0, Next: 1, Records: []json.RawMessage{raw}}); err != nil || !res.Applied {
 		t.Fatalf("ship usage: %+v %v", res, err)
 	}
-	want := map[string]string{} // identifier → value: per (tenant, meter, hour)
 	for _, e := range entries {
 		id := billing.Identifier(e.Tenant, e.Meter, time.Unix(e.Hour, 0))
-		v, _ := strconv.ParseInt(want[id], 10, 64)
-		want[id] = strconv.FormatInt(v+e.Value, 10)
+		v, _ := strconv.ParseInt(r.want[id], 10, 64)
+		r.want[id] = strconv.FormatInt(v+e.Value, 10)
 	}
 
-	// The control plane with a Stripe key, through the proxy: SIGKILLed
-	// while the proxy holds the answer to the first meter event.
-	proxy := &stripeProxy{target: startStripeMock(t), held: make(chan forwarded, 1), armed: true}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	t.Setenv("SLUICE_STRIPE_KEY", "sk_test_123")
-	t.Setenv("SLUICE_STRIPE_URL", srv.URL)
-	cp = startCP()
-	var held forwarded
-	select {
-	case held = <-proxy.held:
-	case <-ctx.Done():
-		t.Fatalf("no meter event reached stripe-mock: %v", cp.Proc.Exited())
-	}
-	cp.Proc.Kill()
-	heldID := held.form.Get("identifier")
-	if held.status != http.StatusOK {
-		t.Fatalf("stripe-mock answered the held meter event %s with %d", heldID, held.status)
-	}
-	var state string
-	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT state, attempts FROM billing_outbox WHERE identifier = $1`, heldID).Scan(&state, &attempts); err != nil {
-		t.Fatal(err)
-	}
-	if state != "pending" || attempts != 0 {
-		t.Fatalf("the killed worker recorded the held event %s: state %s, attempts %d", heldID, state, attempts)
-	}
+	r.proxy = &stripeProxy{target: startStripeMock(t), held: make(chan forwarded, 1), armed: true}
+	srv := httptest.NewServer(r.proxy)
+	t.Cleanup(srv.Close)
+	r.stripe = srv.URL
+	return r
+}
 
-	// Restarted, the worker sends what is pending.
-	startCP()
-	err = launch.WaitFor(ctx, "every outbox row sent", 90*time.Second, func() error {
-		var sent, rows int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'sent'), count(*) FROM billing_outbox`).Scan(&sent, &rows); err != nil {
+// billingProc is a running `tenantd billing`.
+type billingProc struct {
+	proc    *launch.Proc
+	metrics string // its /metrics URL
+}
+
+// startBilling starts `tenantd billing` with a Stripe key and the proxy
+// as its Stripe URL, a round every 200 ms, and waits until it is ready
+// (a round reached the database).
+func (r *billingRun) startBilling(name string) *billingProc {
+	r.t.Helper()
+	addrs, err := launch.FreeAddrs("127.0.0.1", 2)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	env := []string{"SLUICE_STRIPE_KEY=sk_test_123", "SLUICE_STRIPE_URL=" + r.stripe}
+	p, err := launch.Start("tenantd billing "+name, filepath.Join(r.t.TempDir(), "billing.log"), env, r.bin, "billing",
+		"-database-url", r.db.URL, "-health-listen", addrs[0], "-metrics-listen", addrs[1], "-log-level", "info")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { p.Stop(15 * time.Second) })
+	err = launch.WaitFor(r.ctx, "billing "+name+" ready", 60*time.Second, func() error {
+		if err := p.Exited(); err != nil {
 			return err
 		}
-		if sent != len(want) || rows != len(want) {
-			return fmt.Errorf("%d of %d outbox rows sent, want %d", sent, rows, len(want))
+		resp, err := http.Get("http://" + addrs[0] + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return &billingProc{proc: p, metrics: "http://" + addrs[1] + "/metrics"}
+}
+
+// rounds is the process's count of rounds with result (worked,
+// standby, ledger_only, failed), from its metrics.
+func (b *billingProc) rounds(result string) (int, error) {
+	resp, err := http.Get(b.metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	prefix := `sluice_billing_rounds_total{result="` + result + `"} `
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			return int(n), err
+		}
+	}
+	return 0, fmt.Errorf("no %s in the metrics", strings.TrimSpace(prefix))
+}
+
+// held waits for the meter event the proxy holds.
+func (r *billingRun) held() forwarded {
+	r.t.Helper()
+	select {
+	case ev := <-r.proxy.held:
+		if ev.status != http.StatusOK {
+			r.t.Fatalf("stripe-mock answered the held meter event %s with %d", ev.form.Get("identifier"), ev.status)
+		}
+		return ev
+	case <-r.ctx.Done():
+		r.t.Fatal("no meter event reached stripe-mock")
+	}
+	return forwarded{}
+}
+
+// checkPending: the held event's outbox row was not recorded by the
+// killed worker.
+func (r *billingRun) checkPending(id string) {
+	r.t.Helper()
+	var state string
+	var attempts int
+	if err := r.pool.QueryRow(r.ctx, `SELECT state, attempts FROM billing_outbox WHERE identifier = $1`, id).Scan(&state, &attempts); err != nil {
+		r.t.Fatal(err)
+	}
+	if state != "pending" || attempts != 0 {
+		r.t.Fatalf("the killed worker recorded the held event %s: state %s, attempts %d", id, state, attempts)
+	}
+}
+
+// waitAllSent waits until every outbox row is sent.
+func (r *billingRun) waitAllSent() {
+	r.t.Helper()
+	err := launch.WaitFor(r.ctx, "every outbox row sent", 90*time.Second, func() error {
+		var sent, rows int
+		if err := r.pool.QueryRow(r.ctx, `SELECT count(*) FILTER (WHERE state = 'sent'), count(*) FROM billing_outbox`).Scan(&sent, &rows); err != nil {
+			return err
+		}
+		if sent != len(r.want) || rows != len(r.want) {
+			return fmt.Errorf("%d of %d outbox rows sent, want %d", sent, rows, len(r.want))
+		}
+		return nil
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// checkSentOnce: what reached stripe-mock is each identifier of the
+// ledger with its value, idempotency key = identifier, once, except the
+// held one, sent again identically; its outbox row was recorded once,
+// reconcile finds no difference, and the control plane never called
+// Stripe.
+func (r *billingRun) checkSentOnce(held forwarded) {
+	r.t.Helper()
+	heldID := held.form.Get("identifier")
+	seen := map[string]int{}
+	for _, ev := range r.proxy.forwarded() {
+		id := ev.form.Get("identifier")
+		v, ok := r.want[id]
+		switch {
+		case !ok:
+			r.t.Fatalf("meter event with an unexpected identifier: %v", ev.form)
+		case ev.status != http.StatusOK:
+			r.t.Fatalf("stripe-mock answered %s with %d", id, ev.status)
+		case ev.form.Get("payload[value]") != v:
+			r.t.Fatalf("meter event %s carries value %s, the ledger %s", id, ev.form.Get("payload[value]"), v)
+		case ev.idempotency != id:
+			r.t.Fatalf("meter event %s sent with idempotency key %q, want its identifier", id, ev.idempotency)
+		}
+		if id == heldID && seen[id] == 1 && ev.form.Encode() != held.form.Encode() {
+			r.t.Fatalf("the retry of %s differs: %v, first %v", id, ev.form, held.form)
+		}
+		seen[id]++
+	}
+	for id := range r.want {
+		n := 1
+		if id == heldID {
+			n = 2
+		}
+		if seen[id] != n {
+			r.t.Fatalf("stripe-mock received %s %d times, want %d (all: %v)", id, seen[id], n, seen)
+		}
+	}
+	var attemptsHeld int
+	if err := r.pool.QueryRow(r.ctx, `SELECT attempts FROM billing_outbox WHERE identifier = $1`, heldID).Scan(&attemptsHeld); err != nil || attemptsHeld != 1 {
+		r.t.Fatalf("the held event's outbox attempts: %d %v, want 1 (recorded once, by the surviving worker)", attemptsHeld, err)
+	}
+	if d, err := r.ledger.Reconcile(r.ctx, r.h1.Add(-time.Hour), time.Now(), billing.DefaultCloseAfter); err != nil || len(d) != 0 {
+		r.t.Fatalf("reconcile: %+v %v", d, err)
+	}
+	if n := r.trapped.Load(); n != 0 {
+		r.t.Fatalf("the control plane (-billing-worker=false) made %d Stripe requests", n)
+	}
+	r.t.Logf("held %s; stripe-mock received %v", heldID, seen)
+}
+
+// TestBillingWorkerKilledBetweenSendAndRecord: the billing role (tenantd
+// billing, beside a control plane that runs no worker) is SIGKILLed after
+// stripe-mock received a meter event and before the worker recorded it
+// as sent. Restarted, the worker sends that event again with the same
+// identifier and idempotency key, and every other hour once; the outbox
+// ends with one sent row per (tenant, meter, closed hour) of the ledger,
+// and reconcile finds no difference.
+func TestBillingWorkerKilledBetweenSendAndRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane, the billing role twice and stripe-mock")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r := newBillingRun(t, ctx)
+
+	w := r.startBilling("first")
+	held := r.held()
+	w.proc.Kill()
+	r.checkPending(held.form.Get("identifier"))
+
+	// Restarted, the worker sends what is pending.
+	r.startBilling("restarted")
+	r.waitAllSent()
+	r.checkSentOnce(held)
+}
+
+// TestTwoBillingWorkersOneWorks: two billing processes on one database,
+// one reports at a time (the Postgres advisory lock). While the first
+// holds the lock (stripe-mock's answer to its first meter event held),
+// the second stands by round after round and sends nothing; the first
+// is SIGKILLed, the second takes over and sends the held event again
+// (same identifier and idempotency key) and every other hour once; the
+// first, restarted, finds nothing left to send.
+func TestTwoBillingWorkersOneWorks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane, three billing processes and stripe-mock")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	r := newBillingRun(t, ctx)
+
+	a := r.startBilling("a")
+	held := r.held()
+	b := r.startBilling("b")
+	err := launch.WaitFor(ctx, "billing b standing by", 60*time.Second, func() error {
+		n, err := b.rounds("standby")
+		if err == nil && n < 3 {
+			err = fmt.Errorf("%d standby rounds", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := r.proxy.forwarded(); len(evs) != 1 {
+		t.Fatalf("%d meter events reached stripe-mock while one worker held the lock, want its 1", len(evs))
+	}
+	if n, err := b.rounds("worked"); err != nil || n != 0 {
+		t.Fatalf("billing b worked %d rounds while a held the lock (%v)", n, err)
+	}
+	a.proc.Kill()
+	r.checkPending(held.form.Get("identifier"))
+	r.waitAllSent()
+	if n, err := b.rounds("worked"); err != nil || n == 0 {
+		t.Fatalf("billing b worked %d rounds after a was killed (%v)", n, err)
+	}
+
+	// a, restarted, works and finds nothing to send.
+	a = r.startBilling("a restarted")
+	err = launch.WaitFor(ctx, "billing a restarted doing rounds", 60*time.Second, func() error {
+		wk, err1 := a.rounds("worked")
+		sb, err2 := a.rounds("standby")
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		if wk+sb < 3 {
+			return fmt.Errorf("%d rounds", wk+sb)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// What reached stripe-mock: each identifier of the ledger with its
-	// value, once, except the held one, which is sent again identically.
-	seen := map[string]int{}
-	for _, ev := range proxy.forwarded() {
-		id := ev.form.Get("identifier")
-		v, ok := want[id]
-		switch {
-		case !ok:
-			t.Fatalf("meter event with an unexpected identifier: %v", ev.form)
-		case ev.status != http.StatusOK:
-			t.Fatalf("stripe-mock answered %s with %d", id, ev.status)
-		case ev.form.Get("payload[value]") != v:
-			t.Fatalf("meter event %s carries value %s, the ledger %s", id, ev.form.Get("payload[value]"), v)
-		case ev.idempotency != id:
-			t.Fatalf("meter event %s sent with idempotency key %q, want its identifier", id, ev.idempotency)
-		}
-		if id == heldID && seen[id] == 1 && ev.form.Encode() != held.form.Encode() {
-			t.Fatalf("the retry of %s differs: %v, first %v", id, ev.form, held.form)
-		}
-		seen[id]++
-	}
-	for id := range want {
-		n := 1
-		if id == heldID {
-			n = 2
-		}
-		if seen[id] != n {
-			t.Fatalf("stripe-mock received %s %d times, want %d (all: %v)", id, seen[id], n, seen)
-		}
-	}
-	var attemptsHeld int
-	if err := pool.QueryRow(ctx, `SELECT attempts FROM billing_outbox WHERE identifier = $1`, heldID).Scan(&attemptsHeld); err != nil || attemptsHeld != 1 {
-		t.Fatalf("the held event's outbox attempts: %d %v, want 1 (recorded once, by the restarted worker)", attemptsHeld, err)
-	}
-	if d, err := l.Reconcile(ctx, h1.Add(-time.Hour), time.Now(), billing.DefaultCloseAfter); err != nil || len(d) != 0 {
-		t.Fatalf("reconcile: %+v %v", d, err)
-	}
-	t.Logf("held %s; stripe-mock received %v", heldID, seen)
+	r.checkSentOnce(held)
 }
