@@ -30,7 +30,9 @@ func renderSet(t *testing.T, file string) rendered {
 
 // TestChartPolicy renders the chart for each value set and checks what a
 // production deployment needs: a control plane of two or more replicas
-// behind a Service with a PDB; the migration Job as a pre-install and
+// behind a Service with a PDB, running no billing worker; the billing
+// worker as a Deployment of its own (tenantd billing) with probes,
+// metrics and a PDB; the migration Job as a pre-install and
 // pre-upgrade hook; each cell a StatefulSet of three brokers with volumes,
 // a headless Service that publishes not-ready brokers, spread across zones
 // and never two on a node, a PDB of maxUnavailable 1 selecting exactly its
@@ -42,6 +44,7 @@ func TestChartPolicy(t *testing.T) {
 		t.Run(vs.name, func(t *testing.T) {
 			r := renderSet(t, vs.file)
 			checkControlPlane(t, r)
+			checkBilling(t, r)
 			checkJobs(t, r)
 			checkCells(t, r, vs.file)
 			checkSecrets(t, r, vs.file)
@@ -51,11 +54,27 @@ func TestChartPolicy(t *testing.T) {
 	}
 }
 
-func checkControlPlane(t *testing.T, r rendered) {
-	if len(r.Deployments) != 1 {
-		t.Fatalf("%d Deployments, want the control plane's", len(r.Deployments))
+// deployment is the chart's Deployment of component (controlplane,
+// billing), failing the test unless there is exactly one.
+func deployment(t *testing.T, r rendered, component string) *appsv1.Deployment {
+	t.Helper()
+	var found []*appsv1.Deployment
+	for _, d := range r.Deployments {
+		if d.Spec.Template.Labels["app.kubernetes.io/component"] == component {
+			found = append(found, d)
+		}
 	}
-	d := r.Deployments[0]
+	if len(found) != 1 {
+		t.Fatalf("%d Deployments of component %s, want 1", len(found), component)
+	}
+	return found[0]
+}
+
+func checkControlPlane(t *testing.T, r rendered) {
+	if len(r.Deployments) != 2 {
+		t.Fatalf("%d Deployments, want the control plane's and the billing worker's", len(r.Deployments))
+	}
+	d := deployment(t, r, "controlplane")
 	if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 		t.Errorf("control plane replicas %v, want at least 2", d.Spec.Replicas)
 	}
@@ -167,26 +186,94 @@ func checkCells(t *testing.T, r rendered, file string) {
 	}
 }
 
-// checkStripe: stripe.existingSecret reaches the control plane as
-// SLUICE_STRIPE_KEY (the variable tenantd's billing worker reads) from
-// that Secret's key; without it the control plane gets no Stripe key.
+// checkStripe: stripe.existingSecret reaches the billing worker as
+// SLUICE_STRIPE_KEY (the variable tenantd billing reads) from that
+// Secret's key; without it the worker gets no Stripe key; the control
+// plane, which runs no worker, never gets one.
 func checkStripe(t *testing.T, r rendered, file string) {
-	var got *corev1.EnvVar
-	for _, e := range r.Deployments[0].Spec.Template.Spec.Containers[0].Env {
-		if strings.Contains(e.Name, "STRIPE") {
-			got = &e
+	stripeEnv := func(d *appsv1.Deployment) *corev1.EnvVar {
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if strings.Contains(e.Name, "STRIPE") {
+				return &e
+			}
 		}
+		return nil
 	}
+	if got := stripeEnv(deployment(t, r, "controlplane")); got != nil {
+		t.Errorf("control plane has %s: it runs no billing worker", got.Name)
+	}
+	got := stripeEnv(deployment(t, r, "billing"))
 	if file != "testdata/custom.yaml" {
 		if got != nil {
-			t.Errorf("control plane has %s without stripe.existingSecret", got.Name)
+			t.Errorf("billing worker has %s without stripe.existingSecret", got.Name)
 		}
 		return
 	}
 	if got == nil || got.Name != "SLUICE_STRIPE_KEY" || got.ValueFrom == nil || got.ValueFrom.SecretKeyRef == nil ||
 		got.ValueFrom.SecretKeyRef.Name != "sluice-stripe" || got.ValueFrom.SecretKeyRef.Key != "secret-key" {
-		t.Errorf("control plane Stripe key %+v, want SLUICE_STRIPE_KEY from Secret sluice-stripe key secret-key", got)
+		t.Errorf("billing worker Stripe key %+v, want SLUICE_STRIPE_KEY from Secret sluice-stripe key secret-key", got)
 	}
+}
+
+// checkBilling: the billing worker is a Deployment running tenantd
+// billing with its config file, the database URL from its Secret,
+// readiness on /readyz and liveness on /livez on its health port, its
+// metrics port annotated for scraping, both as its config file
+// (billing.json) serves them, and a PDB; the control plane's config
+// turns its own worker off.
+func checkBilling(t *testing.T, r rendered) {
+	d := deployment(t, r, "billing")
+	pod := d.Spec.Template
+	checkContainers(t, "billing worker", pod.Spec)
+	c := pod.Spec.Containers[0]
+	if strings.Join(c.Args, " ") != "billing" {
+		t.Errorf("billing worker runs %v, want tenantd billing", c.Args)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas < 1 {
+		t.Errorf("billing worker replicas %v, want at least 1", d.Spec.Replicas)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if e, ok := env["SLUICE_DATABASE_URL"]; !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Errorf("billing worker database URL %+v, want one from a Secret", e)
+	}
+	if env["SLUICE_CONFIG"].Value != "/etc/sluice/config/billing.json" {
+		t.Errorf("billing worker config %q", env["SLUICE_CONFIG"].Value)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "health" {
+		t.Errorf("billing worker readiness probe %+v, want GET /readyz on the health port", p)
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/livez" || p.HTTPGet.Port.String() != "health" {
+		t.Errorf("billing worker liveness probe %+v, want GET /livez on the health port", p)
+	}
+	var cfg, cpCfg string
+	for _, cm := range r.ConfigMaps {
+		if v, ok := cm.Data["billing.json"]; ok {
+			cfg = v
+		}
+		if v, ok := cm.Data["controlplane.json"]; ok {
+			cpCfg = v
+		}
+	}
+	if ports["health"] == 0 || !strings.Contains(cfg, fmt.Sprintf(`"health_listen": "0.0.0.0:%d"`, ports["health"])) {
+		t.Errorf("billing.json does not serve health on the health port %d:\n%s", ports["health"], cfg)
+	}
+	if ports["metrics"] == 0 || !strings.Contains(cfg, fmt.Sprintf(`"metrics_listen": "0.0.0.0:%d"`, ports["metrics"])) {
+		t.Errorf("billing.json does not serve metrics on the metrics port %d:\n%s", ports["metrics"], cfg)
+	}
+	if a := pod.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != strconv.Itoa(int(ports["metrics"])) {
+		t.Errorf("billing worker scrape annotations %v", a)
+	}
+	if !strings.Contains(cpCfg, `"billing_worker": false`) {
+		t.Errorf("controlplane.json leaves the control plane's billing worker on beside the billing Deployment:\n%s", cpCfg)
+	}
+	checkPDB(t, r, "billing worker", pod.Labels)
 }
 
 // checkBrokerMetrics: every broker serves its metrics (metrics_listen in

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -96,7 +97,7 @@ func runChartCell(t *testing.T, bin, values string, withTLS bool) {
 	opID, opSecret, _ := strings.Cut(strings.TrimSpace(string(opKey)), ":")
 
 	// Two control planes, and their Service.
-	d := r.Deployments[0]
+	d := deployment(t, r, "controlplane")
 	if *d.Spec.Replicas != 2 {
 		t.Fatalf("control plane replicas %d, want the default 2", *d.Spec.Replicas)
 	}
@@ -114,6 +115,33 @@ func runChartCell(t *testing.T, bin, values string, withTLS bool) {
 	for _, u := range cpURLs {
 		waitFor(t, "control plane "+u, 60*time.Second, func() error { return get(u + "/healthz") })
 	}
+
+	// The billing worker, ready once its rounds reach the database; the
+	// control planes run none (their config turns theirs off).
+	bd := deployment(t, r, "billing")
+	p.start("sluice-billing-0", bd.Spec.Template.Spec, nil)
+	bports := map[string]string{}
+	for _, cp := range bd.Spec.Template.Spec.Containers[0].Ports {
+		bports[cp.Name] = strconv.Itoa(int(cp.ContainerPort))
+	}
+	billingHealth := "http://" + p.addr("sluice-billing-0", bports["health"])
+	waitFor(t, "billing worker ready", 60*time.Second, func() error { return getWith(http.DefaultClient, billingHealth+"/readyz") })
+	waitFor(t, "billing worker rounds in its metrics", 60*time.Second, func() error {
+		resp, err := http.Get("http://" + p.addr("sluice-billing-0", bports["metrics"]) + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `sluice_billing_rounds_total{result="ledger_only"} `) ||
+			strings.Contains(string(b), `sluice_billing_rounds_total{result="ledger_only"} 0`+"\n") {
+			return fmt.Errorf("no ledger-only round yet")
+		}
+		return nil
+	})
 
 	// The fleet, with the guide's commands.
 	opEnv := append([]string{"SLUICE_ENDPOINT=" + svcURL, "SLUICE_API_KEY_ID=" + opID, "SLUICE_API_KEY_SECRET=" + opSecret}, adminTLS...)
@@ -242,7 +270,7 @@ func roundTrip(t *testing.T, seeds []string, tlsCfg *tls.Config, id, secret, top
 func checkEnvNames(t *testing.T, bin string, r rendered) {
 	t.Helper()
 	known := map[string]bool{}
-	for _, role := range []string{"broker", "controlplane"} {
+	for _, role := range []string{"broker", "controlplane", "billing"} {
 		out, _ := exec.Command(bin, role, "-h").CombinedOutput()
 		for _, n := range sluiceEnvs.FindAllString(string(out), -1) {
 			known[n] = true

@@ -77,7 +77,7 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	}
 	sub := strings.NewReplacer("/usr/local/bin/tenantd", bin, "/etc/sluice", etc)
-	for _, f := range []string{"controlplane.json", "controlplane.env", "broker.json", "broker.env"} {
+	for _, f := range []string{"controlplane.json", "controlplane.env", "broker.json", "broker.env", "billing.json", "billing.env"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestSystemdUnits(t *testing.T) {
 		}
 	}
 	analyze, haveAnalyze := exec.LookPath("systemd-analyze")
-	for _, name := range []string{"sluice-controlplane.service", "sluice-broker.service"} {
+	for _, name := range []string{"sluice-controlplane.service", "sluice-broker.service", "sluice-billing.service"} {
 		t.Run(name, func(t *testing.T) {
 			u := parseUnit(t, filepath.Join(dir, name))
 			if haveAnalyze == nil {
