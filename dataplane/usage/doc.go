@@ -10,9 +10,13 @@
 // each closed range, which names its end offset, with RecordRange, and
 // a new leader records its last one again; the ledger keeps, per
 // (topic, partition, hour), the range with the highest end. No produce
-// answer waits for metering. A front door counts a fetch before its
-// response is written, then calls Meter.Sync, which returns once a usage
-// record holding the count is committed in a usage partition. Each
+// answer waits for metering. A front door counts a fetch once its
+// response is written to the connection, as the stored batch bytes of
+// the records delivered (BatchShare for part of a batch), then calls
+// Meter.Sync before the connection's next request, which returns once a
+// usage record holding the count is committed in a usage partition: an
+// answer never written is never billed, and one written just before a
+// crash may go uncounted. Each
 // record names its source (broker node id, a random per-boot id and a
 // sequence number); a flush whose outcome is unknown is retried with the
 // same source and sequence, and the ledger applies a source sequence
