@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
+	"github.com/sluicehq/sluice/dataplane/usage"
 )
 
 // broker is one Kafka listener over local single-replica partitions, fed
@@ -44,8 +45,9 @@ type brokerOpts struct {
 	authTimeout     time.Duration
 	maxPreAuth      int // Config.MaxUnauthenticatedPerIP
 	logger          *slog.Logger
-	controlPlane    bool        // serve CreateTopics/DeleteTopics through the control plane
-	tls             *tls.Config // Config.TLS: the advertised listener serves SASL_SSL
+	controlPlane    bool         // serve CreateTopics/DeleteTopics through the control plane
+	tls             *tls.Config  // Config.TLS: the advertised listener serves SASL_SSL
+	usage           *usage.Meter // Config.Usage
 }
 
 // startBroker starts a control plane, a state syncer for the cell, local
@@ -78,7 +80,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		t.Fatal(err)
 	}
 	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
-		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, TLS: o.tls}
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, TLS: o.tls, Usage: o.usage}
 	if o.controlPlane {
 		cfg.ControlPlane = client.New(cp.URL)
 		cfg.CellControlPlane = cp.CellClient()

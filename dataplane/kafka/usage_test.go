@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/usage"
 )
@@ -195,4 +197,42 @@ func awaitClosed(t *testing.T, nc net.Conn) {
 		time.Sleep(10 * time.Millisecond) // poll interval, bounded by the deadline
 	}
 	t.Fatal("the broker did not close the connection whose response failed")
+}
+
+// BenchmarkConsumeMetered is a franz-go consumer reading b.N records of
+// one partition, with fetch metering off and on in the same run. On, each
+// fetch response is counted once written and synced into a usage
+// partition in memory before the connection's next request (the cost of
+// the sync itself is a Raft commit in tenantd, not measured here).
+func BenchmarkConsumeMetered(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("metering=%v", on), func(b *testing.B) {
+			var o brokerOpts
+			l := &usageLog{}
+			if on {
+				o.usage = usage.NewMeter(nil)
+				f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: 1, Meter: o.usage, Interval: time.Hour,
+					Partition: func() (usage.Appender, bool) { return l, true }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = f.Close() })
+			}
+			br := startBroker(b, o)
+			tn := br.cp.Signup("bench", "")
+			br.createTopic(b, tn, "bench", 1, nil)
+			br.waitForKey(b, tn)
+			produceN(b, br.client(b, tn, kgo.DefaultProduceTopic("bench")), b.N)
+			b.SetBytes(int64(len(benchRecord)))
+			b.ResetTimer()
+			start := time.Now()
+			cons := br.client(b, tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"bench": {0: kgo.NewOffset().AtStart()}}))
+			cellstack.ConsumeN(b, cons, b.N)
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+			b.StopTimer()
+			if on && o.usage.Pending() {
+				b.Fatal("counts left unsynced")
+			}
+		})
+	}
 }
