@@ -411,3 +411,43 @@ func TestMirrorReplicasByteIdentical(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceRollbackBeforePromote: a move rolled back after the fence and
+// before the promotion: the source takes produce again after its old end,
+// the mirror goes on past it, and a second fence and the promotion still
+// leave the destination identical to the source.
+func TestFenceRollbackBeforePromote(t *testing.T) {
+	m := newMove(t, celltest.Options{}, celltest.Options{}, 0)
+	ctx := ctxLong(t)
+	for i := 0; i < 30; i++ {
+		if _, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("before"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.startPullers()
+	src := leaderOf(m.src)
+	end, err := src.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.waitMirrored(end)
+	if _, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("fenced"))); !errors.Is(err, partition.ErrFenced) {
+		t.Fatalf("produce to the fenced source: %v, want ErrFenced", err)
+	}
+	if err := src.Unfence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if off, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("after"))); err != nil || off != end {
+		t.Fatalf("produce after the rollback: %d, %v; want offset %d", off, err, end)
+	}
+	if err := mirror.Promote(ctx, leaderOf(m.dst), m.source); !errors.Is(err, mirror.ErrNotFenced) {
+		t.Fatalf("promote with the source unfenced: %v, want ErrNotFenced", err)
+	}
+	m.waitMirrored(end + 1)
+	end2, err := leaderOf(m.src).Fence(ctx)
+	if err != nil || end2 != end+1 {
+		t.Fatalf("second fence: end %d, %v; want %d", end2, err, end+1)
+	}
+	m.promote(end2)
+	m.sameLog()
+}
