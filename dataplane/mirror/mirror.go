@@ -155,6 +155,7 @@ type Puller struct {
 	limit  *rate.Limiter
 	cancel context.CancelFunc // stops run
 	done   sync.WaitGroup
+	flight *flight // the pull in flight; run's alone
 
 	// mu guards the field below.
 	mu sync.Mutex
@@ -203,6 +204,7 @@ func (p *Puller) update(f func(*Status)) {
 // run owns the pull loop: one step at a time, a pause after each step
 // that had nothing to do or failed.
 func (p *Puller) run(ctx context.Context) {
+	defer p.drain() // ends at once: ctx is done
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -232,19 +234,24 @@ func (p *Puller) run(ctx context.Context) {
 }
 
 // step does one pull if this replica leads: the start entry first, then
-// the batches from the destination's high watermark. busy says it copied
-// something and should go on at once. A new leader of either group starts
-// from the destination's high watermark again, so nothing is skipped;
-// what it copies twice is a no-op.
+// the batches from the destination's high watermark, or from the end of
+// the pull still in flight (two pulls overlap: one applies while the next
+// is read). busy says it copied something and should go on at once. A new
+// leader of either group starts from the destination's high watermark
+// again, so nothing is skipped; what it copies twice is a no-op, and what
+// followed a pull that a leader change lost is refused (ErrMirrorHole)
+// and pulled again.
 func (p *Puller) step(ctx context.Context) (busy bool, err error) {
 	r := p.cfg.Replica
 	if r.MirrorStarted() && !r.Mirroring() {
+		p.drain()
 		p.update(func(s *Status) { s.Promoted, s.Leading = true, false })
 		return false, nil
 	}
 	leading := r.IsLeader()
 	p.update(func(s *Status) { s.Leading = leading; s.Mirrored = r.HighWatermark() })
 	if !leading {
+		p.drain()
 		return false, nil
 	}
 	if !r.MirrorStarted() {
@@ -260,42 +267,68 @@ func (p *Puller) step(ctx context.Context) (busy bool, err error) {
 	}
 	src, err := p.cfg.Source.State(ctx)
 	if err != nil {
-		return false, fmt.Errorf("mirror source state: %w", err)
+		return false, errors.Join(fmt.Errorf("mirror source state: %w", err), p.drain())
 	}
 	next := max(r.HighWatermark(), r.LogStartOffset())
+	if p.flight != nil {
+		next = max(next, p.flight.end)
+	}
 	p.update(func(s *Status) {
 		s.SourceHighWatermark, s.SourceFenced, s.FencedEnd = src.HighWatermark, src.Fenced, src.FencedEnd
 		s.Mirrored, s.Lag = r.HighWatermark(), max(src.HighWatermark-r.HighWatermark(), 0)
 	})
 	if next >= src.HighWatermark {
-		return false, nil
+		return false, p.drain()
 	}
 	if next < src.LogStart {
-		return false, fmt.Errorf("mirror at %d: %w: the source's log now starts at %d; the move must start again", next, log.ErrOffsetOutOfRange, src.LogStart)
+		return false, errors.Join(fmt.Errorf("mirror at %d: %w: the source's log now starts at %d; the move must start again",
+			next, log.ErrOffsetOutOfRange, src.LogStart), p.drain())
 	}
 	b, err := p.cfg.Source.Read(ctx, next, p.cfg.MaxBytes)
 	if err != nil {
-		return false, fmt.Errorf("mirror read at %d: %w", next, err)
+		return false, errors.Join(fmt.Errorf("mirror read at %d: %w", next, err), p.drain())
 	}
-	batches, err := split(b)
+	batches, end, err := split(b)
 	if err != nil {
-		return false, fmt.Errorf("mirror read at %d: %w", next, err)
+		return false, errors.Join(fmt.Errorf("mirror read at %d: %w", next, err), p.drain())
 	}
 	if len(batches) == 0 {
-		return false, nil
+		return false, p.drain()
 	}
 	if err := p.wait(ctx, len(b)); err != nil {
-		return false, err
+		return false, errors.Join(err, p.drain())
 	}
-	hw, err := r.AppendMirror(ctx, batches)
+	wait, err := r.ProposeMirror(ctx, next, batches)
 	if err != nil {
-		return false, err
+		return false, errors.Join(err, p.drain())
 	}
-	p.update(func(s *Status) {
-		s.Bytes += int64(len(b))
-		s.Mirrored, s.Lag = hw, max(src.HighWatermark-hw, 0)
-	})
+	prevErr := p.drain()
+	p.flight = &flight{wait: wait, end: end}
+	p.update(func(s *Status) { s.Bytes += int64(len(b)) })
+	if prevErr != nil {
+		return false, errors.Join(prevErr, p.drain())
+	}
 	return true, nil
+}
+
+// flight is a pull handed to Raft whose entries have not all applied.
+type flight struct {
+	wait func() (int64, error)
+	end  int64 // the source offset after its last batch
+}
+
+// drain waits for the pull in flight, if any.
+func (p *Puller) drain() error {
+	f := p.flight
+	if f == nil {
+		return nil
+	}
+	p.flight = nil
+	hw, err := f.wait()
+	if err == nil {
+		p.update(func(s *Status) { s.Mirrored, s.Lag = hw, max(s.SourceHighWatermark-hw, 0) })
+	}
+	return err
 }
 
 // wait takes n bytes from the rate limit, in pieces no larger than its
@@ -314,22 +347,24 @@ func (p *Puller) wait(ctx context.Context, n int) error {
 	return nil
 }
 
-// split cuts raw log bytes into whole batches.
-func split(b []byte) ([][]byte, error) {
+// split cuts raw log bytes into whole batches and returns the offset
+// after the last.
+func split(b []byte) ([][]byte, int64, error) {
 	var out [][]byte
+	var end int64
 	for len(b) > 0 {
 		h, err := log.ParseHeader(b)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		n := h.Size()
 		if n > int64(len(b)) {
-			return nil, fmt.Errorf("%w: batch at %d is cut short", log.ErrCorruptBatch, h.BaseOffset)
+			return nil, 0, fmt.Errorf("%w: batch at %d is cut short", log.ErrCorruptBatch, h.BaseOffset)
 		}
 		out = append(out, b[:n:n])
-		b = b[n:]
+		b, end = b[n:], h.NextOffset()
 	}
-	return out, nil
+	return out, end, nil
 }
 
 // Errors of Promote.

@@ -23,19 +23,20 @@ const waitLong = 30 * time.Second
 // move is a source cell and a destination cell in this process, the
 // destination's replicas each with a puller over the source's partition 0.
 type move struct {
-	t        *testing.T
+	t        testing.TB
 	src, dst *celltest.Cell
 	source   mirror.ReplicaSource
 	rate     int64
+	maxBytes int // per pull
 
 	// mu guards the field below.
 	mu      sync.Mutex
 	pullers map[int]*mirror.Puller // by destination broker
 }
 
-func newMove(t *testing.T, src, dst celltest.Options, rate int64) *move {
+func newMove(t testing.TB, src, dst celltest.Options, rate int64) *move {
 	t.Helper()
-	m := &move{t: t, src: celltest.New(t, src), dst: celltest.New(t, dst), rate: rate, pullers: map[int]*mirror.Puller{}}
+	m := &move{t: t, src: celltest.New(t, src), dst: celltest.New(t, dst), rate: rate, maxBytes: 4 << 10, pullers: map[int]*mirror.Puller{}}
 	m.source = mirror.ReplicaSource{Leader: func() *partition.Replica { return leaderOf(m.src) }}
 	m.src.WaitLeader(0, waitLong)
 	m.dst.WaitLeader(0, waitLong)
@@ -68,7 +69,7 @@ func (m *move) startPullers() {
 		if r == nil || m.pullers[b] != nil {
 			continue
 		}
-		p, err := mirror.Start(mirror.Config{Replica: r, Source: m.source, BytesPerSecond: m.rate, MaxBytes: 4 << 10, Poll: 10 * time.Millisecond})
+		p, err := mirror.Start(mirror.Config{Replica: r, Source: m.source, BytesPerSecond: m.rate, MaxBytes: m.maxBytes, Poll: 10 * time.Millisecond})
 		if err != nil {
 			m.t.Fatal(err)
 		}
@@ -126,7 +127,7 @@ func (m *move) promote(end int64) *partition.Replica {
 	return dst
 }
 
-func ctxLong(t *testing.T) context.Context {
+func ctxLong(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	t.Cleanup(cancel)
 	return ctx
@@ -134,7 +135,7 @@ func ctxLong(t *testing.T) context.Context {
 
 // raw is r's log from offset from up to its high watermark, as its
 // batches lie.
-func raw(t *testing.T, r *partition.Replica, from int64) []byte {
+func raw(t testing.TB, r *partition.Replica, from int64) []byte {
 	t.Helper()
 	var out []byte
 	for off, hw := from, r.HighWatermark(); off < hw; {

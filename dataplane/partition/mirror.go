@@ -43,6 +43,10 @@ var (
 	// ErrNotMirror: a mirror call on a partition that is not a mirror in
 	// progress (never started, or promoted).
 	ErrNotMirror = errors.New("partition: not a mirror in progress")
+	// ErrMirrorHole: mirror entries that followed source offsets this
+	// partition does not hold (a leader change lost the ones before
+	// them) were refused; pull again from the high watermark.
+	ErrMirrorHole = errors.New("partition: mirror entry does not follow the mirrored offsets")
 )
 
 // mirrorState is a mirrored partition's part of fsmState. Values are
@@ -73,17 +77,22 @@ type moveGate struct {
 }
 
 // applyMirror applies a mirror entry: its batch is in the log at its own
-// base offset (the store put it there), unless it starts below the high
-// watermark, which makes it a no-op on every replica (the store decided
-// the same from the same entries).
+// base offset (the store put it there), unless raftlog.MirrorApplies
+// refuses it at the high watermark, which makes it a no-op on every
+// replica (the store decided the same from the same entries). One that
+// would leave a hole fails, so that its proposer pulls again.
 func (f *fsm) applyMirror(l *raft.Log) interface{} {
 	h, err := log.ParseHeader(l.Data)
 	if err != nil {
 		return applyResult{err: fmt.Errorf("apply mirror entry %d: %w", l.Index, err)}
 	}
+	prev, _ := raftlog.MirrorPrev(l.Extensions)
 	f.mu.Lock()
-	if h.BaseOffset < f.st.HighWatermark {
+	if hw := f.st.HighWatermark; !raftlog.MirrorApplies(h.BaseOffset, prev, hw) {
 		f.mu.Unlock()
+		if prev > hw {
+			return applyResult{err: fmt.Errorf("apply mirror entry %d: %w: it follows source offset %d, the mirror holds offsets up to %d", l.Index, ErrMirrorHole, prev, hw)}
+		}
 		return applyResult{base: h.BaseOffset}
 	}
 	f.st.HighWatermark = h.NextOffset()
@@ -282,36 +291,65 @@ func (r *Replica) StartMirror(ctx context.Context, m raftlog.MirrorStart) error 
 	return nil
 }
 
-// AppendMirror replicates source batches (raw, whole, in offset order) as
-// mirror entries on the leader of a started mirror and returns the high
-// watermark once they applied. Batches below it are no-ops.
-func (r *Replica) AppendMirror(ctx context.Context, batches [][]byte) (int64, error) {
+// AppendMirror replicates source batches as mirror entries and waits for
+// them: ProposeMirror, then its wait.
+func (r *Replica) AppendMirror(ctx context.Context, from int64, batches [][]byte) (int64, error) {
+	wait, err := r.ProposeMirror(ctx, from, batches)
+	if err != nil {
+		return 0, err
+	}
+	return wait()
+}
+
+// ProposeMirror hands source batches (raw, whole, in offset order, read
+// from source offset from) to Raft as mirror entries on the leader of a
+// started mirror, and returns a wait that answers the high watermark
+// once they all applied. Batches below the high watermark are no-ops;
+// batches that would follow a hole (entries before them were lost) fail
+// with ErrMirrorHole. Several proposals may be in flight.
+func (r *Replica) ProposeMirror(ctx context.Context, from int64, batches [][]byte) (wait func() (int64, error), err error) {
 	if !r.ready() {
-		return 0, r.notLeader(nil)
+		return nil, r.notLeader(nil)
 	}
 	if m, _ := r.fsm.move(); m == nil || m.Promoted {
-		return 0, fmt.Errorf("append mirror: %w", ErrNotMirror)
+		return nil, fmt.Errorf("propose mirror: %w", ErrNotMirror)
 	}
-	for _, b := range batches {
+	heads := make([]log.Header, len(batches))
+	for i, b := range batches {
 		// Raft's leader fails hard on a batch its store refuses.
-		if _, err := log.ValidateBatch(b); err != nil {
-			return 0, fmt.Errorf("append mirror: %w", err)
-		}
 		if len(b) > MaxBatchCeiling {
-			return 0, fmt.Errorf("append mirror: %w: %d bytes", log.ErrBatchTooLarge, len(b))
+			return nil, fmt.Errorf("propose mirror: %w: %d bytes", log.ErrBatchTooLarge, len(b))
 		}
+		if heads[i], err = log.ValidateBatch(b); err != nil {
+			return nil, fmt.Errorf("propose mirror: %w", err)
+		}
+	}
+	// Below the log start the mirror needs nothing: a pull that starts
+	// there follows what the partition holds.
+	if hw := r.fsm.highWatermark(); from > hw && from <= r.LogStartOffset() {
+		from = hw
 	}
 	futures := make([]raft.ApplyFuture, 0, len(batches))
-	for _, b := range batches {
-		defer r.store.MarkChecked(b)()
-		futures = append(futures, r.raft.ApplyLog(raft.Log{Data: b, Extensions: raftlog.MirrorExtension}, r.applyTimeout(ctx)))
+	var forget []func()
+	prev := from
+	for i, b := range batches {
+		forget = append(forget, r.store.MarkChecked(b))
+		futures = append(futures, r.raft.ApplyLog(raft.Log{Data: b, Extensions: raftlog.MirrorExt(prev)}, r.applyTimeout(ctx)))
+		prev = heads[i].NextOffset()
 	}
-	for _, f := range futures {
-		if _, err := r.awaitApply(ctx, f); err != nil {
-			return 0, fmt.Errorf("append mirror: %w", err)
+	return func() (int64, error) {
+		defer func() {
+			for _, f := range forget {
+				f()
+			}
+		}()
+		for _, f := range futures {
+			if _, err := r.awaitApply(ctx, f); err != nil {
+				return 0, fmt.Errorf("append mirror: %w", err)
+			}
 		}
-	}
-	return r.fsm.highWatermark(), nil
+		return r.fsm.highWatermark(), nil
+	}, nil
 }
 
 // PromoteMirror replicates the promote entry on the leader of a mirror

@@ -83,7 +83,7 @@ func TestMirrorEntriesOnEveryReplica(t *testing.T) {
 	start := raftlog.MirrorStart{LogStart: 10, ProducersAt: 12, Producers: []raftlog.MirrorProducer{
 		{ID: 7000, Epoch: 0, Batches: []raftlog.MirrorBatch{{FirstSeq: 0, LastSeq: 1, BaseOffset: 10}}},
 	}}
-	if _, err := lead.AppendMirror(ctx, nil); !errors.Is(err, partition.ErrNotMirror) {
+	if _, err := lead.AppendMirror(ctx, 0, nil); !errors.Is(err, partition.ErrNotMirror) {
 		t.Fatalf("append before the start entry: %v, want ErrNotMirror", err)
 	}
 	if err := lead.StartMirror(ctx, start); err != nil {
@@ -98,7 +98,7 @@ func TestMirrorEntriesOnEveryReplica(t *testing.T) {
 		mirrorBatch(idemBatch(7000, 0, 0, 2), 10, 4), // a re-pull: no-op
 		mirrorBatch(celltest.Batch([]byte("y")), 16, 6),
 	}
-	hw, err := lead.AppendMirror(ctx, batches)
+	hw, err := lead.AppendMirror(ctx, 10, batches)
 	if err != nil || hw != 17 {
 		t.Fatalf("append mirror: high watermark %d, %v; want 17", hw, err)
 	}
@@ -152,7 +152,7 @@ func TestMirrorEntriesOnEveryReplica(t *testing.T) {
 	// a duplicate.
 	mustProduce(t, c, idemBatch(7000, 0, 3, 1), 17)
 	mustProduce(t, c, idemBatch(7000, 0, 2, 1), 15)
-	if _, err := lead.AppendMirror(ctx, batches[3:]); !errors.Is(err, partition.ErrNotMirror) {
+	if _, err := lead.AppendMirror(ctx, 16, batches[3:]); !errors.Is(err, partition.ErrNotMirror) {
 		t.Fatalf("append after the promotion: %v, want ErrNotMirror", err)
 	}
 }

@@ -154,18 +154,48 @@ const (
 	ControlMirrorStart byte = 18
 )
 
-// MirrorExtension marks a LogCommand entry as a mirror entry: its Data is
-// a record batch of another cell's partition, byte for byte, whose base
-// offset and leader epoch the store keeps instead of assigning its own.
-// It is not a control entry: its batch takes its Kafka offsets in the
-// partition log like a produced one, so the bytes reach the disk once.
+// MirrorExtension begins the Extensions of a mirror entry, a LogCommand
+// whose Data is a record batch of another cell's partition, byte for
+// byte, whose base offset and leader epoch the store keeps instead of
+// assigning its own. It is not a control entry: its batch takes its Kafka
+// offsets in the partition log like a produced one, so the bytes reach
+// the disk once. The 8 bytes after it (big endian) are the entry's prev:
+// the source offset it follows, the end of the source batch before it or
+// where the pull began (MirrorExt).
 var MirrorExtension = []byte("sluice.mirror.v1")
+
+// MirrorExt is the Extensions of a mirror entry that follows source
+// offset prev.
+func MirrorExt(prev int64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), MirrorExtension...), uint64(prev))
+}
+
+// MirrorPrev returns a mirror entry's prev; ok is false if ext is not a
+// mirror entry's.
+func MirrorPrev(ext []byte) (prev int64, ok bool) {
+	if len(ext) != len(MirrorExtension)+8 || !bytes.HasPrefix(ext, MirrorExtension) {
+		return 0, false
+	}
+	prev = int64(binary.BigEndian.Uint64(ext[len(MirrorExtension):]))
+	return prev, prev >= 0
+}
 
 // IsMirror reports whether an entry with this type and these extensions
 // is a mirror entry.
 func IsMirror(typ raft.LogType, ext []byte) bool {
-	return typ == raft.LogCommand && bytes.Equal(ext, MirrorExtension)
+	_, ok := MirrorPrev(ext)
+	return typ == raft.LogCommand && ok
 }
+
+// MirrorApplies decides a mirror entry whose batch is at base, following
+// source offset prev, stored or applied right after Kafka offset end
+// (the end of the entries before it: what the store holds, what the FSM
+// applied). It lands only if it starts at or past end and follows
+// nothing the partition lacks (prev ≤ end); otherwise it is a no-op: a
+// re-pull (base < end), or an entry after one that a leader change lost
+// (prev > end), which would leave a hole. The store and the FSM decide
+// with it from the same entries, so every replica decides alike.
+func MirrorApplies(base, prev, end int64) bool { return base >= end && prev <= end }
 
 // EncodeFence is the data of a ControlFence entry: fence (true) or
 // unfence (false).

@@ -12,8 +12,8 @@ import (
 // with their own base offsets and leader epochs. The store keeps each at
 // its base offset, which may leave a gap after the previous batch (a
 // compacted or trimmed source), and records it with at = its base offset
-// and count = its offset span. A mirror entry whose batch starts below the
-// Kafka end of the entries before it (a re-pull after a leader change)
+// and count = its offset span. A mirror entry that MirrorApplies refuses
+// (a re-pull after a leader change, or one whose predecessor was lost)
 // does not enter the partition log: its record keeps the batch in the
 // entries file with count 0, so that GetLog gives Raft the same entry
 // back. Both depend only on the entries before it, so every replica
@@ -33,7 +33,8 @@ func (s *Store) mirrorEntry(e *entry, l *raft.Log, kafka int64) (log.Batch, erro
 	if err != nil {
 		return log.Batch{}, fmt.Errorf("store raft entry %d: %w: %w", l.Index, ErrNotBatch, err)
 	}
-	if h.BaseOffset < kafka {
+	prev, _ := MirrorPrev(l.Extensions)
+	if !MirrorApplies(h.BaseOffset, prev, kafka) {
 		e.data = l.Data
 		return log.Batch{}, nil
 	}

@@ -32,7 +32,7 @@ func TestStoreMirrorEntries(t *testing.T) {
 	c := newCommitter(t)
 	s := openStore(t, dir, c)
 	m := func(i uint64, b []byte) *raft.Log {
-		return &raft.Log{Index: i, Term: 2, Type: raft.LogCommand, Data: b, Extensions: raftlog.MirrorExtension}
+		return &raft.Log{Index: i, Term: 2, Type: raft.LogCommand, Data: b, Extensions: raftlog.MirrorExt(0)}
 	}
 	b1 := sourceBatch(100, 9, "a", "b") // 100–101: the source's log starts at 100
 	b2 := sourceBatch(105, 9, "c")      // a compaction gap 102–104
@@ -90,5 +90,20 @@ func TestStoreMirrorEntries(t *testing.T) {
 	}
 	if got := s.Log().NextOffset(); got != 104 {
 		t.Fatalf("log ends at %d, want 104", got)
+	}
+	// An entry that follows source offset 108 when the store ends at 104
+	// (its predecessor was lost with a leader) would leave a hole: a
+	// no-op. One that follows 104 lands past a gap.
+	after := func(i uint64, prev int64, b []byte) *raft.Log {
+		return &raft.Log{Index: i, Term: 3, Type: raft.LogCommand, Data: b, Extensions: raftlog.MirrorExt(prev)}
+	}
+	if err := s.StoreLogs([]*raft.Log{after(4, 108, sourceBatch(110, 9, "f")), after(5, 104, sourceBatch(110, 9, "f"))}); err != nil {
+		t.Fatal(err)
+	}
+	if off, ok := s.KafkaOffsetAt(4); !ok || off != 104 {
+		t.Fatalf("Kafka offset after the entry that would leave a hole: %d %v, want 104", off, ok)
+	}
+	if got := s.Log().NextOffset(); got != 111 {
+		t.Fatalf("log ends at %d, want 111", got)
 	}
 }
