@@ -36,10 +36,17 @@ type move struct {
 
 func newMove(t testing.TB, src, dst celltest.Options, rate int64) *move {
 	t.Helper()
+	dst.Mirror = true
 	m := &move{t: t, src: celltest.New(t, src), dst: celltest.New(t, dst), rate: rate, maxBytes: 4 << 10, pullers: map[int]*mirror.Puller{}}
 	m.source = mirror.ReplicaSource{Leader: func() *partition.Replica { return leaderOf(m.src) }}
 	m.src.WaitLeader(0, waitLong)
 	m.dst.WaitLeader(0, waitLong)
+	// A destination refuses produce from the start, before any entry.
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if _, err := m.dst.Produce(ctx, 0, celltest.Batch([]byte("early"))); !errors.Is(err, partition.ErrMirroring) {
+		t.Fatalf("produce to a new mirror: %v, want ErrMirroring", err)
+	}
 	t.Cleanup(func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -175,6 +182,31 @@ func (m *move) sameLog() {
 	}
 }
 
+// fill appends n batches to c's partition 0. A leader lost while it
+// committed leaves the outcome unknown; the batch is sent again (a plain
+// batch may then be there twice, which the mirror copies like any other).
+func fill(t testing.TB, c *celltest.Cell, n int, batch func(i int) []byte) {
+	t.Helper()
+	ctx := ctxLong(t)
+	for i := 0; i < n; i++ {
+		if _, err := sendRetrying(ctx, c, batch(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sendRetrying is c.Produce, sending again while the outcome is unknown
+// because the leader was lost: what an idempotent client does.
+func sendRetrying(ctx context.Context, c *celltest.Cell, b []byte) (int64, error) {
+	for {
+		off, err := c.Produce(ctx, 0, b)
+		var nl *partition.NotLeaderError
+		if err == nil || !errors.As(err, &nl) || ctx.Err() != nil {
+			return off, err
+		}
+	}
+}
+
 func idem(pid int64, seq int32, n int) []byte {
 	vals := make([][]byte, n)
 	for i := range vals {
@@ -196,7 +228,7 @@ func TestMirrorIdempotentProducerAcrossCutover(t *testing.T) {
 	var lastBase int64
 	produce := func(c *celltest.Cell) error {
 		b := idem(pid, seq, 2)
-		base, err := c.Produce(ctx, 0, b)
+		base, err := sendRetrying(ctx, c, b)
 		if err != nil {
 			return err
 		}
@@ -209,9 +241,7 @@ func TestMirrorIdempotentProducerAcrossCutover(t *testing.T) {
 		}
 	}
 	// Plain batches too, between the producer's.
-	if _, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("plain"))); err != nil {
-		t.Fatal(err)
-	}
+	fill(t, m.src, 1, func(int) []byte { return celltest.Batch([]byte("plain")) })
 	m.startPullers()
 
 	// Written while mirrored, until the fence refuses it.
@@ -247,8 +277,19 @@ func TestMirrorIdempotentProducerAcrossCutover(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Entry != catalog.NotLeader {
 		t.Fatalf("produce after the fence: %v is not the catalogue's not_leader", err)
 	}
+	// The fenced end is after the producer's last batch: the last one
+	// acknowledged, or the one after it if the fence refused the resend of
+	// a batch whose outcome a lost leader had left unknown.
+	if ps, ok := src.Producer(pid); !ok || len(ps.Batches) == 0 {
+		t.Fatal("the source knows no state of the producer")
+	} else if last := ps.Batches[len(ps.Batches)-1]; last.BaseOffset != lastBase {
+		if last.FirstSeq != seq || last.BaseOffset <= lastBase {
+			t.Fatalf("the source's last batch of the producer %+v; the last acknowledged was at %d", last, lastBase)
+		}
+		lastBase, seq = last.BaseOffset, seq+2
+	}
 	if lastBase+2 != end {
-		t.Fatalf("fenced end %d; the last acknowledged batch was at %d", end, lastBase)
+		t.Fatalf("fenced end %d; the producer's last batch is at %d", end, lastBase)
 	}
 	// Before promotion the mirror refuses produce.
 	if _, err := leaderOf(m.dst).Produce(ctx, idem(pid, seq, 2)); !errors.Is(err, partition.ErrMirroring) {
@@ -293,11 +334,7 @@ func TestMirrorIdempotentProducerAcrossCutover(t *testing.T) {
 func TestMirrorResumesAfterLeaderChanges(t *testing.T) {
 	m := newMove(t, celltest.Options{}, celltest.Options{}, 64<<10)
 	ctx := ctxLong(t)
-	for i := 0; i < 300; i++ {
-		if _, err := m.src.Produce(ctx, 0, celltest.Batch(bytes.Repeat([]byte{byte(i)}, 500))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, m.src, 300, func(i int) []byte { return celltest.Batch(bytes.Repeat([]byte{byte(i)}, 500)) })
 	hw := leaderOf(m.src).HighWatermark()
 	m.startPullers()
 	m.waitMirrored(hw / 4)
@@ -323,11 +360,7 @@ func TestMirrorResumesAfterLeaderChanges(t *testing.T) {
 func TestMirrorTrimmedSource(t *testing.T) {
 	m := newMove(t, celltest.Options{Log: log.Config{SegmentBytes: 4 << 10}}, celltest.Options{}, 0)
 	ctx := ctxLong(t)
-	for i := 0; i < 100; i++ {
-		if _, err := m.src.Produce(ctx, 0, celltest.Batch(bytes.Repeat([]byte{byte(i)}, 200))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, m.src, 100, func(i int) []byte { return celltest.Batch(bytes.Repeat([]byte{byte(i)}, 200)) })
 	src := leaderOf(m.src)
 	if _, err := src.DeleteRecords(ctx, 57); err != nil {
 		t.Fatal(err)
@@ -361,11 +394,7 @@ func TestMirrorReplicasByteIdentical(t *testing.T) {
 	small := celltest.Options{Log: log.Config{SegmentBytes: 8 << 10}}
 	m := newMove(t, small, small, 0)
 	ctx := ctxLong(t)
-	for i := 0; i < 200; i++ {
-		if _, err := m.src.Produce(ctx, 0, celltest.Batch(bytes.Repeat([]byte{byte(i)}, 300), []byte("x"))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, m.src, 200, func(i int) []byte { return celltest.Batch(bytes.Repeat([]byte{byte(i)}, 300), []byte("x")) })
 	m.startPullers()
 	end, err := leaderOf(m.src).Fence(ctx)
 	if err != nil {
@@ -420,11 +449,7 @@ func TestMirrorReplicasByteIdentical(t *testing.T) {
 func TestFenceRollbackBeforePromote(t *testing.T) {
 	m := newMove(t, celltest.Options{}, celltest.Options{}, 0)
 	ctx := ctxLong(t)
-	for i := 0; i < 30; i++ {
-		if _, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("before"))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, m.src, 30, func(int) []byte { return celltest.Batch([]byte("before")) })
 	m.startPullers()
 	src := leaderOf(m.src)
 	end, err := src.Fence(ctx)
