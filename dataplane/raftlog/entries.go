@@ -25,7 +25,8 @@ import (
 //	                 a LogCommand that is not a control entry)
 //	  extLen uint32, ext   the entry's Extensions
 //	  dataLen uint32, data the entry's Data, non-data entries only
-//	                 (Raft's own entries and control entries)
+//	                 (Raft's own entries and control entries), and mirror
+//	                 entries that were no-ops (mirror.go)
 //
 // A LogCommand's bytes live only in the partition log, at offset at.
 const (
