@@ -59,6 +59,9 @@ type Options struct {
 	// SeedRate is each broker's seeding byte rate (partition.NewSeeder);
 	// 0 is unlimited. SetSeedRate changes it for brokers started later.
 	SeedRate int64
+	// Mirror opens every replica as the destination of a move from
+	// another cell (partition.Config.Mirror).
+	Mirror bool
 }
 
 // TestRaftConfig has short timeouts so failover takes well under a second
@@ -207,6 +210,7 @@ func (c *Cell) StartBroker(b int) {
 			Meter:          c.meter(b, p),
 			MeterInterval:  c.opts.MeterInterval,
 			Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
+			Mirror:         c.opts.Mirror,
 		})
 		if err != nil {
 			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)

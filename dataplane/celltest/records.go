@@ -44,6 +44,17 @@ func Batch(values ...[]byte) []byte {
 	return b
 }
 
+// IdempotentBatch is Batch from producer pid at epoch, its first record
+// at sequence seq, as an idempotent client sends it.
+func IdempotentBatch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
+	b := Batch(values...)
+	binary.BigEndian.PutUint64(b[43:], uint64(pid))
+	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[53:], uint32(seq))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
 // Record is one record read back from a fetched range.
 type Record struct {
 	Offset      int64

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -53,6 +54,12 @@ type Batch struct {
 	// offset and leader epoch, which the CRC does not cover: the append
 	// then checks its framing but does not hash it again.
 	Checked bool
+	// Keep appends the batch at its own base offset, which must not be
+	// below the log end, with its own leader epoch, as a mirror of
+	// another cell's partition copies it (LeaderEpoch is ignored). A base
+	// past the log end leaves a gap, as compaction does: the log is then
+	// marked as holding gaps (compacted.go) before the batch is written.
+	Keep bool
 }
 
 // NextOffset is the offset the next appended batch will get (the log end offset).
@@ -145,6 +152,15 @@ func (l *Log) AppendBatches(batches []Batch) (first, last int64, err error) {
 	pending := 0 // batches[pending:i] are stamped but not yet written
 	for i, b := range batches {
 		delta := int64(int32FromBE(b.Data[offLastDelta:]))
+		if b.Keep {
+			if err := l.keepAt(b.Data, next); err != nil {
+				return 0, 0, err
+			}
+			next = int64(binary.BigEndian.Uint64(b.Data[offBaseOffset:]))
+			if i == 0 {
+				first = next
+			}
+		}
 		if l.needsRoll(int64(len(b.Data)), next+delta, iov) {
 			if err := l.writeAndPublish(batches[pending:i], iov); err != nil {
 				return 0, 0, err
@@ -154,7 +170,9 @@ func (l *Log) AppendBatches(batches []Batch) (first, last int64, err error) {
 				return 0, 0, err
 			}
 		}
-		stamp(b.Data, next, b.LeaderEpoch)
+		if !b.Keep {
+			stamp(b.Data, next, b.LeaderEpoch)
+		}
 		iov = append(iov, b.Data)
 		next += delta + 1
 	}
@@ -162,6 +180,29 @@ func (l *Log) AppendBatches(batches []Batch) (first, last int64, err error) {
 		return 0, 0, err
 	}
 	return first, next - 1, nil
+}
+
+// keepAt checks that a kept batch does not start below next, and marks
+// the log as holding gaps before one that starts past it. Called with wmu
+// held.
+func (l *Log) keepAt(b []byte, next int64) error {
+	base := int64(binary.BigEndian.Uint64(b[offBaseOffset:]))
+	if base < next {
+		return fmt.Errorf("append kept batch at %d: %w: the log ends at %d", base, ErrOffsetOutOfRange, next)
+	}
+	l.mu.RLock()
+	gaps := l.gaps
+	l.mu.RUnlock()
+	if base == next || gaps {
+		return nil
+	}
+	if err := markCompacted(l.cfg.Dir, l.dir); err != nil {
+		return fmt.Errorf("append kept batch at %d: %w", base, err)
+	}
+	l.mu.Lock()
+	l.gaps = true
+	l.mu.Unlock()
+	return nil
 }
 
 func int32FromBE(b []byte) int32 {

@@ -43,6 +43,10 @@ type fsmState struct {
 	// Clean is the replicated compaction decision (compact.go); nil
 	// until the leader of a compacted topic makes one.
 	Clean *cleanDecision `json:"clean,omitempty"`
+	// Mirror and Fence are a move's state (mirror.go): nil unless this
+	// partition mirrors another cell's, or is fenced for a move.
+	Mirror *mirrorState `json:"mirror,omitempty"`
+	Fence  *fenceState  `json:"fence,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -84,6 +88,9 @@ func (f *fsm) Apply(l *raft.Log) interface{} {
 	}
 	if raftlog.IsControl(l.Type, l.Extensions) {
 		return f.applyControl(l)
+	}
+	if raftlog.IsMirror(l.Type, l.Extensions) {
+		return f.applyMirror(l) // mirror.go
 	}
 	h, err := log.ParseHeader(l.Data)
 	if err != nil {
@@ -130,6 +137,8 @@ func (f *fsm) applyControl(l *raft.Log) interface{} {
 		return f.applyClean(l) // compact.go
 	case raftlog.ControlRoll:
 		return applyResult{} // the store rolled the log when it stored the entry
+	case raftlog.ControlFence, raftlog.ControlMirrorStart, raftlog.ControlMirrorPromote:
+		return f.applyMove(l) // mirror.go
 	}
 	off, err := raftlog.DecodeLogStart(l.Data)
 	if err != nil {

@@ -2,10 +2,8 @@ package partition_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"testing"
 
@@ -21,12 +19,7 @@ func idemBatch(pid int64, epoch int16, seq int32, n int) []byte {
 	for i := range vals {
 		vals[i] = fmt.Appendf(nil, "p%d-e%d-s%d", pid, epoch, int(seq)+i)
 	}
-	b := celltest.Batch(vals...)
-	binary.BigEndian.PutUint64(b[43:], uint64(pid))
-	binary.BigEndian.PutUint16(b[51:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[53:], uint32(seq))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	return celltest.IdempotentBatch(pid, epoch, seq, vals...)
 }
 
 // produceTo sends to part's current leader, retrying only while no leader

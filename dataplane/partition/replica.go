@@ -160,6 +160,9 @@ type Config struct {
 	// Seeder is the broker's seeding budget (seed.go), shared by its
 	// replicas. Default: an unlimited one of this replica's own.
 	Seeder *Seeder
+	// Mirror opens the destination of a move from another cell
+	// (mirror.go): the partition refuses produce until it is promoted.
+	Mirror bool
 }
 
 func decimalNodeID(id raft.ServerID) (int, bool) {
@@ -279,6 +282,8 @@ type Replica struct {
 	// gate is set while it joins its group (joingate.go).
 	member memberState
 	gate   *joinGate
+	// move orders produce against a fence (mirror.go).
+	move moveGate
 
 	// watchMu guards watchers.
 	watchMu  sync.Mutex
@@ -595,6 +600,11 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	if r.fsm.isBehind() {
 		return 0, fmt.Errorf("produce: %w", ErrBehindLogStart)
 	}
+	release, err := r.admitProduce() // mirror.go: not while fenced or mirroring
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	defer r.store.MarkChecked(batch)()
 	if h.ProducerID >= 0 {
 		return r.produceIdempotent(ctx, h, batch)

@@ -25,7 +25,8 @@ import (
 //	                 a LogCommand that is not a control entry)
 //	  extLen uint32, ext   the entry's Extensions
 //	  dataLen uint32, data the entry's Data, non-data entries only
-//	                 (Raft's own entries and control entries)
+//	                 (Raft's own entries and control entries), and mirror
+//	                 entries that were no-ops (mirror.go)
 //
 // A LogCommand's bytes live only in the partition log, at offset at.
 const (
@@ -90,7 +91,7 @@ func parseRecord(b []byte) (index uint64, e entry, n int, ok bool) {
 	if dataLen > 0 {
 		e.data = append([]byte(nil), rest[4:]...)
 	}
-	if e.at < 0 || e.count < 0 || (!e.isData() && e.count != 0) {
+	if e.at < 0 || e.count < 0 || (!e.inLog() && e.count != 0) {
 		return 0, e, 0, false
 	}
 	return index, e, recHeader + size, true
@@ -137,7 +138,7 @@ func (s *Store) recover() error {
 		}
 		if len(ents) == 0 && !hasBase {
 			first, kafka = index, e.at
-		} else if index != first+uint64(len(ents)) || e.at != kafka {
+		} else if index != first+uint64(len(ents)) || e.at != kafka && !(e.inLog() && e.isMirror() && e.at > kafka) {
 			reason = fmt.Sprintf("record for index %d does not follow", index)
 			break
 		}
@@ -147,7 +148,7 @@ func (s *Store) recover() error {
 		}
 		e.pos = int64(pos)
 		ents = append(ents, e)
-		kafka += e.count
+		kafka = e.at + e.count
 		pos += n
 	}
 	var rebuilt []entry
@@ -207,7 +208,7 @@ func (s *Store) recover() error {
 	// Check the last batch: the record and the log must name the same one.
 	for i := len(ents) - 1; i >= 0; i-- {
 		e := ents[i]
-		if !e.isData() {
+		if !e.inLog() {
 			continue
 		}
 		if e.at < logStart {
@@ -217,7 +218,7 @@ func (s *Store) recover() error {
 		if err != nil {
 			return fmt.Errorf("check last batch: %w", err)
 		}
-		if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count || uint64(h.LeaderEpoch) != e.term {
+		if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count || uint64(h.LeaderEpoch) != e.term && !e.isMirror() {
 			return fmt.Errorf("%w: last batch at %d has epoch %d and %d records; its entry says term %d, %d records",
 				ErrInconsistent, e.at, h.LeaderEpoch, h.LastOffsetDelta+1, e.term, e.count)
 		}

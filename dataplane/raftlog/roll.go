@@ -54,7 +54,7 @@ func (s *Store) storeRolling(logs []*raft.Log) error {
 func (s *Store) reconcileRoll(unroll bool) error {
 	s.mu.RLock()
 	want := false
-	for i := len(s.ents) - 1; i >= 0 && !s.ents[i].isData(); i-- {
+	for i := len(s.ents) - 1; i >= 0 && !s.ents[i].inLog(); i-- {
 		if e := s.ents[i]; isRoll(e.typ, e.ext, e.data) {
 			want = true
 			break

@@ -231,7 +231,7 @@ func (s *Store) GetLog(index uint64, out *raft.Log) error {
 	e := s.ents[index-s.first]
 	s.mu.RUnlock()
 	*out = raft.Log{Index: index, Term: e.term, Type: e.typ, Extensions: e.ext}
-	if !e.isData() {
+	if !e.inLog() {
 		out.Data = e.data
 		return nil
 	}
@@ -242,8 +242,11 @@ func (s *Store) GetLog(index uint64, out *raft.Log) error {
 		}
 		return fmt.Errorf("get raft entry %d: %w", index, err)
 	}
-	if s.log.HasGaps() && (h.BaseOffset != e.at || h.NumRecords != h.LastOffsetDelta+1) {
+	if s.log.HasGaps() && !e.isMirror() && (h.BaseOffset != e.at || h.NumRecords != h.LastOffsetDelta+1) {
 		return raft.ErrLogNotFound // compacted: its batch is gone or rewritten (roll.go)
+	}
+	if e.isMirror() {
+		return mirrorData(index, e, h, b, out) // mirror.go
 	}
 	if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count {
 		return fmt.Errorf("get raft entry %d: %w: batch at %d has offsets %d–%d, want %d records",
@@ -303,6 +306,7 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 	}
 	ents := make([]entry, 0, len(logs))
 	var batches []log.Batch
+	batchAt := int64(-1) // the first batch's base offset
 	var rec []byte
 	// Recovery rebuilds lost records after the last durable one, so the
 	// first entry of an empty store is never plain.
@@ -315,7 +319,17 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 			return fmt.Errorf("store raft entry %d: %w: term %d", l.Index, ErrTermTooLarge, l.Term)
 		}
 		e := entry{term: l.Term, typ: l.Type, at: kafka, ext: l.Extensions}
-		if e.isData() {
+		if e.isMirror() {
+			// mirror.go: at its own offset, or a no-op record.
+			b, err := s.mirrorEntry(&e, l, kafka)
+			if err != nil {
+				return err
+			}
+			if b.Data != nil {
+				batches = append(batches, b)
+			}
+			plain = false
+		} else if e.isData() {
 			// Only the header here: AppendBatches validates every batch
 			// (lengths, fields, CRC) before it writes any, so checking the
 			// CRC here too would hash each batch twice on the write path.
@@ -335,7 +349,10 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 		}
 		e.pos = pos + int64(len(rec))
 		rec = appendRecord(rec, l.Index, e)
-		kafka += e.count
+		if e.inLog() && len(batches) == 1 && batchAt < 0 {
+			batchAt = e.at
+		}
+		kafka = e.at + e.count
 		ents = append(ents, e)
 	}
 	if !plain {
@@ -371,9 +388,9 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 			}
 			return fmt.Errorf("store raft entries %d–%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 		}
-		if first != ents[0].at || last+1 != kafka {
+		if first != batchAt || last+1 != kafka {
 			return s.fail(fmt.Errorf("store raft entries: %w: log assigned %d–%d, expected %d–%d",
-				ErrInconsistent, first, last, ents[0].at, kafka-1))
+				ErrInconsistent, first, last, batchAt, kafka-1))
 		}
 	}
 	if plain {
@@ -470,7 +487,7 @@ func (s *Store) DeleteRange(min, max uint64) error {
 	}
 	s.mu.Lock()
 	s.ents = s.ents[:min-first]
-	s.kafkaNext = e.at
+	s.kafkaNext = s.log.NextOffset() // below e.at if a mirror entry's gap preceded it
 	s.size = e.pos
 	s.synced = e.pos
 	s.mu.Unlock()
