@@ -206,7 +206,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		// says (publishMove); partitions.replicas keeps the original.
 		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas, m.state, m.target, m.voters
 			FROM topics x JOIN tenants t ON t.id = x.tenant_id JOIN partitions p ON p.topic_id = x.id
-			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling')
+			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling', 'failed')
 			WHERE t.home_cell_id = $1 ORDER BY x.id, p.partition`, cell)
 		type row struct {
 			topic wire.Topic
@@ -240,7 +240,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		// over (offsets.go); absent, brokers compute their own.
 		rows, _ = tx.Query(ctx, `SELECT o.partition, o.replicas, m.state, m.target, m.voters FROM offsets_placements o
 			LEFT JOIN partition_moves m ON m.cell_id = o.cell_id AND m.topic_id = '`+offsetsTopicID+`' AND m.partition = o.partition
-				AND m.state IN ('running', 'cancelling')
+				AND m.state IN ('running', 'cancelling', 'failed')
 			WHERE o.cell_id = $1 ORDER BY o.partition`, cell)
 		st.Offsets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Partition, error) {
 			var p wire.Partition
@@ -320,7 +320,7 @@ func (s *Server) cellReport(c echo.Context) error {
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
-		if err := s.ingestMoves(ctx, tx, cell, node, r.Partitions); err != nil {
+		if err := s.ingestMoves(ctx, tx, cell, r.BrokerID, node, r.Partitions); err != nil {
 			return err
 		}
 		if len(r.KeysUsed) > 0 {
