@@ -46,6 +46,13 @@ func buildTenantd(t *testing.T, dir string) string {
 
 func startProcCell(t *testing.T, name string, n int) *procCell {
 	t.Helper()
+	return startProcCellWith(t, name, n, nil)
+}
+
+// startProcCellWith is startProcCell with each broker's spec passed to
+// edit (nil for none) before the brokers start: further flags, say.
+func startProcCellWith(t *testing.T, name string, n int, edit func(*launch.Broker)) *procCell {
+	t.Helper()
 	ctx := context.Background()
 	c := &procCell{t: t, dir: t.TempDir(), cellID: name + "-cell"}
 	c.bin = buildTenantd(t, c.dir)
@@ -71,6 +78,9 @@ func startProcCell(t *testing.T, name string, n int) *procCell {
 	}
 	c.procs = make([]*launch.Proc, n)
 	for i := range c.specs {
+		if edit != nil {
+			edit(c.specs[i])
+		}
 		c.startBroker(i)
 		t.Cleanup(func() {
 			c.procs[i].Stop(15 * time.Second)
