@@ -99,11 +99,12 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 
 	// A few MiB first, so that seeding a joiner takes several seconds.
 	bulk := c.kgo(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(1<<20))
-	val := []byte(strings.Repeat("x", 1024))
-	for range 4 {
+	// Unique values: the group and the final read check them too.
+	pad := strings.Repeat("x", 1024)
+	for j := range 4 {
 		rs := make([]*kgo.Record, 1000)
 		for i := range rs {
-			rs[i] = &kgo.Record{Value: val}
+			rs[i] = &kgo.Record{Value: fmt.Appendf(nil, "bulk%07d%s", j*len(rs)+i, pad)}
 		}
 		if err := bulk.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 			t.Fatal(err)
