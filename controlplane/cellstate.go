@@ -305,6 +305,11 @@ func (s *Server) cellReport(c echo.Context) error {
 		if err != nil {
 			return err
 		}
+		if !reportsVoters {
+			if err := joinersExcused(ctx, tx, cell, r.BrokerID, node, r.Partitions); err != nil {
+				return err
+			}
+		}
 		batch := &pgx.Batch{}
 		for _, p := range r.Partitions {
 			// Replicas of partitions deleted since the broker's last state are skipped.

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // Replica moves (/v1/admin/moves): one row of partition_moves per move of
@@ -347,6 +348,34 @@ func checkCellMovable(ctx context.Context, tx pgx.Tx, cell string) error {
 			old[0], cell)
 	}
 	return nil
+}
+
+// joinersExcused sets a broker's reports_voters after all when every
+// replica its report lists without a Raft configuration is one an
+// unfinished move is adding to it: a joining replica has none until its
+// leader adds it, and that must not make the cell refuse further moves.
+func joinersExcused(ctx context.Context, tx pgx.Tx, cell, broker string, node int, parts []wire.PartitionStatus) error {
+	rows, err := tx.Query(ctx, `SELECT topic_id, partition FROM partition_moves WHERE cell_id = $1
+		AND state IN ('running', 'cancelling', 'failed') AND $2 = ANY(target || original)`, cell, node)
+	if err != nil {
+		return err
+	}
+	joining := map[string]bool{}
+	var topic string
+	var part int
+	if _, err := pgx.ForEachRow(rows, []any{&topic, &part}, func() error {
+		joining[topic+"/"+strconv.Itoa(part)] = true
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if len(p.Voters) == 0 && !joining[p.TopicID+"/"+strconv.Itoa(p.Partition)] {
+			return nil
+		}
+	}
+	_, err = tx.Exec(ctx, `UPDATE brokers SET reports_voters = true WHERE id = $1`, broker)
+	return err
 }
 
 // createMove checks and stores a move of one partition from original to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // TestMoveFails: a running move fails, with its reason in
@@ -120,4 +121,32 @@ func TestMoveFails(t *testing.T) {
 			t.Fatalf("replicas %v, want %v", r, target)
 		}
 	})
+}
+
+// TestMoveJoinerWithoutConfiguration: a joining replica reports no Raft
+// configuration until its leader adds it; that does not make the cell
+// refuse further moves, while a replica without one outside any move
+// (a broker without replica moves) still does.
+func TestMoveJoinerWithoutConfiguration(t *testing.T) {
+	ctx := context.Background()
+	m := newMoveCell(t, 2)
+	o0, o1 := m.replicas(m.topic, 0), m.replicas(m.topic, 1)
+	if _, err := m.op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: m.topic, Partition: 0, Replicas: []int{o0[0], o0[1], 4}}); err != nil {
+		t.Fatal(err)
+	}
+	next := api.CreateMoveRequest{TopicID: m.topic, Partition: 1, Replicas: []int{o1[0], o1[1], 4}}
+	if slices.Contains(o1, 4) {
+		t.Fatalf("partition 1 is on %v: want it off node 4", o1)
+	}
+	// Node 4 also reports partition 1 without a configuration: not a
+	// joiner, so the cell is not movable.
+	m.report("cell-1-b4", wire.PartitionStatus{TopicID: m.topic, Partition: 0}, wire.PartitionStatus{TopicID: m.topic, Partition: 1})
+	if _, err := m.op.AdminCreateMove(ctx, next); !client.IsCode(err, "unavailable") {
+		t.Fatalf("a move with a replica reporting no configuration outside any move: %v", err)
+	}
+	// Only the joining replica lacks one: movable.
+	m.report("cell-1-b4", wire.PartitionStatus{TopicID: m.topic, Partition: 0})
+	if _, err := m.op.AdminCreateMove(ctx, next); err != nil {
+		t.Fatalf("a move while another's joiner has no configuration yet: %v", err)
+	}
 }

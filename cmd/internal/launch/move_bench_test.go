@@ -23,8 +23,9 @@ import (
 // topic from brokers 1, 2, 3 to 4, 5, 6 of a cell of six real broker
 // processes at once (the control plane allows one unfinished move per
 // partition, so all 12), while the tenant produces at a paced rate
-// (SLUICE_MOVE_BENCH_MBPS, default 20 MB/s, over 4 producers sending
-// 32 KiB ProduceSync calls of 1 KiB records) and a consumer group reads
+// (SLUICE_MOVE_BENCH_MBPS, default 20 MB/s, over 4 producers each
+// keeping up to 8,192 records of 1 KiB in flight, round-robin over the
+// partitions) and a consumer group reads
 // the topic, and another tenant on the same brokers produces one record
 // at a time. It reports the moves' total duration, the tenant's per-
 // producer acknowledgement gaps during the moves (p99 and max), the
@@ -56,6 +57,13 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 			}
 		}
 	}
+	// The plan's quotas (1 MB/s or so) would cap the tenant: lift them, so
+	// the pace and the servers set the rate.
+	if _, err := op.AdminSetQuotas(ctx, c.tenant.ID, api.Quotas{ProduceBytesPerSec: 1 << 40, ProduceMessagesPerSec: 1 << 30,
+		FetchBytesPerSec: 1 << 40, MaxPartitions: 10_000, MaxTopics: 1_000, MaxConnections: 10_000, MaxStorageBytes: 1 << 50,
+		MaxMessageBytes: 8 << 20, MaxRequestsPerSec: 1 << 30, MaxRetentionMs: 365 * 24 * 3600 * 1000}); err != nil {
+		b.Fatal(err)
+	}
 	setStatus("draining")
 	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: "hot", Partitions: parts}); err != nil {
 		b.Fatal(err)
@@ -79,7 +87,7 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 	}
 	topicID := c.topicID(ctx, "hot")
 
-	var acked, polled atomic.Int64 // the hot tenant's records
+	var ackedN, polled atomic.Int64 // the hot tenant's records
 	var failed atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -94,10 +102,21 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 	interval := time.Duration(float64(time.Second) * batch * recSize * producers / (mbps * 1e6))
 	for p := range producers {
 		cl := c.kgo(kgo.DefaultProduceTopic("hot"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(3*time.Minute))
+			kgo.ProducerLinger(2*time.Millisecond), kgo.MaxBufferedRecords(8192), kgo.RecordDeliveryTimeout(3*time.Minute))
+		acked := func(r *kgo.Record, err error) {
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			ackedN.Add(1)
+			mu.Lock()
+			ackTimes[p] = append(ackTimes[p], time.Now())
+			mu.Unlock()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer cl.Flush(context.Background())
 			next := time.Now()
 			for {
 				select {
@@ -112,25 +131,8 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 				if behind := time.Since(next); behind > time.Second {
 					next = time.Now() // the rate is out of reach: do not burst to catch up
 				}
-				rs := make([]*kgo.Record, batch)
-				for i := range rs {
-					rs[i] = &kgo.Record{Value: val}
-				}
-				res := cl.ProduceSync(ctx, rs...)
-				now := time.Now()
-				n := int64(0)
-				for _, r := range res {
-					if r.Err == nil {
-						n++
-					} else {
-						failed.Add(1)
-					}
-				}
-				acked.Add(n)
-				if n > 0 {
-					mu.Lock()
-					ackTimes[p] = append(ackTimes[p], now)
-					mu.Unlock()
+				for range batch { // blocks while MaxBufferedRecords are unacknowledged
+					cl.Produce(ctx, &kgo.Record{Value: val}, acked)
 				}
 			}
 		}()
@@ -192,7 +194,7 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 				return
 			case at := <-tick.C:
 				mu.Lock()
-				lags = append(lags, lagSample{at, acked.Load() - polled.Load()})
+				lags = append(lags, lagSample{at, ackedN.Load() - polled.Load()})
 				mu.Unlock()
 			}
 		}
@@ -202,8 +204,8 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 	warm := 10 * time.Second
 	window := 20 * time.Second
 	if err := launch.WaitFor(ctx, "traffic warmed up", time.Minute, func() error {
-		if acked.Load() == 0 || polled.Load() == 0 {
-			return fmt.Errorf("%d acknowledged, %d polled", acked.Load(), polled.Load())
+		if ackedN.Load() == 0 || polled.Load() == 0 {
+			return fmt.Errorf("%d acknowledged, %d polled", ackedN.Load(), polled.Load())
 		}
 		return nil
 	}); err != nil {
@@ -211,9 +213,9 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 	}
 	t0 := time.Now()
 	waitUntil(ctx, t0.Add(warm))
-	beforeFrom, ackedFrom := time.Now(), acked.Load()
+	beforeFrom, ackedFrom := time.Now(), ackedN.Load()
 	waitUntil(ctx, beforeFrom.Add(window))
-	beforeTo, ackedBefore := time.Now(), acked.Load()
+	beforeTo, ackedBefore := time.Now(), ackedN.Load()
 
 	b.ResetTimer()
 	started := time.Now()
@@ -223,8 +225,19 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 		for i, n := range a.Replicas {
 			target[i] = n + 3
 		}
-		mv, err := op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: topicID, Partition: a.Partition, Replicas: target})
-		if err != nil {
+		var mv api.Move
+		// A broker's report may briefly lack a replica's Raft
+		// configuration (unavailable): the next one has it.
+		if err := launch.WaitFor(ctx, fmt.Sprintf("move of partition %d created", a.Partition), time.Minute, func() error {
+			var err error
+			if mv, err = op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: topicID, Partition: a.Partition, Replicas: target}); err != nil {
+				if !client.IsCode(err, "unavailable") {
+					b.Fatal(err)
+				}
+				b.Logf("move of partition %d refused, trying again: %v", a.Partition, err)
+			}
+			return err
+		}); err != nil {
 			b.Fatal(err)
 		}
 		ids = append(ids, mv.ID)
@@ -243,7 +256,7 @@ func BenchmarkMoveTwelvePartitions(b *testing.B) {
 	}
 	finished := time.Now()
 	b.StopTimer()
-	ackedDuring := acked.Load() - ackedBefore
+	ackedDuring := ackedN.Load() - ackedBefore
 	waitUntil(ctx, finished.Add(5*time.Second))
 	close(stop)
 	wg.Wait()
