@@ -289,11 +289,14 @@ func (s *Server) cellReport(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		// reports_voters: every replica reported carries its Raft
-		// configuration (vacuously so for a broker that holds none yet).
-		reportsVoters := true
+		// reports_voters: the broker's version reports Raft
+		// configurations, so some replica reported carries one
+		// (vacuously so for a broker that holds none yet). A replica
+		// without one is new, before its first configuration, or joining
+		// (joinersExcused covers a broker whose replicas all join).
+		reportsVoters := len(r.Partitions) == 0
 		for _, p := range r.Partitions {
-			reportsVoters = reportsVoters && len(p.Voters) > 0
+			reportsVoters = reportsVoters || len(p.Voters) > 0
 		}
 		var node int
 		err := tx.QueryRow(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,

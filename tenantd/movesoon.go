@@ -44,10 +44,13 @@ func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon 
 
 // configurations is a canonical text of every replica's leader, voters
 // and non-voters (not how far joiners are behind, which changes all the
-// time).
+// time), skipping replicas without a configuration yet.
 func configurations(ps []wire.PartitionStatus) string {
 	lines := make([]string, 0, len(ps))
 	for _, p := range ps {
+		if len(p.Voters) == 0 && len(p.Nonvoters) == 0 {
+			continue // no configuration yet: its first one asks
+		}
 		lines = append(lines, fmt.Sprintf("%s/%d %d %d %v %v", p.TopicID, p.Partition, p.LeaderNode, p.LeaderEpoch,
 			slices.Sorted(slices.Values(p.Voters)), slices.Sorted(slices.Values(p.Nonvoters))))
 	}
