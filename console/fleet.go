@@ -139,7 +139,7 @@ type cellBroker struct {
 type cellData struct {
 	Cell    api.Cell
 	Brokers []cellBroker
-	// Unfinished counts the cell's running and cancelling moves.
+	// Unfinished counts the cell's running, cancelling and failed moves.
 	Unfinished int
 }
 

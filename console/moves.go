@@ -31,8 +31,10 @@ type movesData struct {
 }
 
 // unfinished is whether a move is still converging (to its target, or
-// back to its original replicas).
-func unfinished(m api.Move) bool { return m.State == "running" || m.State == "cancelling" }
+// back to its original replicas); a failed move is, until cancelled.
+func unfinished(m api.Move) bool {
+	return m.State == "running" || m.State == "cancelling" || m.State == "failed"
+}
 
 // moveEnds is the nodes an unfinished move puts a replica on and the
 // nodes it takes one off, towards its goal: the target while running,

@@ -257,3 +257,31 @@ func TestMoveRendering(t *testing.T) {
 		t.Fatalf("cancelling move ends: onto %v off %v", onto, off)
 	}
 }
+
+// A failed move shows its failure in the moves table and keeps a cancel
+// button, which rolls it back.
+func TestMoveFailedShown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	m := newMoveSetup(e)
+	mv, err := e.op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: m.topicID, Partition: 0,
+		Replicas: []int{m.original[0], m.original[1], 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := "offline"
+	if _, err := e.op.AdminUpdateBroker(ctx, "cell-1-b4", api.UpdateBrokerRequest{Status: &off}); err != nil {
+		t.Fatal(err)
+	}
+	e.heartbeat("cell-1-b1")
+	id := strconv.FormatInt(mv.ID, 10)
+	resp, body := m.op.get("/admin/moves")
+	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, `id="moves-in-progress"`, `<span class="badge failed">failed</span>`,
+		`id="move-`+id+`-failure">broker cell-1-b4 (node 4), a new replica, is offline<`, `id="cancel-move-`+id+`"`)
+	resp, body = m.op.post("/admin/moves/"+id+"/cancel", url.Values{})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	if got, err := e.op.AdminMove(ctx, mv.ID); err != nil || got.State != "cancelling" {
+		t.Fatalf("after the cancel button: %+v, %v", got, err)
+	}
+}

@@ -323,7 +323,7 @@ func (s *Server) adminDeleteBroker(c echo.Context) error {
 		}
 		var move int64
 		err = tx.QueryRow(ctx, `SELECT id FROM partition_moves WHERE cell_id = $1 AND $2 = ANY(target)
-			AND state IN ('running', 'cancelling') ORDER BY id LIMIT 1`, cell, node).Scan(&move)
+			AND state IN ('running', 'cancelling', 'failed') ORDER BY id LIMIT 1`, cell, node).Scan(&move)
 		if err == nil {
 			return catalog.InvalidRequest.Newf("unfinished move %d puts a replica on the broker; wait for it or cancel it first", move)
 		}

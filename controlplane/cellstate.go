@@ -206,7 +206,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		// says (publishMove); partitions.replicas keeps the original.
 		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas, m.state, m.target, m.voters
 			FROM topics x JOIN tenants t ON t.id = x.tenant_id JOIN partitions p ON p.topic_id = x.id
-			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling')
+			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling', 'failed')
 			WHERE t.home_cell_id = $1 ORDER BY x.id, p.partition`, cell)
 		type row struct {
 			topic wire.Topic
@@ -240,7 +240,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		// over (offsets.go); absent, brokers compute their own.
 		rows, _ = tx.Query(ctx, `SELECT o.partition, o.replicas, m.state, m.target, m.voters FROM offsets_placements o
 			LEFT JOIN partition_moves m ON m.cell_id = o.cell_id AND m.topic_id = '`+offsetsTopicID+`' AND m.partition = o.partition
-				AND m.state IN ('running', 'cancelling')
+				AND m.state IN ('running', 'cancelling', 'failed')
 			WHERE o.cell_id = $1 ORDER BY o.partition`, cell)
 		st.Offsets, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Partition, error) {
 			var p wire.Partition
@@ -289,11 +289,14 @@ func (s *Server) cellReport(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		// reports_voters: every replica reported carries its Raft
-		// configuration (vacuously so for a broker that holds none yet).
-		reportsVoters := true
+		// reports_voters: the broker's version reports Raft
+		// configurations, so some replica reported carries one
+		// (vacuously so for a broker that holds none yet). A replica
+		// without one is new, before its first configuration, or joining
+		// (joinersExcused covers a broker whose replicas all join).
+		reportsVoters := len(r.Partitions) == 0
 		for _, p := range r.Partitions {
-			reportsVoters = reportsVoters && len(p.Voters) > 0
+			reportsVoters = reportsVoters || len(p.Voters) > 0
 		}
 		var node int
 		err := tx.QueryRow(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
@@ -304,6 +307,11 @@ func (s *Server) cellReport(c echo.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if !reportsVoters {
+			if err := joinersExcused(ctx, tx, cell, r.BrokerID, node, r.Partitions); err != nil {
+				return err
+			}
 		}
 		batch := &pgx.Batch{}
 		for _, p := range r.Partitions {
@@ -320,7 +328,7 @@ func (s *Server) cellReport(c echo.Context) error {
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
-		if err := s.ingestMoves(ctx, tx, cell, node, r.Partitions); err != nil {
+		if err := s.ingestMoves(ctx, tx, cell, r.BrokerID, node, r.Partitions); err != nil {
 			return err
 		}
 		if len(r.KeysUsed) > 0 {

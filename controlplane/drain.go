@@ -83,7 +83,7 @@ func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID str
 	}
 	rows, err := tx.Query(ctx, `SELECT p.topic_id, p.partition, p.replicas, m.id, m.state, m.target
 		FROM partitions p LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition
-			AND m.state IN ('running', 'cancelling')
+			AND m.state IN ('running', 'cancelling', 'failed')
 		WHERE p.cell_id = $1 ORDER BY p.topic_id, p.partition FOR UPDATE OF p`, cell)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func drainMoves(ctx context.Context, tx pgx.Tx, p *principal, cell, brokerID str
 		}
 		moves := map[int]move{}
 		rows, err := tx.Query(ctx, `SELECT partition, id, state, target FROM partition_moves WHERE cell_id = $1 AND topic_id = $2
-			AND state IN ('running', 'cancelling')`, cell, offsetsTopicID)
+			AND state IN ('running', 'cancelling', 'failed')`, cell, offsetsTopicID)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // Replica moves (/v1/admin/moves): one row of partition_moves per move of
@@ -26,7 +27,10 @@ import (
 // cell; finishing one locks only its row.
 
 // Move states. A running move converges to its target; a cancelling one
-// back to its original.
+// back to its original. A failed move is a running one the control plane
+// saw could not reach its target as things stand (moves_failure.go): it
+// is still published as running, so it completes if its cause clears,
+// and an operator cancels it to roll it back.
 const (
 	moveRunning    = "running"
 	moveCompleted  = "completed"
@@ -62,12 +66,12 @@ func sameSet(a, b []int) bool {
 // is unfinished: Replicas the goal (target, or original once cancelling)
 // first and then the replicas leaving, Adding the goal's brokers not yet
 // in the Raft configuration, Removing the brokers leaving. For a running
-// move Adding is target − original; for a cancelling one it is the
+// (or failed) move Adding is target − original; for a cancelling one it is the
 // original brokers the leader's last report no longer lists as voters
 // (none before the leader reported).
 func publishMove(state string, original, target, voters []int) (replicas, adding, removing []int) {
 	switch state {
-	case moveRunning:
+	case moveRunning, moveFailed:
 		removing = minus(original, target)
 		return append(slices.Clone(target), removing...), minus(target, original), removing
 	case moveCancelling:
@@ -91,7 +95,7 @@ func moveGoal(state string, original, target []int) []int {
 // moveSelect reads moves; an offsets partition's has no topic row, so no
 // tenant, and its topic id for a name.
 const moveSelect = `SELECT m.id, m.cell_id, coalesce(x.tenant_id, ''), m.topic_id, coalesce(x.name, m.topic_id), m.partition,
-	m.original, m.target, m.state, m.reason, coalesce(m.voters, '{}'), coalesce(m.nonvoters, '{}'), m.joining,
+	m.original, m.target, m.state, m.reason, m.failure, coalesce(m.voters, '{}'), coalesce(m.nonvoters, '{}'), m.joining,
 	coalesce(m.bytes_remaining, 0), m.bytes_per_sec, m.progress_at, m.created_by, m.created_at, m.updated_at, m.finished_at
 	FROM partition_moves m LEFT JOIN topics x ON x.id = m.topic_id`
 
@@ -99,7 +103,7 @@ func scanMove(row pgx.Row) (api.Move, error) {
 	var m api.Move
 	var joining []byte
 	if err := row.Scan(&m.ID, &m.CellID, &m.TenantID, &m.TopicID, &m.Topic, &m.Partition, &m.Original, &m.Target, &m.State,
-		&m.Reason, &m.Voters, &m.Nonvoters, &joining, &m.BytesRemaining, &m.BytesPerSec, &m.ProgressAt,
+		&m.Reason, &m.Failure, &m.Voters, &m.Nonvoters, &joining, &m.BytesRemaining, &m.BytesPerSec, &m.ProgressAt,
 		&m.CreatedBy, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
 		return m, err
 	}
@@ -346,6 +350,34 @@ func checkCellMovable(ctx context.Context, tx pgx.Tx, cell string) error {
 	return nil
 }
 
+// joinersExcused sets a broker's reports_voters after all when every
+// replica its report lists without a Raft configuration is one an
+// unfinished move is adding to it: a joining replica has none until its
+// leader adds it, and that must not make the cell refuse further moves.
+func joinersExcused(ctx context.Context, tx pgx.Tx, cell, broker string, node int, parts []wire.PartitionStatus) error {
+	rows, err := tx.Query(ctx, `SELECT topic_id, partition FROM partition_moves WHERE cell_id = $1
+		AND state IN ('running', 'cancelling', 'failed') AND $2 = ANY(target || original)`, cell, node)
+	if err != nil {
+		return err
+	}
+	joining := map[string]bool{}
+	var topic string
+	var part int
+	if _, err := pgx.ForEachRow(rows, []any{&topic, &part}, func() error {
+		joining[topic+"/"+strconv.Itoa(part)] = true
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if len(p.Voters) == 0 && !joining[p.TopicID+"/"+strconv.Itoa(p.Partition)] {
+			return nil
+		}
+	}
+	_, err = tx.Exec(ctx, `UPDATE brokers SET reports_voters = true WHERE id = $1`, broker)
+	return err
+}
+
 // createMove checks and stores a move of one partition from original to
 // target, and bumps the cell so its brokers see it. The caller holds the
 // cell's move lock and has checked the cell is movable.
@@ -385,7 +417,7 @@ func createMove(ctx context.Context, tx pgx.Tx, p *principal, cell, topicID stri
 	var other int64
 	var state string
 	err = tx.QueryRow(ctx, `SELECT id, state FROM partition_moves WHERE cell_id = $3 AND topic_id = $1 AND partition = $2
-		AND state IN ('running', 'cancelling')`, topicID, part, cell).Scan(&other, &state)
+		AND state IN ('running', 'cancelling', 'failed')`, topicID, part, cell).Scan(&other, &state)
 	switch {
 	case err == nil:
 		return 0, catalog.AlreadyExists.Newf("partition %d of topic %s already has move %d (%s); wait for it to finish or cancel it", part, topicID, other, state)
@@ -404,7 +436,7 @@ func createMove(ctx context.Context, tx pgx.Tx, p *principal, cell, topicID stri
 		"original": original, "target": target, "reason": reason})
 }
 
-// adminCancelMove rolls a running move back (POST
+// adminCancelMove rolls a running or failed move back (POST
 // /v1/admin/moves/{id}/cancel): its goal becomes the original replicas.
 // Cancelling a cancelling move changes nothing; a finished one is refused.
 func (s *Server) adminCancelMove(c echo.Context) error {
@@ -429,9 +461,9 @@ func (s *Server) adminCancelMove(c echo.Context) error {
 		switch state {
 		case moveCancelling:
 			return nil
-		case moveRunning:
+		case moveRunning, moveFailed:
 		default:
-			return catalog.InvalidRequest.Newf("move %d is %s; only a running move can be cancelled", id, state)
+			return catalog.InvalidRequest.Newf("move %d is %s; only a running move can be cancelled, or a failed one", id, state)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE partition_moves SET state = 'cancelling', updated_at = now() WHERE id = $1`, id); err != nil {
 			return err

@@ -41,6 +41,9 @@ func TestMoveBadInput(t *testing.T) {
 	move := func(req api.CreateMoveRequest) func() error {
 		return func() error { _, err := e.op.AdminCreateMove(ctx, req); return err }
 	}
+	drain := func(broker string) func() error {
+		return func() error { _, err := e.op.AdminDrainBroker(ctx, broker); return err }
+	}
 	// check runs the refusals, then asserts that the cell still has
 	// unfinished moves, the same replicas and the same state version.
 	check := func(unfinished int, cases []refusal) {
@@ -78,15 +81,20 @@ func TestMoveBadInput(t *testing.T) {
 	// Before the brokers report: the cell has no live brokers.
 	check(0, []refusal{
 		{"no live brokers", move(good(orig[0], orig[1], 4)), "not_enough_replicas", "0 live brokers"},
+		{"drain with no live brokers", drain("cell-1-b1"), "not_enough_replicas", "0 live brokers"},
 	})
 	m.heartbeat("cell-1-b1", "cell-1-b2")
 	check(0, []refusal{
 		{"two live brokers", move(good(orig[0], orig[1], 4)), "not_enough_replicas", "2 live brokers"},
+		{"drain with two live brokers", drain("cell-1-b1"), "not_enough_replicas", "2 live brokers"},
 	})
 	// A broker whose report lacks the Raft configuration would ignore a move.
 	m.report("cell-1-b3", wire.PartitionStatus{TopicID: m.topic, Partition: 0, LeaderNode: orig[0]})
 	check(0, []refusal{
 		{"a broker without moves", move(good(orig[0], orig[1], 4)), "unavailable", "cell-1-b3 of cell cell-1 does not report"},
+	})
+	check(0, []refusal{
+		{"a drain with a broker without moves", drain("cell-1-b1"), "unavailable", "cell-1-b3 of cell cell-1 does not report"},
 	})
 	m.heartbeat("cell-1-b3", "cell-1-b4")
 

@@ -21,9 +21,18 @@ import (
 // locked (FOR UPDATE, in id order), so of two control planes ingesting
 // reports at once one finishes the move and the other then sees it
 // finished. The offsets partitions (topic id offsetsTopicID) finish the
-// same way, their placement in offsets_placements. It runs in the
-// report's transaction.
-func (s *Server) ingestMoves(ctx context.Context, tx pgx.Tx, cell string, node int, parts []wire.PartitionStatus) error {
+// same way, their placement in offsets_placements. A failed move takes
+// the leader's reports as a running one does, and completes the same way
+// (its cause cleared). Then the cell's running moves that cannot reach
+// their target fail (failMoves). It runs in the report's transaction.
+func (s *Server) ingestMoves(ctx context.Context, tx pgx.Tx, cell, broker string, node int, parts []wire.PartitionStatus) error {
+	if err := s.ingestLeaderReports(ctx, tx, cell, node, parts); err != nil {
+		return err
+	}
+	return s.failMoves(ctx, tx, cell, broker)
+}
+
+func (s *Server) ingestLeaderReports(ctx context.Context, tx pgx.Tx, cell string, node int, parts []wire.PartitionStatus) error {
 	led := map[string]wire.PartitionStatus{}
 	var topics []string
 	for _, p := range parts {
@@ -48,7 +57,7 @@ func (s *Server) ingestMoves(ctx context.Context, tx pgx.Tx, cell string, node i
 		status           wire.PartitionStatus
 	}
 	rows, err := tx.Query(ctx, `SELECT id, topic_id, partition, state, original, target, voters, bytes_remaining, progress_at, bytes_per_sec
-		FROM partition_moves WHERE cell_id = $1 AND topic_id = ANY($2) AND state IN ('running', 'cancelling')
+		FROM partition_moves WHERE cell_id = $1 AND topic_id = ANY($2) AND state IN ('running', 'cancelling', 'failed')
 		ORDER BY id FOR UPDATE`, cell, topics)
 	if err != nil {
 		return err

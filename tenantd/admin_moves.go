@@ -176,8 +176,12 @@ func movesTable(p printer, ms []api.Move) error {
 		if m.Topic == m.TopicID {
 			topic = m.TopicID // an offsets partition: no topic of a tenant
 		}
+		reason := firstNonEmpty(m.Reason, "-")
+		if m.Failure != "" { // why it failed first: what the operator acts on
+			reason = "failed: " + m.Failure + strings.TrimSuffix("; "+m.Reason, "; ")
+		}
 		return []any{m.ID, m.CellID, topic, m.Partition, m.State, nodes(m.Original), nodes(m.Target),
-			remaining, eta, firstNonEmpty(m.Reason, "-")}
+			remaining, eta, reason}
 	})
 }
 

@@ -175,3 +175,62 @@ func TestAdminMoves(t *testing.T) {
 		t.Errorf("moves start -h: %v\n%s", err, help.String())
 	}
 }
+
+// TestAdminMovesFailed: a failed move shows its failure in moves show and
+// moves list, and moves cancel rolls it back.
+func TestAdminMovesFailed(t *testing.T) {
+	ctx := context.Background()
+	hs, id, secret, mailDir := adminControlPlane(t)
+	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := admin(ctx, args, &out, func(k string) string { return env[k] }); err != nil {
+			t.Fatalf("admin %v: %v\n%s", args, err, out.String())
+		}
+		return out.String()
+	}
+	op := client.New(hs.URL, client.WithAPIKey(id, secret))
+	cptest.SeedFleet(t, op, cptest.Brokers{})
+	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "failers", Email: "failers@example.com", Password: "password-failers-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(hs.URL, client.WithSession(res.Session.Token)).CreateTopic(ctx, api.CreateTopicRequest{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun("brokers", "create", "cell-1-b4", "-cell", cptest.Cell, "-node-id", "4")
+	k, err := op.AdminCreateCellKey(ctx, cptest.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := client.New(hs.URL, client.WithAPIKey(k.ID, k.Secret))
+	report := func(broker string) {
+		t.Helper()
+		if err := cell.CellReport(ctx, cptest.Cell, wire.Report{Version: wire.Version, BrokerID: broker, Partitions: []wire.PartitionStatus{}}); err != nil {
+			t.Fatalf("report of %s: %v", broker, err)
+		}
+	}
+	for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
+		report(b)
+	}
+	st, _, err := cell.CellState(ctx, cptest.Cell, -1, 0)
+	if err != nil || len(st.Topics) != 1 {
+		t.Fatalf("cell state: %+v, %v", st, err)
+	}
+	topic := st.Topics[0].ID
+	mustRun("moves", "start", "-topic", topic, "-partition", "0", "-replicas", "1,2,4")
+	mustRun("brokers", "update", "cell-1-b4", "-status", "offline")
+	report("cell-1-b1")
+	const why = "broker cell-1-b4 (node 4), a new replica, is offline"
+	if out := mustRun("moves", "show", "1"); !regexp.MustCompile(`(?m)^state\s+failed$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^failure\s+`+regexp.QuoteMeta(why)+`$`).MatchString(out) {
+		t.Fatalf("moves show:\n%s", out)
+	}
+	if out := mustRun("moves", "list", "-state", "failed"); !regexp.MustCompile(`(?m)^1\s+cell-1\s+orders \(` + topic + `\)\s+0\s+failed\s+1,2,3\s+1,2,4\s+.*failed: ` + regexp.QuoteMeta(why) + `$`).MatchString(out) {
+		t.Fatalf("moves list:\n%s", out)
+	}
+	if out := mustRun("moves", "cancel", "1"); !regexp.MustCompile(`(?m)^state\s+cancelling$`).MatchString(out) {
+		t.Fatalf("moves cancel:\n%s", out)
+	}
+}

@@ -136,6 +136,12 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	}
 	cfg.adm = iso.adm
 	cfg.applied = &applyState{}
+	partitions := func() []wire.PartitionStatus {
+		if m := manager.Load(); m != nil {
+			return m.ReportStatus()
+		}
+		return []wire.PartitionStatus{}
+	}
 	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
 		Groups:    gl.report,
 		Soon:      gl.soon,
@@ -143,17 +149,13 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		KeysUsed:  syncer.TakeKeysUsed,
 		// The HTTP data API serves TLS exactly when the listeners do.
 		HTTPScheme: cfg.TLS.scheme(),
-		Partitions: func() []wire.PartitionStatus {
-			if m := manager.Load(); m != nil {
-				return m.ReportStatus()
-			}
-			return []wire.PartitionStatus{}
-		}})
+		Partitions: partitions})
 	if err != nil {
 		return err
 	}
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
-	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) }}
+	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) },
+		func(ctx context.Context) error { return watchMoves(ctx, partitions, gl.soon) }}
 	if cfg.Register.NodeID > 0 {
 		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
 	}

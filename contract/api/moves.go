@@ -19,7 +19,11 @@ type Move struct {
 	State     string `json:"state"`
 	// Reason is what made the move ("drain of broker B"); empty for a
 	// move asked for by itself.
-	Reason   string `json:"reason"`
+	Reason string `json:"reason"`
+	// Failure is why the move failed (state failed): what keeps it from
+	// its target. A failed move still completes if the cause clears;
+	// cancel it to roll it back.
+	Failure  string `json:"failure,omitempty"`
 	Replicas []int  `json:"replicas,omitempty"`
 	Adding   []int  `json:"adding,omitempty"`
 	Removing []int  `json:"removing,omitempty"`

@@ -21,7 +21,7 @@ import (
 // control plane and brokers can be killed and started again on the same
 // addresses.
 type procCell struct {
-	t         *testing.T
+	t         testing.TB
 	bin, dir  string
 	db        *launch.DB
 	listen    string // the control plane's address
@@ -35,7 +35,7 @@ type procCell struct {
 }
 
 // buildTenantd builds the tenantd binary into dir.
-func buildTenantd(t *testing.T, dir string) string {
+func buildTenantd(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "tenantd")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../../tenantd").CombinedOutput(); err != nil {
@@ -44,7 +44,14 @@ func buildTenantd(t *testing.T, dir string) string {
 	return bin
 }
 
-func startProcCell(t *testing.T, name string, n int) *procCell {
+func startProcCell(t testing.TB, name string, n int) *procCell {
+	t.Helper()
+	return startProcCellWith(t, name, n, nil)
+}
+
+// startProcCellWith is startProcCell with each broker's spec passed to
+// edit (nil for none) before the brokers start: further flags, say.
+func startProcCellWith(t testing.TB, name string, n int, edit func(*launch.Broker)) *procCell {
 	t.Helper()
 	ctx := context.Background()
 	c := &procCell{t: t, dir: t.TempDir(), cellID: name + "-cell"}
@@ -71,6 +78,9 @@ func startProcCell(t *testing.T, name string, n int) *procCell {
 	}
 	c.procs = make([]*launch.Proc, n)
 	for i := range c.specs {
+		if edit != nil {
+			edit(c.specs[i])
+		}
 		c.startBroker(i)
 		t.Cleanup(func() {
 			c.procs[i].Stop(15 * time.Second)

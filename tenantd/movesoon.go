@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/contract/wire"
+)
+
+// moveSoonEvery is how often the broker compares its replicas' Raft
+// configurations with the last ones it saw.
+const moveSoonEvery = 200 * time.Millisecond
+
+// watchMoves asks the reporter for a report soon (on soon, which never
+// blocks) whenever a replica's leader or Raft configuration changes: a
+// step of a replica move (a joiner added or promoted, leadership handed
+// over, an old replica removed) or an election. The control plane then
+// sees a move's progress, and its end, within the reporter's MinGap
+// rather than at its interval; a drain no longer waits a report interval
+// per step. status is the broker's replicas' report (cheap: no I/O).
+func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon chan<- struct{}) error {
+	t := time.NewTicker(moveSoonEvery)
+	defer t.Stop()
+	last := configurations(status())
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		now := configurations(status())
+		if now != last {
+			select {
+			case soon <- struct{}{}:
+			default:
+			}
+		}
+		last = now
+	}
+}
+
+// configurations is a canonical text of every replica's leader, voters
+// and non-voters (not how far joiners are behind, which changes all the
+// time), skipping replicas without a configuration yet.
+func configurations(ps []wire.PartitionStatus) string {
+	lines := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if len(p.Voters) == 0 && len(p.Nonvoters) == 0 {
+			continue // no configuration yet: its first one asks
+		}
+		lines = append(lines, fmt.Sprintf("%s/%d %d %d %v %v", p.TopicID, p.Partition, p.LeaderNode, p.LeaderEpoch,
+			slices.Sorted(slices.Values(p.Voters)), slices.Sorted(slices.Values(p.Nonvoters))))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/contract/wire"
+)
+
+// TestWatchMovesAsksForReports: a change of a replica's leader, voters or
+// non-voters asks for a report; a joiner's distance alone does not.
+func TestWatchMovesAsksForReports(t *testing.T) {
+	var mu sync.Mutex
+	cur := []wire.PartitionStatus{{TopicID: "tp", Partition: 0, LeaderNode: 1, LeaderEpoch: 2, Voters: []int{1, 2, 3}, Nonvoters: []int{4},
+		Joining: []wire.JoinStatus{{Node: 4, BytesBehind: 100}}}}
+	set := func(f func(p *wire.PartitionStatus)) {
+		mu.Lock()
+		defer mu.Unlock()
+		f(&cur[0])
+	}
+	status := func() []wire.PartitionStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]wire.PartitionStatus, len(cur))
+		copy(out, cur)
+		return out
+	}
+	soon := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- watchMoves(ctx, status, soon) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	// A joiner's distance changes: no report asked for over several
+	// comparisons (the one case checked by waiting, bounded).
+	set(func(p *wire.PartitionStatus) { p.Joining = []wire.JoinStatus{{Node: 4, BytesBehind: 10}} })
+	select {
+	case <-soon:
+		t.Fatal("a joiner's distance asked for a report")
+	case <-time.After(5 * moveSoonEvery):
+	}
+	for _, tc := range []struct {
+		name string
+		f    func(p *wire.PartitionStatus)
+	}{
+		{"promoted", func(p *wire.PartitionStatus) { p.Voters, p.Nonvoters = []int{1, 2, 3, 4}, nil }},
+		{"leader handed over", func(p *wire.PartitionStatus) { p.LeaderNode, p.LeaderEpoch = 4, 3 }},
+		{"old replica removed", func(p *wire.PartitionStatus) { p.Voters = []int{4, 2, 3} }},
+	} {
+		set(tc.f)
+		select {
+		case <-soon:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: no report asked for", tc.name)
+		}
+	}
+}
