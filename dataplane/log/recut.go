@@ -39,6 +39,7 @@ import (
 
 // ErrRecutNotReady says the log cannot be re-cut at the boundaries yet: no
 // segment starts at the last boundary (the roll there is not stored yet).
+// From Boundaries: the point asked for is not a segment base.
 var ErrRecutNotReady = errors.New("log not ready for the re-cut")
 
 // RecutResult says what a re-cut did.
@@ -49,10 +50,11 @@ type RecutResult struct {
 }
 
 // Boundaries lists this log's segment bases for a re-cut up to upTo on
-// other replicas: first the base of the batch holding offset from (pass
-// the replicated log start), then every segment base above it up to
-// upTo, which must itself be a segment base. It returns nil when nothing
-// below upTo is to be cut.
+// other replicas: first where the log start lies (pass the replicated
+// one): the base of the batch holding it, or the base of its segment if
+// that holds no batch at or above it (compaction emptied it); then every
+// segment base above that up to upTo, which must itself be a segment
+// base. It returns nil when nothing below upTo is to be cut.
 func (l *Log) Boundaries(from, upTo int64) ([]int64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -63,17 +65,17 @@ func (l *Log) Boundaries(from, upTo int64) ([]int64, error) {
 	if len(l.segs) == 0 || from >= upTo || from >= l.next {
 		return nil, nil
 	}
-	i, off := l.locate(from)
+	i := l.segmentFor(from)
 	s := l.segs[i]
-	if off >= s.next {
-		return nil, nil // only the empty active segment is left
+	first := s.base
+	if from < s.next {
+		var hb [HeaderSize]byte
+		_, h, err := s.findBatch(from, &hb)
+		if err != nil {
+			return nil, fmt.Errorf("boundaries: %w", err)
+		}
+		first = max(first, min(h.BaseOffset, from))
 	}
-	var hb [HeaderSize]byte
-	_, h, err := s.findBatch(off, &hb)
-	if err != nil {
-		return nil, fmt.Errorf("boundaries: %w", err)
-	}
-	first := max(h.BaseOffset, s.base)
 	if first >= upTo {
 		return nil, nil
 	}
@@ -87,7 +89,7 @@ func (l *Log) Boundaries(from, upTo int64) ([]int64, error) {
 		end = t.base == upTo
 	}
 	if !end {
-		return nil, fmt.Errorf("boundaries: %d is not a segment base", upTo)
+		return nil, fmt.Errorf("boundaries: %w: %d is not a segment base", ErrRecutNotReady, upTo)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +75,11 @@ type cleanDecision struct {
 	UpTo    int64 `json:"up_to"`
 	Expiry  int64 `json:"expiry_ms"`
 	LagEdge int64 `json:"lag_edge_ms"`
+	// Bases are the leader's segment bases below UpTo (log.Boundaries),
+	// from the newest entry: every replica re-cuts its closed segments at
+	// them before it cleans (log.Recut), which is a no-op on a log whose
+	// segments were all cut at replicated rolls.
+	Bases []int64 `json:"bases,omitempty"`
 	// Now is the newest "now" of the entries folded in, for the leader's
 	// schedule.
 	Now int64 `json:"now_ms"`
@@ -82,7 +88,7 @@ type cleanDecision struct {
 // sameEdges reports whether two decisions clean alike (Now only
 // schedules the leader).
 func (d cleanDecision) sameEdges(o cleanDecision) bool {
-	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge
+	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge && slices.Equal(d.Bases, o.Bases)
 }
 
 // params is the decision as log.CleanParams.
@@ -112,6 +118,8 @@ type CompactionStats struct {
 	BytesRead    int64         // segment bytes read
 	BytesWritten int64         // segment bytes written
 	Duration     time.Duration // time spent in log.Clean
+	Recuts       int           // log.Recut runs that rewrote segments
+	RecutBytes   int64         // bytes they wrote
 	// DirtyRatio is the leader's last measure of the share of closed
 	// segment bytes past the last compaction.
 	DirtyRatio float64
@@ -149,12 +157,31 @@ func (f *fsm) applyClean(l *raft.Log) interface{} {
 	if c.UpTo > f.st.HighWatermark {
 		return applyResult{err: fmt.Errorf("apply entry %d: compaction point %d: %w: high watermark %d", l.Index, c.UpTo, log.ErrOffsetOutOfRange, f.st.HighWatermark)}
 	}
-	d := cleanDecision{UpTo: c.UpTo, Expiry: c.Now - c.DeleteRetentionMs, LagEdge: c.Now - c.MinCompactionLag, Now: c.Now}
+	d := cleanDecision{UpTo: c.UpTo, Expiry: c.Now - c.DeleteRetentionMs, LagEdge: c.Now - c.MinCompactionLag, Now: c.Now, Bases: c.Bases}
 	if p := f.st.Clean; p != nil {
-		d = cleanDecision{UpTo: max(p.UpTo, d.UpTo), Expiry: max(p.Expiry, d.Expiry), LagEdge: max(p.LagEdge, d.LagEdge), Now: max(p.Now, d.Now)}
+		d = cleanDecision{UpTo: max(p.UpTo, d.UpTo), Expiry: max(p.Expiry, d.Expiry), LagEdge: max(p.LagEdge, d.LagEdge), Now: max(p.Now, d.Now), Bases: d.Bases}
+		if c.UpTo < p.UpTo {
+			d.Bases = p.Bases // an older point's list would not reach the folded one
+		}
 	}
 	f.st.Clean = &d
 	return applyResult{base: d.UpTo}
+}
+
+// applyRoll notes where the store rolled the log for a ControlRoll entry:
+// at the high watermark of its index, the same on every replica.
+func (f *fsm) applyRoll() interface{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.LastRoll = f.st.HighWatermark
+	return applyResult{base: f.st.LastRoll}
+}
+
+// lastRoll is the offset of the latest applied ControlRoll entry.
+func (f *fsm) lastRoll() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.LastRoll
 }
 
 // cleanDecision returns a copy of the decision, nil if there is none yet.
@@ -165,6 +192,7 @@ func (f *fsm) cleanDecision() *cleanDecision {
 		return nil
 	}
 	d := *f.st.Clean
+	d.Bases = slices.Clone(d.Bases)
 	return &d
 }
 
@@ -189,9 +217,16 @@ func (r *Replica) CompactionPass(ctx context.Context, now time.Time, bytesPerSec
 }
 
 // decideCompaction is the leader's part of a pass.
+//
+// A log whose active segment does not start at a replicated roll (its
+// topic was not compacted when it rolled there: compaction was just
+// turned on) is rolled first, so that the compaction point lies on a
+// boundary every replica has. The decision lists the leader's segment
+// bases below the point, from the batch holding the log start, and every
+// replica re-cuts its closed segments at them before it cleans.
 func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	l := r.store.Log()
-	if l.RollDue() {
+	if l.RollDue() || l.ClosedEnd() != r.fsm.lastRoll() && l.NextOffset() > l.ClosedEnd() {
 		if _, err := r.replicateControl(ctx, raftlog.EncodeRoll()); err != nil {
 			return fmt.Errorf("roll: %w", err)
 		}
@@ -200,7 +235,7 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	s, end := r.compact.settings, r.compact.end
 	r.compact.mu.Unlock()
 	d := r.fsm.cleanDecision()
-	upTo := min(l.ClosedEnd(), r.fsm.highWatermark())
+	upTo := min(l.ClosedEnd(), r.fsm.highWatermark(), r.fsm.lastRoll())
 	clean, dirty := l.DirtyBytes(end)
 	ratio := 0.0
 	if clean+dirty > 0 {
@@ -229,7 +264,14 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	if !due || upTo <= 0 {
 		return nil
 	}
-	c := raftlog.Clean{UpTo: upTo, Now: nowMs, DeleteRetentionMs: s.DeleteRetention.Milliseconds(), MinCompactionLag: s.MinCompactionLag.Milliseconds()}
+	bases, err := l.Boundaries(r.fsm.logStart(), upTo)
+	if errors.Is(err, log.ErrRecutNotReady) {
+		return nil // the point is no segment base here (retention passed the last roll); the next roll fixes it
+	}
+	if err != nil {
+		return fmt.Errorf("compaction decision: %w", err)
+	}
+	c := raftlog.Clean{UpTo: upTo, Now: nowMs, DeleteRetentionMs: s.DeleteRetention.Milliseconds(), MinCompactionLag: s.MinCompactionLag.Milliseconds(), Bases: bases}
 	if _, err := r.replicateControl(ctx, raftlog.EncodeClean(c)); err != nil {
 		return fmt.Errorf("compaction decision: %w", err)
 	}
@@ -260,6 +302,23 @@ func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 		}
 	}
 	start := time.Now()
+	if len(d.Bases) > 1 {
+		rc, err := r.store.Log().Recut(ctx, d.Bases, bytesPerSecond)
+		if errors.Is(err, log.ErrRecutNotReady) || errors.Is(err, log.ErrCleanConflict) {
+			return nil // the roll at the point is not stored yet, or the log changed; the next pass retries
+		}
+		if err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+		if rc.Segments > 0 {
+			r.compact.mu.Lock()
+			r.compact.stats.Recuts++
+			r.compact.stats.RecutBytes += rc.BytesWritten
+			r.compact.mu.Unlock()
+			r.cfg.Logger.Info("partition segments re-cut at the leader's boundaries", "replica", r.cfg.ID,
+				"segments", rc.Segments, "replaced", rc.Replaced, "bytes", rc.BytesWritten)
+		}
+	}
 	res, err := r.store.Log().Clean(ctx, d.params(bytesPerSecond))
 	if errors.Is(err, log.ErrCleanConflict) {
 		return nil // retention or a truncation changed the log; the next pass retries

@@ -43,6 +43,9 @@ type fsmState struct {
 	// Clean is the replicated compaction decision (compact.go); nil
 	// until the leader of a compacted topic makes one.
 	Clean *cleanDecision `json:"clean,omitempty"`
+	// LastRoll is the Kafka offset of the latest ControlRoll entry: where
+	// every replica's store rolled the log (compact.go).
+	LastRoll int64 `json:"last_roll,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -129,7 +132,7 @@ func (f *fsm) applyControl(l *raft.Log) interface{} {
 	case raftlog.ControlClean:
 		return f.applyClean(l) // compact.go
 	case raftlog.ControlRoll:
-		return applyResult{} // the store rolled the log when it stored the entry
+		return f.applyRoll() // the store rolled the log when it stored the entry; compact.go
 	}
 	off, err := raftlog.DecodeLogStart(l.Data)
 	if err != nil {
