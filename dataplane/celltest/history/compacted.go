@@ -53,6 +53,8 @@ type tombstones struct {
 	now       func() time.Time     // the final reads' clock
 	info      map[string]tombstone // acknowledged tombstone id → what it deletes
 	maybe     map[string]bool      // keys with a tombstone of unknown outcome
+	read      int                  // tombstones in the final reads
+	expired   int                  // acknowledged ones gone past delete.retention.ms, with their key
 }
 
 type tombstone struct {
@@ -80,6 +82,16 @@ func (c *Checker) AckedTombstone(part int32, off int64, key, id string, ts time.
 	c.tombs.info[id] = tombstone{key: key, ts: ts}
 	c.mu.Unlock()
 	c.Acked(part, off, id)
+}
+
+// TombstoneCounts is how many tombstones were acknowledged, how many the
+// final reads held, and how many were gone from them past
+// delete.retention.ms with no newer record of their key (expired, and
+// their key with them).
+func (c *Checker) TombstoneCounts() (acked, read, expired int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.tombs.info), c.tombs.read, c.tombs.expired
 }
 
 // MaybeTombstone records a tombstone of key whose produce failed
@@ -133,6 +145,9 @@ func (c *Checker) finalCompacted(part int32, start int64, recs []Record, hw int6
 		c.learnKey(r)
 		c.read[r.Value] = true
 		final[r.Offset] = r.Value
+		if r.Tombstone {
+			c.tombs.read++
+		}
 		if k, ok := c.keyOf[r.Value]; ok {
 			if o, seen := newest[k]; !seen || r.Offset > o {
 				newest[k] = r.Offset
@@ -179,6 +194,7 @@ func (c *Checker) finalCompacted(part int32, start int64, recs []Record, hw int6
 		if tb, isTomb := c.tombs.info[v]; isTomb {
 			if age := now.Sub(tb.ts); age >= c.tombs.retention {
 				// Expired; its key must not have come back.
+				c.tombs.expired++
 				if o, seen := newest[k]; seen && o < p.off {
 					back = append(back, fmt.Sprintf("key %q: its tombstone %q acknowledged at partition %d offset %d expired, but the older record at offset %d is the newest in the final read",
 						k, v, part, p.off, o))

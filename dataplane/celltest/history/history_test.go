@@ -313,3 +313,21 @@ func TestCompactedCheckerProperties(t *testing.T) {
 		})
 	}
 }
+
+// TestTombstoneCounts: the compacted checker counts the acknowledged
+// tombstones, those read, and those expired with their key.
+func TestTombstoneCounts(t *testing.T) {
+	c := NewCompacted()
+	c.DeleteRetention(time.Hour, func() time.Time { return tombNow })
+	c.AckedKey(0, 0, "k1", "a")
+	c.AckedTombstone(0, 1, "k1", "t1", tombNow.Add(-2*time.Hour))
+	c.AckedKey(0, 2, "k2", "b")
+	c.AckedTombstone(0, 3, "k2", "t2", tombNow.Add(-time.Minute))
+	c.Final(0, []Record{ktomb(0, 3, "k2", "t2")}, 4)
+	if !c.Result().Valid() {
+		t.Fatal(c.Result().Errors())
+	}
+	if acked, read, expired := c.TombstoneCounts(); acked != 2 || read != 1 || expired != 1 {
+		t.Errorf("tombstone counts %d acknowledged, %d read, %d expired; want 2, 1, 1", acked, read, expired)
+	}
+}
