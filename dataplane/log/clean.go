@@ -52,6 +52,16 @@ type CleanParams struct {
 	// batch is younger than Now minus this is not compacted, nor is any
 	// segment after it.
 	MinCompactionLag time.Duration
+	// BoundTombstones keeps every tombstone at or above offset
+	// TombstonesBelow, whatever its age. The replication layer passes the
+	// compaction point of a decision made delete.retention.ms or more
+	// before this one: the older records a tombstone hides went at that
+	// decision's cleaning or earlier, so the tombstone outlives them by
+	// delete.retention.ms, and a reader from the start that read one of
+	// them and reaches the head within delete.retention.ms sees the
+	// tombstone, as Kafka promises.
+	BoundTombstones bool
+	TombstonesBelow int64
 	// MaxMapBytes bounds the key map. When the keys below UpTo do not fit,
 	// the cleaner works in passes, each mapping the keys of the next range
 	// of batches that fit; the output is the same. 0 means
@@ -394,7 +404,7 @@ func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int
 					if newest, ok := keys[string(r.key)]; ok && off < newest {
 						return false
 					}
-					return !(r.tombstone && tomb && off < mapEnd)
+					return !(r.tombstone && tomb && off < mapEnd && (!c.p.BoundTombstones || off < c.p.TombstonesBelow))
 				}, c.out[:0])
 				if err != nil {
 					return false, err

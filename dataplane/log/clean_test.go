@@ -454,3 +454,43 @@ func TestCleanDirtyMapSameBytes(t *testing.T) {
 		t.Fatalf("after a truncation the map started at %d, want the first segment %d", res.MappedFrom, la.Segments()[0])
 	}
 }
+
+// TestCleanBoundTombstones: with BoundTombstones, an expired tombstone at
+// or above TombstonesBelow stays (the older records it hides still go),
+// one below it goes.
+func TestCleanBoundTombstones(t *testing.T) {
+	l := openLog(t, cleanConfig(t, t.TempDir()))
+	h := randomHistory(31, 600, 300, true)
+	h.write(t, l)
+	var tombs []int64 // the newest records that are tombstones
+	for _, r := range h.model(math.MinInt64) {
+		if r.tombstone {
+			tombs = append(tombs, r.offset)
+		}
+	}
+	if len(tombs) < 2 {
+		t.Fatalf("the history has %d newest tombstones, want several", len(tombs))
+	}
+	bound := tombs[len(tombs)/2]
+	p := CleanParams{UpTo: l.NextOffset(), Now: farFuture, BoundTombstones: true, TombstonesBelow: bound}
+	if _, err := l.Clean(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var want []gotRecord
+	for _, r := range h.model(math.MinInt64) {
+		if !r.tombstone || r.offset >= bound {
+			want = append(want, r)
+		}
+	}
+	got := logRecords(t, l)
+	checkRecords(t, got, want)
+	kept := 0
+	for _, r := range got {
+		if r.tombstone {
+			kept++
+		}
+	}
+	if kept == 0 || len(want) == len(h.model(math.MinInt64)) {
+		t.Fatalf("%d tombstones kept of the newest records; want some kept above %d and some gone below it", kept, bound)
+	}
+}

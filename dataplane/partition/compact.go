@@ -80,15 +80,52 @@ type cleanDecision struct {
 	// them before it cleans (log.Recut), which is a no-op on a log whose
 	// segments were all cut at replicated rolls.
 	Bases []int64 `json:"bases,omitempty"`
+	// TombBelow is the highest compaction point of a decision made at
+	// least delete.retention.ms before the newest one: only tombstones
+	// below it may expire (log.CleanParams.BoundTombstones). Recent are
+	// the decisions since, oldest first, until they are that old.
+	TombBelow int64          `json:"tomb_below,omitempty"`
+	Recent    []decisionMark `json:"recent,omitempty"`
 	// Now is the newest "now" of the entries folded in, for the leader's
 	// schedule.
 	Now int64 `json:"now_ms"`
 }
 
+// decisionMark is one decision's "now" and compaction point.
+type decisionMark struct {
+	Now  int64 `json:"now_ms"`
+	UpTo int64 `json:"up_to"`
+}
+
+// maxDecisionMarks bounds cleanDecision.Recent. Beyond it the two oldest
+// marks merge into one with the older point and the newer time, which
+// only delays tombstone expiry.
+const maxDecisionMarks = 64
+
+// foldMark adds decision (now, upTo) to d's recent marks and moves
+// TombBelow up to the points of the marks now deleteRetentionMs old.
+func (d *cleanDecision) foldMark(now, upTo, deleteRetentionMs int64) {
+	marks := append(slices.Clone(d.Recent), decisionMark{Now: now, UpTo: upTo})
+	cut := d.Now - deleteRetentionMs
+	keep := marks[:0]
+	for _, m := range marks {
+		if m.Now <= cut {
+			d.TombBelow = max(d.TombBelow, m.UpTo)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	for len(keep) > maxDecisionMarks {
+		keep[1].UpTo = keep[0].UpTo
+		keep = keep[1:]
+	}
+	d.Recent = keep
+}
+
 // sameEdges reports whether two decisions clean alike (Now only
 // schedules the leader).
 func (d cleanDecision) sameEdges(o cleanDecision) bool {
-	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge && slices.Equal(d.Bases, o.Bases)
+	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge && d.TombBelow == o.TombBelow && slices.Equal(d.Bases, o.Bases)
 }
 
 // params is the decision as log.CleanParams.
@@ -99,6 +136,7 @@ func (d cleanDecision) params(bytesPerSecond int64) log.CleanParams {
 		DeleteRetention:  time.Duration(now-d.Expiry) * time.Millisecond,
 		MinCompactionLag: time.Duration(now-d.LagEdge) * time.Millisecond,
 		BytesPerSecond:   bytesPerSecond,
+		BoundTombstones:  true, TombstonesBelow: d.TombBelow,
 	}
 }
 
@@ -163,7 +201,9 @@ func (f *fsm) applyClean(l *raft.Log) interface{} {
 		if c.UpTo < p.UpTo {
 			d.Bases = p.Bases // an older point's list would not reach the folded one
 		}
+		d.TombBelow, d.Recent = p.TombBelow, p.Recent
 	}
+	d.foldMark(c.Now, c.UpTo, c.DeleteRetentionMs)
 	f.st.Clean = &d
 	return applyResult{base: d.UpTo}
 }
@@ -192,7 +232,7 @@ func (f *fsm) cleanDecision() *cleanDecision {
 		return nil
 	}
 	d := *f.st.Clean
-	d.Bases = slices.Clone(d.Bases)
+	d.Bases, d.Recent = slices.Clone(d.Bases), slices.Clone(d.Recent)
 	return &d
 }
 
