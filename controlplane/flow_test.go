@@ -120,6 +120,17 @@ func TestTopicPlacementAndGrowth(t *testing.T) {
 	if _, set := tp.Config["retention.ms"]; set || tp.EffectiveConfig["retention.ms"] != "604800000" {
 		t.Fatalf("reset config %v effective %v", tp.Config, tp.EffectiveConfig)
 	}
+	// Compaction may be turned on for an existing delete topic, and off
+	// again (the brokers re-cut the replicas' segments identically first).
+	for _, policy := range []string{"compact", "delete", "compact,delete"} {
+		tp, err = a.key.UpdateTopic(ctx, "events", api.UpdateTopicRequest{Config: map[string]*string{"cleanup.policy": &policy}})
+		if err != nil {
+			t.Fatalf("cleanup.policy=%s on an existing topic: %v", policy, err)
+		}
+		if tp.EffectiveConfig["cleanup.policy"] != policy {
+			t.Fatalf("cleanup.policy=%s: effective %v", policy, tp.EffectiveConfig)
+		}
+	}
 	// Validate-only changes nothing.
 	_, err = a.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "dry", ValidateOnly: true})
 	if err != nil {

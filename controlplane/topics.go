@@ -311,9 +311,6 @@ func (s *Server) updateTopic(c echo.Context) error {
 		if err := topicspec.ValidateConfig(cfg, &q); err != nil {
 			return err
 		}
-		if err := topicspec.ValidateChange(t.Config, cfg); err != nil {
-			return err
-		}
 		partitions := t.Partitions
 		if req.Partitions != nil {
 			switch n := *req.Partitions; {

@@ -61,7 +61,8 @@ func TestChaosShort(t *testing.T) {
 // padding per record at 600 records a second, so the leaders roll and the
 // cleaner (every 3 s) compacts during the run; 20 s of faults every 5 s,
 // then the compaction model: offsets never reused, a record vanishes only
-// below a newer one of its key. About 30 s.
+// below a newer one of its key or a tombstone of it; about one produce in
+// ten is a tombstone, kept 5 s (delete.retention.ms). About 30 s.
 func TestChaosCompactShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tenantd and runs a cell of real processes under faults for about 30 s")
@@ -71,6 +72,7 @@ func TestChaosCompactShort(t *testing.T) {
 		Partitions: 2, Producers: 2, Consumers: 1, GroupConsumers: 2, Keys: 8, Rate: 600,
 		SessionLength: 10 * time.Second, FinalTimeout: 3 * time.Minute, BrokerLogLevel: "info",
 		Compact: true, CompactLag: time.Second, CompactInterval: 3 * time.Second, RecordPad: 1024,
+		Tombstones: 10, DeleteRetention: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatalf("chaos run did not complete: %v", err)
@@ -80,6 +82,9 @@ func TestChaosCompactShort(t *testing.T) {
 	}
 	if res.Compacted == 0 {
 		t.Error("the final reads have no gap: the cleaner compacted nothing during the run")
+	}
+	if res.Tombstones == 0 {
+		t.Error("no tombstone was acknowledged: the model's deletes went unchecked")
 	}
 	if !res.Valid() {
 		t.Fatalf("the history violates the compaction model (seed %d)", res.seed)

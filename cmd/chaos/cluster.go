@@ -131,6 +131,7 @@ func (c *Cluster) seed(ctx context.Context, op *client.Client) error {
 			topicspec.CleanupPolicy:      "compact",
 			topicspec.SegmentBytes:       strconv.Itoa(1 << 20),
 			topicspec.MinCompactionLagMs: strconv.FormatInt(c.cfg.CompactLag.Milliseconds(), 10),
+			topicspec.DeleteRetentionMs:  strconv.FormatInt(c.cfg.DeleteRetention.Milliseconds(), 10),
 		}
 	}
 	if _, err := c.tenantClient.CreateTopic(ctx, req); err != nil {

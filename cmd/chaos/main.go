@@ -72,6 +72,12 @@ type Config struct {
 	Compact         bool
 	CompactLag      time.Duration
 	CompactInterval time.Duration
+	// Tombstones, with Compact, makes about one produce in Tombstones a
+	// delete (a null value, its id in a header) instead of an update (0:
+	// none); DeleteRetention is the topic's delete.retention.ms, after
+	// which the cleaner may remove a tombstone and with it its key.
+	Tombstones      int
+	DeleteRetention time.Duration
 	// Brokers is the cell's size: 3 (a partition's replicas), or 4 with
 	// the move nemesis, which needs a broker to move a replica to.
 	Brokers int
@@ -95,6 +101,8 @@ func (c *Config) validate() error {
 		return errors.New("-compact checks the compaction model alone: give -retention 0 and -delete-records 0 (the defaults with -compact)")
 	case c.Compact && (c.CompactLag < 0 || c.CompactInterval <= 0):
 		return errors.New("-compact-lag must not be negative and -compact-interval must be positive")
+	case c.Tombstones < 0 || c.DeleteRetention < 0:
+		return errors.New("-tombstones and -delete-retention must not be negative")
 	case c.Brokers != 0 && c.Brokers < 3:
 		return errors.New("-brokers must be at least 3 (a partition's replicas)")
 	case c.Brokers == 3 && slices.Contains(c.Nemeses, Move):
@@ -149,6 +157,8 @@ func main() {
 	flag.BoolVar(&cfg.Compact, "compact", false, "create the topic with cleanup.policy=compact and check the compaction model (offsets never reused, a record vanishes only below a newer one of its key); retention and DeleteRecords default to off")
 	flag.DurationVar(&cfg.CompactLag, "compact-lag", time.Second, "with -compact: the topic's min.compaction.lag.ms")
 	flag.DurationVar(&cfg.CompactInterval, "compact-interval", 3*time.Second, "with -compact: the brokers' cleaner interval (tenantd broker -compact-interval)")
+	flag.IntVar(&cfg.Tombstones, "tombstones", 10, "with -compact: about one produce in this many is a delete (a tombstone); 0: none")
+	flag.DurationVar(&cfg.DeleteRetention, "delete-retention", 10*time.Second, "with -compact: the topic's delete.retention.ms, how long a tombstone stays")
 	flag.IntVar(&cfg.Brokers, "brokers", 0, "brokers in the cell (default 3, or 4 with the move nemesis)")
 	flag.StringVar(&level, "log-level", "info", "the harness's log level")
 	flag.Parse()
@@ -212,6 +222,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	chk := history.New()
 	if cfg.Compact {
 		chk = history.NewCompacted()
+		chk.DeleteRetention(cfg.DeleteRetention, nil)
 	}
 	var tr *Trimmer
 	if cfg.Retention > 0 || cfg.DeleteEvery > 0 {
@@ -297,6 +308,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 	}
 	if cfg.Compact {
 		fmt.Fprintf(out, "  compaction: the final reads lack %d offsets below the high watermarks (compacted away) of %d acknowledged\n", gaps, res.Acks)
+		acked, read, expired := chk.TombstoneCounts()
+		fmt.Fprintf(out, "  tombstones: %d acknowledged (delete.retention.ms %v), %d in the final reads, %d expired with their key\n", acked, cfg.DeleteRetention, read, expired)
 	}
 	if tr != nil {
 		fmt.Fprintf(out, "  trimming: %s; %d consumer skips past a moved log start\n", trimmed, w.skips.Load())
@@ -317,6 +330,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 		fmt.Fprintln(out)
 	}
 	out2 := Outcome{Result: res, LogStarts: starts, Skips: w.skips.Load(), StuckMoves: stuck, Compacted: gaps}
+	out2.Tombstones, out2.TombstonesRead, out2.TombstonesExpired = chk.TombstoneCounts()
 	if out2.Valid() {
 		fmt.Fprintln(out, "  valid: yes")
 	} else {
@@ -335,6 +349,10 @@ type Outcome struct {
 	// Compacted counts offsets below the final high watermarks missing
 	// from the final reads (-compact: what the cleaner removed).
 	Compacted int64
+	// Tombstones counts the acknowledged tombstones (-compact),
+	// TombstonesRead those in the final reads and TombstonesExpired those
+	// gone past delete.retention.ms with their key.
+	Tombstones, TombstonesRead, TombstonesExpired int
 }
 
 // Valid: the history holds every property and no move is stuck.

@@ -135,6 +135,8 @@ func (w *Workload) produce(id int) {
 		}
 		key := fmt.Sprintf("k%d", rng.Intn(w.cfg.Keys))
 		value := fmt.Sprintf("p%d-%d", id, seq)
+		// A delete: a null value, its unique id in a header.
+		tomb := w.cfg.Compact && w.cfg.Tombstones > 0 && rng.Intn(w.cfg.Tombstones) == 0
 		// Random padding: batches are compressed, and a constant pad
 		// would shrink to nothing and leave the segments unfilled.
 		var pad []kgo.RecordHeader
@@ -145,18 +147,48 @@ func (w *Workload) produce(id int) {
 		}
 		w.produced.Add(1)
 		at := time.Now()
-		cl.Produce(ctx, &kgo.Record{Key: []byte(key), Value: []byte(value), Headers: pad}, func(r *kgo.Record, err error) {
+		rec := &kgo.Record{Key: []byte(key), Value: []byte(value), Headers: pad, Timestamp: at}
+		if tomb {
+			rec.Value = nil
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: tombstoneHeader, Value: []byte(value)})
+		}
+		cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
 			if err != nil {
 				w.failed.Add(1)
-				w.log.Debug("produce not acknowledged", "value", value, "err", err)
+				if tomb {
+					w.chk.MaybeTombstone(key)
+				}
+				w.log.Debug("produce not acknowledged", "value", value, "tombstone", tomb, "err", err)
 				return
 			}
-			w.chk.AckedKey(r.Partition, r.Offset, key, value)
+			if tomb {
+				w.chk.AckedTombstone(r.Partition, r.Offset, key, value, r.Timestamp)
+			} else {
+				w.chk.AckedKey(r.Partition, r.Offset, key, value)
+			}
 			if w.tr != nil {
 				w.tr.Acked(r.Partition, r.Offset, at)
 			}
 		})
 	}
+}
+
+// tombstoneHeader names the header that carries a tombstone's id: a
+// tombstone has no value, and the checker tells writes apart by value.
+const tombstoneHeader = "tombstone-id"
+
+// toRecord is r as the checker sees it: a tombstone's value is its id.
+func toRecord(r *kgo.Record) history.Record {
+	hr := history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value), Key: string(r.Key)}
+	if r.Value == nil {
+		hr.Tombstone = true
+		for _, h := range r.Headers {
+			if h.Key == tombstoneHeader {
+				hr.Value = string(h.Value)
+			}
+		}
+	}
+	return hr
 }
 
 // consume runs consumer id: a series of sessions, each a fresh client
@@ -237,7 +269,7 @@ func (w *Workload) poll(cl *kgo.Client, length time.Duration, from map[int32]int
 			}
 			recs := make([]history.Record, len(fp.Records))
 			for i, r := range fp.Records {
-				recs[i] = history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value), Key: string(r.Key)}
+				recs[i] = toRecord(r)
 			}
 			sp := sessPart{sessOf(fp.Partition), fp.Partition}
 			if next, ok := pos[sp]; ok && w.tr != nil && recs[0].Offset > next {
@@ -426,7 +458,7 @@ func FinalRead(ctx context.Context, cfg Config, c *Cluster, chk *history.Checker
 					read[fp.Partition] = nil
 				}
 				if r.Offset < hw[fp.Partition] {
-					read[fp.Partition] = append(rs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value), Key: string(r.Key)})
+					read[fp.Partition] = append(rs, toRecord(r))
 				}
 			}
 			if n := len(read[fp.Partition]); n > 0 && read[fp.Partition][n-1].Offset >= hw[fp.Partition]-1 {

@@ -183,21 +183,12 @@ func ValidateConfig(cfg map[string]string, q *api.Quotas) error {
 	return nil
 }
 
-// ValidateChange checks a change of a topic's explicit settings from old to
-// new beyond what ValidateConfig checks of new alone. Compaction cannot be
-// turned on for an existing topic: each replica of a topic created without
-// it cut its segments by its own clock, so their closed segments differ and
-// could not be compacted into the same bytes (compaction in Sluice is
-// identical on every replica). Turning it off is allowed: the replicas keep
-// the gaps compaction left, and retention deletes segments from then on.
-// The error is catalog.InvalidConfig.
-func ValidateChange(old, new map[string]string) error {
-	if !Config(old).Compacted() && Config(new).Compacted() {
-		return catalog.InvalidConfig.Newf("%s=%q: compaction cannot be turned on for an existing topic (its replicas' segments were cut by each broker's own clock, so they cannot be compacted identically); create a new topic with %s=compact and copy the records into it",
-			CleanupPolicy, new[CleanupPolicy], CleanupPolicy)
-	}
-	return nil
-}
+// A change of cleanup.policy is not refused either way: turning
+// compaction on for a topic whose replicas rolled by their own clocks is
+// made identical on every replica by the data plane (the leader's segment
+// bases travel in its first compaction decision and every replica re-cuts
+// its closed segments at them; dataplane/DESIGN.md, "Turning compaction
+// on"), and turning it off stops the cleaner and brings retention back.
 
 // The one parser of each key. Each returns the rule a bad value breaks,
 // naming what is wrong: not a number, or which bound.

@@ -206,29 +206,6 @@ func TestCompactionAccessors(t *testing.T) {
 	}
 }
 
-// TestValidateChange: compaction may be turned off on an existing topic,
-// never on.
-func TestValidateChange(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		old, new map[string]string
-		code     string
-	}{
-		{"delete stays", nil, map[string]string{"cleanup.policy": "delete"}, ""},
-		{"delete to compact", nil, map[string]string{"cleanup.policy": "compact"}, "invalid_config"},
-		{"delete to both", map[string]string{"cleanup.policy": "delete"}, map[string]string{"cleanup.policy": "compact,delete"}, "invalid_config"},
-		{"compact to delete", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "delete"}, ""},
-		{"compact to both", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "delete,compact"}, ""},
-		{"compact stays", map[string]string{"cleanup.policy": "compact"}, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "1000"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := code(t, topicspec.ValidateChange(tc.old, tc.new)); got != tc.code {
-				t.Errorf("ValidateChange = %q, want %q", got, tc.code)
-			}
-		})
-	}
-}
-
 // TestValidateConfigMessages: each bad value is told what is wrong with it.
 func TestValidateConfigMessages(t *testing.T) {
 	q := free

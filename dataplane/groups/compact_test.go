@@ -138,11 +138,23 @@ func TestCoordinatorLoadsCompactedOffsets(t *testing.T) {
 	}
 	written, _ := offsetsRecords(t, cell.Replica(b, 0))
 
-	// Compaction passes, the leader's first, with a clock two hours ahead
+	// Compaction passes, the leader's first, first with the clock (a
+	// decision whose point covers the tombstones: they expire only
+	// delete.retention.ms after one), then with a clock two hours ahead
 	// (past the tombstones' delete.retention.ms), until every replica
 	// has cleaned with the replicated decision and holds no tombstone and
 	// at most the live keys: m's group record and offset, g's three.
-	now := time.Now().Add(2 * time.Hour)
+	end := cell.Replica(b, 0).HighWatermark()
+	now := time.Now()
+	celltest.WaitFor(t, time.Minute, "a compaction decision covering every record", func() bool {
+		lead := cell.Replica(cell.WaitLeader(0, 10*time.Second), 0)
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		err := lead.CompactionPass(pctx, now, 0)
+		pcancel()
+		upTo, _ := lead.CompactedTo()
+		return err == nil && upTo >= end
+	})
+	now = now.Add(2 * time.Hour)
 	const live = 5
 	var left, tombs int
 	celltest.WaitFor(t, time.Minute, "the offsets partition compacted on every replica", func() bool {

@@ -52,6 +52,16 @@ type CleanParams struct {
 	// batch is younger than Now minus this is not compacted, nor is any
 	// segment after it.
 	MinCompactionLag time.Duration
+	// BoundTombstones keeps every tombstone at or above offset
+	// TombstonesBelow, whatever its age. The replication layer passes the
+	// compaction point of a decision made delete.retention.ms or more
+	// before this one: the older records a tombstone hides went at that
+	// decision's cleaning or earlier, so the tombstone outlives them by
+	// delete.retention.ms, and a reader from the start that read one of
+	// them and reaches the head within delete.retention.ms sees the
+	// tombstone, as Kafka promises.
+	BoundTombstones bool
+	TombstonesBelow int64
 	// MaxMapBytes bounds the key map. When the keys below UpTo do not fit,
 	// the cleaner works in passes, each mapping the keys of the next range
 	// of batches that fit; the output is the same. 0 means
@@ -76,6 +86,9 @@ type CleanResult struct {
 	BytesBefore     int64 // size of the cleaned segments before
 	BytesAfter      int64 // and after
 	RecordsRemoved  int64
+	// MappedFrom is where the key map started: the end of the log's last
+	// cleaning, or the first segment's base.
+	MappedFrom int64
 }
 
 // cleanSeg is one segment being cleaned: the live segment it came from and
@@ -112,7 +125,7 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 	}
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
-	segs, gen, err := l.cleanable(p)
+	segs, gen, mapFrom, err := l.cleanable(p)
 	if err != nil {
 		return CleanResult{}, fmt.Errorf("clean: %w", err)
 	}
@@ -131,7 +144,7 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 	for _, c := range segs {
 		res.BytesBefore += c.size
 	}
-	cl := &cleaner{l: l, p: p, segs: segs, dec: kgo.DefaultDecompressor(), res: &res}
+	cl := &cleaner{l: l, p: p, segs: segs, dec: kgo.DefaultDecompressor(), res: &res, mapFrom: mapFrom}
 	if p.BytesPerSecond > 0 {
 		burst := int(min(p.BytesPerSecond, 1<<30))
 		cl.lim = rate.NewLimiter(rate.Limit(p.BytesPerSecond), burst)
@@ -171,12 +184,18 @@ func segsEnd(l *Log, segs []*cleanSeg) int64 {
 	return segs[len(segs)-1].seg.next
 }
 
-// cleanable picks the segments to clean and takes a reference on each.
-func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, error) {
+// cleanable picks the segments to clean and takes a reference on each,
+// and says where the key map starts: the end of the last cleaning, if the
+// log was not truncated or replaced since, else the start.
+func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, int64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.usable(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
+	}
+	mapFrom := int64(-1)
+	if l.cleanedGen == l.gen {
+		mapFrom = l.cleanedTo
 	}
 	lagEdge := p.Now - p.MinCompactionLag.Milliseconds()
 	var out []*cleanSeg
@@ -188,19 +207,20 @@ func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, error) {
 		s.ref()
 		out = append(out, &cleanSeg{seg: s, size: s.size})
 	}
-	return out, l.gen, nil
+	return out, l.gen, mapFrom, nil
 }
 
 // cleaner runs the passes of one Clean.
 type cleaner struct {
-	l    *Log
-	p    CleanParams
-	segs []*cleanSeg
-	dec  kgo.Decompressor
-	lim  *rate.Limiter
-	res  *CleanResult
-	buf  []byte
-	out  []byte
+	l       *Log
+	p       CleanParams
+	mapFrom int64 // where the key map starts (-1: the first segment)
+	segs    []*cleanSeg
+	dec     kgo.Decompressor
+	lim     *rate.Limiter
+	res     *CleanResult
+	buf     []byte
+	out     []byte
 }
 
 func (c *cleaner) throttle(ctx context.Context, n int) error {
@@ -259,9 +279,22 @@ func (c *cleaner) eachBatch(ctx context.Context, cs *cleanSeg, fn func(b []byte,
 }
 
 // run makes passes until every batch of the segments has been mapped.
+//
+// Below the end of the log's last cleaning (mapFrom) every key has one
+// record: that cleaning mapped every key below it. A newer record of such
+// a key can only lie above, so the map starts there and the output is the
+// same as mapping from the first segment (TestCleanDirtyMapSameBytes);
+// what lies below is still rewritten, its superseded records and expired
+// tombstones removed. With nothing new to map (a cleaning only time calls
+// for), one pass rewrites with an empty map.
 func (c *cleaner) run(ctx context.Context) error {
-	from := c.segs[0].seg.base // first batch offset not yet mapped
+	from := max(c.segs[0].seg.base, min(c.mapFrom, c.res.End)) // first batch offset not yet mapped
 	end := c.res.End
+	c.res.MappedFrom = from
+	if from >= end {
+		c.res.Passes++
+		return c.rewrite(ctx, map[string]int64{}, end)
+	}
 	for from < end {
 		keys, mapEnd, err := c.buildMap(ctx, from, end)
 		if err != nil {
@@ -371,7 +404,7 @@ func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int
 					if newest, ok := keys[string(r.key)]; ok && off < newest {
 						return false
 					}
-					return !(r.tombstone && tomb && off < mapEnd)
+					return !(r.tombstone && tomb && off < mapEnd && (!c.p.BoundTombstones || off < c.p.TombstonesBelow))
 				}, c.out[:0])
 				if err != nil {
 					return false, err

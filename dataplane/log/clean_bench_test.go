@@ -62,3 +62,145 @@ func BenchmarkClean(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRecut measures a follower's re-cut when compaction is turned on
+// for a delete topic: MB/s of segment bytes rewritten. The log is 32 MiB
+// of 10-record batches with 512-byte values, rolled at 1.5 MiB, re-cut at
+// the boundaries of a copy rolled at 1 MiB (so every segment is rewritten);
+// "already-cut" re-cuts the 1 MiB copy itself, which checks the
+// boundaries and writes nothing.
+func BenchmarkRecut(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 512)
+	var batches [][]byte
+	ts := int64(1_700_000_000_000)
+	for size := 0; size < 32<<20; {
+		recs := make([]kv, 10)
+		for i := range recs {
+			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
+		}
+		batches = append(batches, keyedBatch(ts, recs...))
+		size += len(batches[len(batches)-1])
+		ts += 10
+	}
+	write := func(dir string, segBytes int64) {
+		l := openLog(b, Config{Dir: dir, SegmentBytes: segBytes, Logger: testLogger(b)})
+		for _, bt := range batches {
+			if _, _, err := l.Append(bt, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := l.Roll(); err != nil {
+			b.Fatal(err)
+		}
+		l.Close()
+	}
+	ref, tmpl := filepath.Join(b.TempDir(), "ref"), filepath.Join(b.TempDir(), "template")
+	write(ref, 1<<20)
+	write(tmpl, 3<<19)
+	lr := reopen(b, Config{Dir: ref, SegmentBytes: 1 << 20, Compacted: true})
+	bases, err := lr.Boundaries(0, lr.ClosedEnd())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lr.Close()
+	for _, c := range []struct {
+		name string
+		src  string
+	}{{"follower", tmpl}, {"already-cut", ref}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dir := filepath.Join(b.TempDir(), "run")
+				copyDir(b, c.src, dir)
+				l, err := Open(context.Background(), Config{Dir: dir, SegmentBytes: 1 << 20, Compacted: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				size := l.Size()
+				b.StartTimer()
+				res, err := l.Recut(context.Background(), bases, 0)
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(size)
+				b.ReportMetric(float64(res.Segments), "segments")
+				l.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkCleanAgain measures a cleaning after new writes, the cleaner's
+// usual work: a 32 MiB log (BenchmarkClean's batches, 1 MiB segments)
+// whose first 29 MiB were cleaned, cleaned again up to its end. MB/s is
+// of the segment bytes rewritten (BytesBefore). "dirty-map" cleans in the
+// same open log, which maps keys from where the last cleaning ended;
+// "full-map" reopens the log first, so the map starts at the first
+// segment (as after a restart, and as every cleaning did before).
+func BenchmarkCleanAgain(b *testing.B) {
+	tmpl := filepath.Join(b.TempDir(), "template")
+	l := openLog(b, Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)})
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 512)
+	ts := int64(1_700_000_000_000)
+	var upTo1 int64
+	for l.Size() < 32<<20 {
+		recs := make([]kv, 10)
+		for i := range recs {
+			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
+		}
+		appendRolling(b, l, keyedBatch(ts, recs...))
+		ts += 10
+		if upTo1 == 0 && l.Size() >= 29<<20 {
+			if err := l.Roll(); err != nil {
+				b.Fatal(err)
+			}
+			upTo1 = l.NextOffset()
+		}
+	}
+	if err := l.Roll(); err != nil {
+		b.Fatal(err)
+	}
+	upTo2 := l.NextOffset()
+	l.Close()
+	for _, reopen := range []bool{false, true} {
+		name := "dirty-map"
+		if reopen {
+			name = "full-map"
+		}
+		b.Run(name, func(b *testing.B) {
+			var read int64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				dir := filepath.Join(b.TempDir(), "run")
+				copyDir(b, tmpl, dir)
+				cfg := Config{Dir: dir, SegmentBytes: 1 << 20, Compacted: true}
+				l, err := Open(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := l.Clean(context.Background(), CleanParams{UpTo: upTo1, Now: 1 << 50}); err != nil {
+					b.Fatal(err)
+				}
+				if reopen {
+					l.Close()
+					if l, err = Open(context.Background(), cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				res, err := l.Clean(context.Background(), CleanParams{UpTo: upTo2, Now: 1 << 50})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(res.BytesBefore)
+				read = res.BytesRead
+				l.Close()
+			}
+			b.ReportMetric(float64(read)/(1<<20), "MiB-read")
+		})
+	}
+}

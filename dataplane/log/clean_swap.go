@@ -242,6 +242,9 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error 
 	l.mu.Lock()
 	old := l.segs[:len(segs)]
 	l.segs = append(fresh, l.segs[len(segs):]...)
+	if l.gen == gen {
+		l.cleanedTo, l.cleanedGen = res.End, gen
+	}
 	l.mu.Unlock()
 	for i, s := range old {
 		if segs[i].file != nil {

@@ -385,3 +385,112 @@ func TestCleanRateLimit(t *testing.T) {
 		t.Fatalf("cleaning took %s, the rate allows no less than %s", took, floor)
 	}
 }
+
+// TestCleanDirtyMapSameBytes: a log cleaned before maps keys only from the
+// end of that cleaning, and writes the same bytes as a copy reopened
+// (which maps from the start), after new batches with tombstones and
+// after a cleaning that only time calls for (tombstones expiring, nothing
+// new written); a truncation makes it map from the start again.
+func TestCleanDirtyMapSameBytes(t *testing.T) {
+	h := randomHistory(21, 1200, 200, true)
+	first, rest := history{batches: h.batches[:800], ts0: h.ts0}, h.batches[800:]
+	a := cleanConfig(t, filepath.Join(t.TempDir(), "a"))
+	la := openLog(t, a)
+	first.write(t, la)
+	span := time.Duration(h.endTS()-h.ts0) * time.Millisecond
+	p := CleanParams{UpTo: la.NextOffset(), Now: h.endTS() + 1, DeleteRetention: span}
+	if _, err := la.Clean(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	ts := first.endTS() + 1
+	for _, recs := range rest {
+		appendRolling(t, la, keyedBatch(ts, recs...))
+		ts += int64(len(recs))
+	}
+	if err := la.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	b := cleanConfig(t, filepath.Join(t.TempDir(), "b"))
+	for i, q := range []CleanParams{
+		{UpTo: la.NextOffset(), Now: h.endTS() + 1, DeleteRetention: span / 2},
+		{UpTo: la.NextOffset(), Now: h.endTS() + 1, DeleteRetention: span / 4},
+	} {
+		copyDir(t, a.Dir, b.Dir)
+		lb := reopen(t, b)
+		ra, err := la.Clean(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := lb.Clean(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb.Close()
+		t.Logf("cleaning %d: in place %+v\nreopened %+v", i, ra, rb)
+		if ra.MappedFrom <= rb.MappedFrom || ra.BytesRead >= rb.BytesRead {
+			t.Fatalf("cleaning %d: mapped from %d (read %d bytes) in place, %d (read %d) reopened: want the dirty map to start later and read less",
+				i, ra.MappedFrom, ra.BytesRead, rb.MappedFrom, rb.BytesRead)
+		}
+		if sa, sb := dirSums(t, a.Dir), dirSums(t, b.Dir); !reflect.DeepEqual(sa, sb) {
+			t.Fatalf("cleaning %d: the in-place and the reopened cleanings differ", i)
+		}
+		os.RemoveAll(b.Dir)
+	}
+	checkRecords(t, logRecords(t, la), h.model(h.endTS()+1-(span/4).Milliseconds()))
+	// After a truncation the map starts at the first segment again.
+	last := la.NextOffset()
+	hb, _, err := la.ReadBatch(last-1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.TruncateTo(hb.BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	res, err := la.Clean(context.Background(), CleanParams{UpTo: la.ClosedEnd(), Now: h.endTS() + 1, DeleteRetention: span / 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MappedFrom != la.Segments()[0] {
+		t.Fatalf("after a truncation the map started at %d, want the first segment %d", res.MappedFrom, la.Segments()[0])
+	}
+}
+
+// TestCleanBoundTombstones: with BoundTombstones, an expired tombstone at
+// or above TombstonesBelow stays (the older records it hides still go),
+// one below it goes.
+func TestCleanBoundTombstones(t *testing.T) {
+	l := openLog(t, cleanConfig(t, t.TempDir()))
+	h := randomHistory(31, 600, 300, true)
+	h.write(t, l)
+	var tombs []int64 // the newest records that are tombstones
+	for _, r := range h.model(math.MinInt64) {
+		if r.tombstone {
+			tombs = append(tombs, r.offset)
+		}
+	}
+	if len(tombs) < 2 {
+		t.Fatalf("the history has %d newest tombstones, want several", len(tombs))
+	}
+	bound := tombs[len(tombs)/2]
+	p := CleanParams{UpTo: l.NextOffset(), Now: farFuture, BoundTombstones: true, TombstonesBelow: bound}
+	if _, err := l.Clean(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	var want []gotRecord
+	for _, r := range h.model(math.MinInt64) {
+		if !r.tombstone || r.offset >= bound {
+			want = append(want, r)
+		}
+	}
+	got := logRecords(t, l)
+	checkRecords(t, got, want)
+	kept := 0
+	for _, r := range got {
+		if r.tombstone {
+			kept++
+		}
+	}
+	if kept == 0 || len(want) == len(h.model(math.MinInt64)) {
+		t.Fatalf("%d tombstones kept of the newest records; want some kept above %d and some gone below it", kept, bound)
+	}
+}

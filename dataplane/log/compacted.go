@@ -143,3 +143,6 @@ func (l *Log) Unroll() error {
 	}
 	return nil
 }
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.cfg.Dir }

@@ -43,6 +43,11 @@ type Log struct {
 	dirSync uint64     // dirGen covered by the last directory fsync
 	failed  error      // set by a failed fsync or write; the log refuses work
 	closed  bool
+	// cleanedTo is the End of the last Clean, valid while gen is still
+	// cleanedGen (a truncation or a replace bumps gen): below it every key
+	// has one record, so the next Clean maps keys from there (clean.go).
+	cleanedTo  int64
+	cleanedGen uint64
 }
 
 // Batch is one record batch to append with the leader epoch to stamp on it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,15 +75,57 @@ type cleanDecision struct {
 	UpTo    int64 `json:"up_to"`
 	Expiry  int64 `json:"expiry_ms"`
 	LagEdge int64 `json:"lag_edge_ms"`
+	// Bases are the leader's segment bases below UpTo (log.Boundaries),
+	// from the newest entry: every replica re-cuts its closed segments at
+	// them before it cleans (log.Recut), which is a no-op on a log whose
+	// segments were all cut at replicated rolls.
+	Bases []int64 `json:"bases,omitempty"`
+	// TombBelow is the highest compaction point of a decision made at
+	// least delete.retention.ms before the newest one: only tombstones
+	// below it may expire (log.CleanParams.BoundTombstones). Recent are
+	// the decisions since, oldest first, until they are that old.
+	TombBelow int64          `json:"tomb_below,omitempty"`
+	Recent    []decisionMark `json:"recent,omitempty"`
 	// Now is the newest "now" of the entries folded in, for the leader's
 	// schedule.
 	Now int64 `json:"now_ms"`
 }
 
+// decisionMark is one decision's "now" and compaction point.
+type decisionMark struct {
+	Now  int64 `json:"now_ms"`
+	UpTo int64 `json:"up_to"`
+}
+
+// maxDecisionMarks bounds cleanDecision.Recent. Beyond it the two oldest
+// marks merge into one with the older point and the newer time, which
+// only delays tombstone expiry.
+const maxDecisionMarks = 64
+
+// foldMark adds decision (now, upTo) to d's recent marks and moves
+// TombBelow up to the points of the marks now deleteRetentionMs old.
+func (d *cleanDecision) foldMark(now, upTo, deleteRetentionMs int64) {
+	marks := append(slices.Clone(d.Recent), decisionMark{Now: now, UpTo: upTo})
+	cut := d.Now - deleteRetentionMs
+	keep := marks[:0]
+	for _, m := range marks {
+		if m.Now <= cut {
+			d.TombBelow = max(d.TombBelow, m.UpTo)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	for len(keep) > maxDecisionMarks {
+		keep[1].UpTo = keep[0].UpTo
+		keep = keep[1:]
+	}
+	d.Recent = keep
+}
+
 // sameEdges reports whether two decisions clean alike (Now only
 // schedules the leader).
 func (d cleanDecision) sameEdges(o cleanDecision) bool {
-	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge
+	return d.UpTo == o.UpTo && d.Expiry == o.Expiry && d.LagEdge == o.LagEdge && d.TombBelow == o.TombBelow && slices.Equal(d.Bases, o.Bases)
 }
 
 // params is the decision as log.CleanParams.
@@ -93,6 +136,7 @@ func (d cleanDecision) params(bytesPerSecond int64) log.CleanParams {
 		DeleteRetention:  time.Duration(now-d.Expiry) * time.Millisecond,
 		MinCompactionLag: time.Duration(now-d.LagEdge) * time.Millisecond,
 		BytesPerSecond:   bytesPerSecond,
+		BoundTombstones:  true, TombstonesBelow: d.TombBelow,
 	}
 }
 
@@ -112,6 +156,8 @@ type CompactionStats struct {
 	BytesRead    int64         // segment bytes read
 	BytesWritten int64         // segment bytes written
 	Duration     time.Duration // time spent in log.Clean
+	Recuts       int           // log.Recut runs that rewrote segments
+	RecutBytes   int64         // bytes they wrote
 	// DirtyRatio is the leader's last measure of the share of closed
 	// segment bytes past the last compaction.
 	DirtyRatio float64
@@ -149,12 +195,33 @@ func (f *fsm) applyClean(l *raft.Log) interface{} {
 	if c.UpTo > f.st.HighWatermark {
 		return applyResult{err: fmt.Errorf("apply entry %d: compaction point %d: %w: high watermark %d", l.Index, c.UpTo, log.ErrOffsetOutOfRange, f.st.HighWatermark)}
 	}
-	d := cleanDecision{UpTo: c.UpTo, Expiry: c.Now - c.DeleteRetentionMs, LagEdge: c.Now - c.MinCompactionLag, Now: c.Now}
+	d := cleanDecision{UpTo: c.UpTo, Expiry: c.Now - c.DeleteRetentionMs, LagEdge: c.Now - c.MinCompactionLag, Now: c.Now, Bases: c.Bases}
 	if p := f.st.Clean; p != nil {
-		d = cleanDecision{UpTo: max(p.UpTo, d.UpTo), Expiry: max(p.Expiry, d.Expiry), LagEdge: max(p.LagEdge, d.LagEdge), Now: max(p.Now, d.Now)}
+		d = cleanDecision{UpTo: max(p.UpTo, d.UpTo), Expiry: max(p.Expiry, d.Expiry), LagEdge: max(p.LagEdge, d.LagEdge), Now: max(p.Now, d.Now), Bases: d.Bases}
+		if c.UpTo < p.UpTo {
+			d.Bases = p.Bases // an older point's list would not reach the folded one
+		}
+		d.TombBelow, d.Recent = p.TombBelow, p.Recent
 	}
+	d.foldMark(c.Now, c.UpTo, c.DeleteRetentionMs)
 	f.st.Clean = &d
 	return applyResult{base: d.UpTo}
+}
+
+// applyRoll notes where the store rolled the log for a ControlRoll entry:
+// at the high watermark of its index, the same on every replica.
+func (f *fsm) applyRoll() interface{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st.LastRoll = f.st.HighWatermark
+	return applyResult{base: f.st.LastRoll}
+}
+
+// lastRoll is the offset of the latest applied ControlRoll entry.
+func (f *fsm) lastRoll() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.LastRoll
 }
 
 // cleanDecision returns a copy of the decision, nil if there is none yet.
@@ -165,6 +232,7 @@ func (f *fsm) cleanDecision() *cleanDecision {
 		return nil
 	}
 	d := *f.st.Clean
+	d.Bases, d.Recent = slices.Clone(d.Bases), slices.Clone(d.Recent)
 	return &d
 }
 
@@ -189,9 +257,16 @@ func (r *Replica) CompactionPass(ctx context.Context, now time.Time, bytesPerSec
 }
 
 // decideCompaction is the leader's part of a pass.
+//
+// A log whose active segment does not start at a replicated roll (its
+// topic was not compacted when it rolled there: compaction was just
+// turned on) is rolled first, so that the compaction point lies on a
+// boundary every replica has. The decision lists the leader's segment
+// bases below the point, from the batch holding the log start, and every
+// replica re-cuts its closed segments at them before it cleans.
 func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	l := r.store.Log()
-	if l.RollDue() {
+	if l.RollDue() || l.ClosedEnd() != r.fsm.lastRoll() && l.NextOffset() > l.ClosedEnd() {
 		if _, err := r.replicateControl(ctx, raftlog.EncodeRoll()); err != nil {
 			return fmt.Errorf("roll: %w", err)
 		}
@@ -200,7 +275,7 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	s, end := r.compact.settings, r.compact.end
 	r.compact.mu.Unlock()
 	d := r.fsm.cleanDecision()
-	upTo := min(l.ClosedEnd(), r.fsm.highWatermark())
+	upTo := min(l.ClosedEnd(), r.fsm.highWatermark(), r.fsm.lastRoll())
 	clean, dirty := l.DirtyBytes(end)
 	ratio := 0.0
 	if clean+dirty > 0 {
@@ -229,7 +304,14 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	if !due || upTo <= 0 {
 		return nil
 	}
-	c := raftlog.Clean{UpTo: upTo, Now: nowMs, DeleteRetentionMs: s.DeleteRetention.Milliseconds(), MinCompactionLag: s.MinCompactionLag.Milliseconds()}
+	bases, err := l.Boundaries(r.fsm.logStart(), upTo)
+	if errors.Is(err, log.ErrRecutNotReady) {
+		return nil // the point is no segment base here (retention passed the last roll); the next roll fixes it
+	}
+	if err != nil {
+		return fmt.Errorf("compaction decision: %w", err)
+	}
+	c := raftlog.Clean{UpTo: upTo, Now: nowMs, DeleteRetentionMs: s.DeleteRetention.Milliseconds(), MinCompactionLag: s.MinCompactionLag.Milliseconds(), Bases: bases}
 	if _, err := r.replicateControl(ctx, raftlog.EncodeClean(c)); err != nil {
 		return fmt.Errorf("compaction decision: %w", err)
 	}
@@ -260,6 +342,23 @@ func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 		}
 	}
 	start := time.Now()
+	if len(d.Bases) > 1 {
+		rc, err := r.store.Log().Recut(ctx, d.Bases, bytesPerSecond)
+		if errors.Is(err, log.ErrRecutNotReady) || errors.Is(err, log.ErrCleanConflict) {
+			return nil // the roll at the point is not stored yet, or the log changed; the next pass retries
+		}
+		if err != nil {
+			return fmt.Errorf("compact: %w", err)
+		}
+		if rc.Segments > 0 {
+			r.compact.mu.Lock()
+			r.compact.stats.Recuts++
+			r.compact.stats.RecutBytes += rc.BytesWritten
+			r.compact.mu.Unlock()
+			r.cfg.Logger.Info("partition segments re-cut at the leader's boundaries", "replica", r.cfg.ID,
+				"segments", rc.Segments, "replaced", rc.Replaced, "bytes", rc.BytesWritten)
+		}
+	}
 	res, err := r.store.Log().Clean(ctx, d.params(bytesPerSecond))
 	if errors.Is(err, log.ErrCleanConflict) {
 		return nil // retention or a truncation changed the log; the next pass retries

@@ -47,6 +47,9 @@ type fsmState struct {
 	// partition mirrors another cell's, or is fenced for a move.
 	Mirror *mirrorState `json:"mirror,omitempty"`
 	Fence  *fenceState  `json:"fence,omitempty"`
+	// LastRoll is the Kafka offset of the latest ControlRoll entry: where
+	// every replica's store rolled the log (compact.go).
+	LastRoll int64 `json:"last_roll,omitempty"`
 }
 
 // fsm applies committed entries. Raft's FSM goroutine calls Apply and
@@ -136,7 +139,7 @@ func (f *fsm) applyControl(l *raft.Log) interface{} {
 	case raftlog.ControlClean:
 		return f.applyClean(l) // compact.go
 	case raftlog.ControlRoll:
-		return applyResult{} // the store rolled the log when it stored the entry
+		return f.applyRoll() // the store rolled the log when it stored the entry; compact.go
 	case raftlog.ControlFence, raftlog.ControlMirrorStart, raftlog.ControlMirrorPromote:
 		return f.applyMove(l) // mirror.go
 	}

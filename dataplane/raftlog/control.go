@@ -95,18 +95,28 @@ const (
 )
 
 // Clean is a ControlClean entry's decision: log.CleanParams' fields that
-// decide the output, in milliseconds.
+// decide the output, in milliseconds, and the leader's segment bases below
+// UpTo (log.Boundaries), at which every replica re-cuts its closed
+// segments before it cleans (log.Recut): a log that rolled by its own
+// clock before its topic was compacted has boundaries of its own.
 type Clean struct {
-	UpTo              int64 `json:"up_to"`
-	Now               int64 `json:"now_ms"`
-	DeleteRetentionMs int64 `json:"delete_retention_ms"`
-	MinCompactionLag  int64 `json:"min_compaction_lag_ms"`
+	UpTo              int64   `json:"up_to"`
+	Now               int64   `json:"now_ms"`
+	DeleteRetentionMs int64   `json:"delete_retention_ms"`
+	MinCompactionLag  int64   `json:"min_compaction_lag_ms"`
+	Bases             []int64 `json:"bases,omitempty"`
 }
 
-// EncodeClean is the data of a ControlClean entry.
+// EncodeClean is the data of a ControlClean entry: the kind, the four
+// fields, then the bases (8 bytes each, big endian; none in entries
+// written before bases were replicated).
 func EncodeClean(c Clean) []byte {
-	b := []byte{ControlClean}
+	b := make([]byte, 0, 33+8*len(c.Bases))
+	b = append(b, ControlClean)
 	for _, v := range []int64{c.UpTo, c.Now, c.DeleteRetentionMs, c.MinCompactionLag} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	for _, v := range c.Bases {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return b
@@ -114,13 +124,20 @@ func EncodeClean(c Clean) []byte {
 
 // DecodeClean decodes EncodeClean's data.
 func DecodeClean(data []byte) (Clean, error) {
-	if len(data) != 33 || data[0] != ControlClean {
+	if len(data) < 33 || (len(data)-33)%8 != 0 || data[0] != ControlClean {
 		return Clean{}, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
 	}
 	v := func(i int) int64 { return int64(binary.BigEndian.Uint64(data[1+8*i:])) }
 	c := Clean{UpTo: v(0), Now: v(1), DeleteRetentionMs: v(2), MinCompactionLag: v(3)}
 	if c.UpTo < 0 || c.DeleteRetentionMs < 0 || c.MinCompactionLag < 0 {
 		return Clean{}, fmt.Errorf("%w: negative field in %+v", ErrBadControl, c)
+	}
+	for i := 4; 1+8*i < len(data); i++ {
+		b := v(i)
+		if b < 0 || b > c.UpTo || len(c.Bases) > 0 && b <= c.Bases[len(c.Bases)-1] {
+			return Clean{}, fmt.Errorf("%w: segment base %d after %v, compaction point %d", ErrBadControl, b, c.Bases, c.UpTo)
+		}
+		c.Bases = append(c.Bases, b)
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -97,11 +98,13 @@ func FuzzDecodeMeterClose(f *testing.F) {
 
 // FuzzDecodeClean decodes compaction-decision data as a follower's FSM
 // gets it from the network or the entries file. Invariants: it never
-// panics; an accepted decision has no negative point or duration and
-// encodes back to the same bytes.
+// panics; an accepted decision has no negative point or duration, its
+// segment bases ascend strictly up to the point at most, and it encodes
+// back to the same bytes.
 func FuzzDecodeClean(f *testing.F) {
 	f.Add(EncodeClean(Clean{UpTo: 10, Now: 1 << 40, DeleteRetentionMs: 86400000}))
 	f.Add(EncodeClean(Clean{}))
+	f.Add(EncodeClean(Clean{UpTo: 10, Bases: []int64{0, 4, 10}}))
 	f.Add(EncodeRoll())
 	f.Add([]byte{ControlClean})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -109,7 +112,8 @@ func FuzzDecodeClean(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.UpTo < 0 || c.DeleteRetentionMs < 0 || c.MinCompactionLag < 0 || !bytes.Equal(EncodeClean(c), b) {
+		if c.UpTo < 0 || c.DeleteRetentionMs < 0 || c.MinCompactionLag < 0 || !bytes.Equal(EncodeClean(c), b) ||
+			!slices.IsSorted(c.Bases) || len(c.Bases) > 0 && (c.Bases[0] < 0 || c.Bases[len(c.Bases)-1] > c.UpTo) {
 			t.Fatalf("decoded %+v from %x", c, b)
 		}
 	})

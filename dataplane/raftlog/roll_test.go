@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -95,12 +96,18 @@ func TestReplicatedRolls(t *testing.T) {
 // TestCleanEntryRoundTrip: a ControlClean entry decodes to what was
 // encoded, and malformed data is refused.
 func TestCleanEntryRoundTrip(t *testing.T) {
-	c := raftlog.Clean{UpTo: 1234, Now: 1_700_000_000_000, DeleteRetentionMs: 86400000, MinCompactionLag: 5}
-	got, err := raftlog.DecodeClean(raftlog.EncodeClean(c))
-	if err != nil || got != c {
-		t.Fatalf("round trip: %+v, %v", got, err)
+	for _, c := range []raftlog.Clean{
+		{UpTo: 1234, Now: 1_700_000_000_000, DeleteRetentionMs: 86400000, MinCompactionLag: 5},
+		{UpTo: 1234, Now: 1_700_000_000_000, Bases: []int64{17, 400, 1234}},
+	} {
+		got, err := raftlog.DecodeClean(raftlog.EncodeClean(c))
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("round trip: %+v, %v", got, err)
+		}
 	}
-	for _, bad := range [][]byte{nil, {raftlog.ControlClean}, raftlog.EncodeLogStart(5), raftlog.EncodeClean(raftlog.Clean{UpTo: -1})} {
+	for _, bad := range [][]byte{nil, {raftlog.ControlClean}, raftlog.EncodeLogStart(5), raftlog.EncodeClean(raftlog.Clean{UpTo: -1}),
+		raftlog.EncodeClean(raftlog.Clean{UpTo: 10, Bases: []int64{5, 5}}), raftlog.EncodeClean(raftlog.Clean{UpTo: 10, Bases: []int64{5, 11}}),
+		append(raftlog.EncodeClean(raftlog.Clean{UpTo: 10}), 0)} {
 		if _, err := raftlog.DecodeClean(bad); err == nil {
 			t.Errorf("DecodeClean(%v) accepted", bad)
 		}

@@ -40,10 +40,14 @@ const (
 	// FailedWritten: a value whose produce definitely did not append it is
 	// in the final read.
 	FailedWritten = "failed-written"
+	// Resurrected (compacted checker only): a key's acknowledged tombstone
+	// is gone from the final read while an older record of the key is the
+	// newest there, so a deleted value came back (compacted.go).
+	Resurrected = "resurrected"
 )
 
 // Properties lists the properties in summary order.
-var Properties = []string{LostWrite, Duplicate, InconsistentOffsets, NonmonotonicPoll, PollSkip, HighWatermark, FailedWritten}
+var Properties = []string{LostWrite, Duplicate, InconsistentOffsets, NonmonotonicPoll, PollSkip, HighWatermark, FailedWritten, Resurrected}
 
 // examplesPerProperty bounds the violations kept as text per property.
 const examplesPerProperty = 10
@@ -54,6 +58,9 @@ type Record struct {
 	Offset int64
 	Value  string
 	Key    string // the record's key; only a compacted checker reads it (compacted.go)
+	// Tombstone: the record has a null value (a delete on a compacted
+	// topic); Value is then the unique id the workload put in a header.
+	Tombstone bool
 }
 
 type at struct {
@@ -88,6 +95,7 @@ type Checker struct {
 	// gaps, and a record may vanish below a newer one of its key.
 	compacted bool
 	keyOf     map[string]string // value → its key (compacted.go)
+	tombs     *tombstones       // the deletes of a compacted history (compacted.go)
 }
 
 // New returns an empty checker.
@@ -96,7 +104,7 @@ func New() *Checker {
 		read: map[string]bool{}, readEnd: map[int32]int64{}, hw: map[string]map[int32]int64{},
 		sessions: map[string]map[int32]int64{}, anywhere: map[string]bool{}, touched: map[int32]bool{},
 		final: map[int32]bool{}, trimmed: map[int32]int64{}, counts: map[string]int{}, examples: map[string][]string{},
-		keyOf: map[string]string{}}
+		keyOf: map[string]string{}, tombs: newTombstones()}
 }
 
 func (c *Checker) violate(prop, format string, args ...any) {

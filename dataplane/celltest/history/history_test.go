@@ -1,6 +1,9 @@
 package history
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func recs(part int32, from int64, vals ...string) []Record {
 	out := make([]Record, len(vals))
@@ -162,6 +165,14 @@ func krec(part int32, off int64, key, val string) Record {
 	return Record{Part: part, Offset: off, Key: key, Value: val}
 }
 
+// ktomb is a tombstone of key read back, with the id it carries.
+func ktomb(part int32, off int64, key, id string) Record {
+	return Record{Part: part, Offset: off, Key: key, Value: id, Tombstone: true}
+}
+
+// tombNow is the final reads' clock in the tombstone cases.
+var tombNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
 // The compaction model: each property fires on a history that breaks only
 // it, and a compacted history that is valid (gaps, records vanished below
 // a newer one of their key) counts nothing, while the dense checker
@@ -236,9 +247,51 @@ func TestCompactedCheckerProperties(t *testing.T) {
 			acks(c)
 			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 2)
 		}, HighWatermark, false},
+		{"a tombstone kept within delete.retention.ms, its key's values gone", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k1", "t1", tombNow.Add(-time.Minute))
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), ktomb(0, 3, "k1", "t1")}, 4)
+		}, "", false},
+		{"a tombstone gone within delete.retention.ms", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k1", "t1", tombNow.Add(-time.Minute))
+			c.Final(0, []Record{krec(0, 1, "k2", "b")}, 4)
+		}, LostWrite, false},
+		{"a tombstone expired with its key", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k1", "t1", tombNow.Add(-2*time.Hour))
+			c.Final(0, []Record{krec(0, 1, "k2", "b")}, 4)
+		}, "", false},
+		{"a tombstone superseded by a newer value", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k1", "t1", tombNow.Add(-time.Minute))
+			c.AckedKey(0, 4, "k1", "d")
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 4, "k1", "d")}, 5)
+		}, "", false},
+		{"a deleted value back as the newest", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k1", "t1", tombNow.Add(-2*time.Hour))
+			c.Final(0, []Record{krec(0, 1, "k2", "b"), krec(0, 2, "k1", "c")}, 4)
+		}, Resurrected, false},
+		{"values gone below a tombstone of unknown outcome", func(c *Checker) {
+			acks(c)
+			c.MaybeTombstone("k1")
+			c.Final(0, []Record{krec(0, 1, "k2", "b")}, 4)
+		}, "", false},
+		{"a deleted key gone, its tombstone expired", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k2", "t2", tombNow.Add(-2*time.Hour))
+			c.Final(0, []Record{krec(0, 2, "k1", "c")}, 4)
+		}, "", false},
+		{"the newest value gone, a tombstone of another key expired", func(c *Checker) {
+			acks(c)
+			c.AckedTombstone(0, 3, "k2", "t2", tombNow.Add(-2*time.Hour))
+			c.Final(0, []Record{krec(0, 0, "k1", "a")}, 4)
+		}, LostWrite, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewCompacted()
+			c.DeleteRetention(time.Hour, func() time.Time { return tombNow })
 			tc.run(c)
 			res := c.Result()
 			for _, p := range Properties {
@@ -258,5 +311,23 @@ func TestCompactedCheckerProperties(t *testing.T) {
 				t.Errorf("the dense checker's Valid() = %v, want %v: %v", got, tc.dense, d.Result().Errors())
 			}
 		})
+	}
+}
+
+// TestTombstoneCounts: the compacted checker counts the acknowledged
+// tombstones, those read, and those expired with their key.
+func TestTombstoneCounts(t *testing.T) {
+	c := NewCompacted()
+	c.DeleteRetention(time.Hour, func() time.Time { return tombNow })
+	c.AckedKey(0, 0, "k1", "a")
+	c.AckedTombstone(0, 1, "k1", "t1", tombNow.Add(-2*time.Hour))
+	c.AckedKey(0, 2, "k2", "b")
+	c.AckedTombstone(0, 3, "k2", "t2", tombNow.Add(-time.Minute))
+	c.Final(0, []Record{ktomb(0, 3, "k2", "t2")}, 4)
+	if !c.Result().Valid() {
+		t.Fatal(c.Result().Errors())
+	}
+	if acked, read, expired := c.TombstoneCounts(); acked != 2 || read != 1 || expired != 1 {
+		t.Errorf("tombstone counts %d acknowledged, %d read, %d expired; want 2, 1, 1", acked, read, expired)
 	}
 }

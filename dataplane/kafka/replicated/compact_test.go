@@ -2,8 +2,14 @@ package replicated
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 )
 
@@ -22,7 +29,7 @@ import (
 // takes keyed ones, is compacted on every replica by the brokers' own
 // cleaners, and a franz-go consumer from the start sees the newest value
 // of every key at the offset it was produced at, and fewer records than
-// were produced. Compaction cannot be turned on for an existing topic.
+// were produced.
 func TestCompactedTopicEndToEnd(t *testing.T) {
 	m := startLifecycleCell(t, func(c *replicas.Config) { c.CompactInterval = 100 * time.Millisecond })
 	tn := m.tenant("latest")
@@ -152,17 +159,6 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		t.Fatalf("offset for timestamp %d: %d, %v", mid, o.Offset, o.Err)
 	}
 
-	// Compaction cannot be turned on for an existing topic.
-	if res, err := adm.CreateTopic(ctx, 1, -1, nil, "plain"); err != nil || res.Err != nil {
-		t.Fatalf("create plain topic: %v %v", err, res.Err)
-	}
-	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")}}, "plain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := ar.On("plain", nil); !errors.Is(r.Err, kerr.InvalidConfig) {
-		t.Fatalf("turning compaction on: %v, want INVALID_CONFIG", r.Err)
-	}
 }
 
 func sameMap(a, b map[string]string) bool {
@@ -175,4 +171,200 @@ func sameMap(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// closedSums is the SHA-256 of each closed segment file of a replica's log,
+// by base offset.
+func closedSums(t *testing.T, r *partition.Replica) map[int64]string {
+	t.Helper()
+	l := r.Store().Log()
+	bases := l.Segments()
+	out := map[int64]string{}
+	for _, b := range bases[:max(len(bases)-1, 0)] {
+		data, err := os.ReadFile(filepath.Join(l.Dir(), fmt.Sprintf("%020d.log", b)))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // swapped meanwhile; the caller polls
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(data)
+		out[b] = hex.EncodeToString(s[:])
+	}
+	return out
+}
+
+// TestCompactionTurnedOnEndToEnd: a delete topic written by franz-go on
+// three replicas whose segment boundaries differ (each replica of a
+// delete topic rolls by its own clock; here the followers roll their
+// logs at moments of their own, as segment.ms would) is switched to
+// cleanup.policy=compact through kadm (IncrementalAlterConfigs). The
+// brokers' own cleaners re-cut and compact it: the three replicas' closed
+// segment files become byte-identical (SHA-256), a consumer from the start
+// sees the newest value of every key at the offset it was produced at,
+// and the log start stays 0. Switching back to delete is accepted and
+// stops the cleaning.
+func TestCompactionTurnedOnEndToEnd(t *testing.T) {
+	m := startLifecycleCell(t, func(c *replicas.Config) { c.CompactInterval = 100 * time.Millisecond })
+	tn := m.tenant("switcher")
+	cl := m.client(tn, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	id := m.createTopic(tn, "switch", 1, map[string]string{topicspec.CleanupPolicy: "delete", topicspec.SegmentBytes: "1048576"})
+
+	produced := map[int64]string{}
+	final := map[string]string{}
+	val := make([]byte, 1000)
+	n := 0
+	produce := func(count int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for range count {
+			copy(val, fmt.Sprintf("update %06d", n))
+			recs = append(recs, &kgo.Record{Topic: "switch", Key: []byte(fmt.Sprintf("key-%d", n%10)), Value: append([]byte(nil), val...)})
+			n++
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		for _, r := range recs {
+			produced[r.Offset] = string(r.Value)
+			final[string(r.Key)] = string(r.Value)
+		}
+	}
+	lead := m.leader(id, 0)
+	for round := range 35 {
+		produce(100)
+		// A follower's own roll: broker (round mod 3) rolls here unless it
+		// leads.
+		if r := m.replica(round%3, id, 0); r != lead && round%4 == 1 {
+			if err := r.Store().Log().Roll(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	celltest.WaitFor(t, 30*time.Second, "every replica to hold every record", func() bool {
+		for b := range m.mgrs {
+			if m.replica(b, id, 0).Store().Log().NextOffset() < int64(n) {
+				return false
+			}
+		}
+		return true
+	})
+	before := map[int][]int64{}
+	for b := range m.mgrs {
+		before[b] = m.replica(b, id, 0).Store().Log().Segments()
+	}
+	if slices.Equal(before[0], before[1]) && slices.Equal(before[1], before[2]) {
+		t.Fatalf("the replicas' segments start at the same offsets before the switch: %v", before)
+	}
+	t.Logf("segment bases before the switch: %v", before)
+
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")},
+		{Name: topicspec.MinCleanableDirtyRatio, Value: kadm.StringPtr("0.01")},
+	}, "switch")
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		r, err = ar.On("switch", nil)
+		if err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("turn compaction on: %v", err)
+	}
+	celltest.WaitFor(t, 30*time.Second, "the policy on every replica", func() bool {
+		for b := range m.mgrs {
+			if !m.replica(b, id, 0).Store().Log().Compacted() {
+				return false
+			}
+		}
+		return true
+	})
+	produce(50)
+	switchedAt := int64(n)
+	celltest.WaitFor(t, 90*time.Second, "equal closed segment files on every replica after compaction", func() bool {
+		var want map[int64]string
+		for b := range m.mgrs {
+			r := m.replica(b, id, 0)
+			if upTo, ok := r.CompactedTo(); !ok || upTo < switchedAt-50 {
+				return false
+			}
+			got := closedSums(t, r)
+			if b == 0 {
+				want = got
+			} else if !maps.Equal(want, got) {
+				return false
+			}
+		}
+		return len(want) > 0
+	})
+	recut := 0
+	for b := range m.mgrs {
+		r := m.replica(b, id, 0)
+		st := r.CompactionStats()
+		t.Logf("broker %d: %+v, segments %v", b, st, r.Store().Log().Segments())
+		if st.Recuts > 0 {
+			recut++
+		}
+	}
+	if recut == 0 {
+		t.Fatal("no replica re-cut its segments")
+	}
+
+	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"switch": {0: kgo.NewOffset().AtStart()}}))
+	last := map[string]string{}
+	seen, prev := 0, int64(-1)
+	for !sameMap(last, final) {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset <= prev {
+				t.Fatalf("offset %d after %d", r.Offset, prev)
+			}
+			prev = r.Offset
+			if produced[r.Offset] != string(r.Value) {
+				t.Fatalf("offset %d holds %.13q, produced there was %.13q", r.Offset, r.Value, produced[r.Offset])
+			}
+			last[string(r.Key)] = string(r.Value)
+			seen++
+		})
+	}
+	if seen >= n {
+		t.Fatalf("read %d records, as many as produced: nothing was compacted", seen)
+	}
+	t.Logf("read %d of %d records; newest value of every key at its original offset", seen, n)
+	starts, err := adm.ListStartOffsets(ctx, "switch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := starts.Lookup("switch", 0); s.Offset != 0 || s.Err != nil {
+		t.Fatalf("start offset %d, %v after compaction; want 0", s.Offset, s.Err)
+	}
+
+	// Back to delete: accepted; the replicas stop compacting.
+	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("delete")}}, "switch")
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		r, err = ar.On("switch", nil)
+		if err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("turn compaction off: %v", err)
+	}
+	celltest.WaitFor(t, 30*time.Second, "delete on every replica", func() bool {
+		for b := range m.mgrs {
+			if m.replica(b, id, 0).Store().Log().Compacted() {
+				return false
+			}
+		}
+		return true
+	})
+	produce(100)
 }
