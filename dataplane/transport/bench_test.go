@@ -33,8 +33,10 @@ func BenchmarkIdleCell(b *testing.B) {
 				b.Logf("%d of %d groups still without one leader after 3m", c.leaderless(), groups)
 			}
 			spread := c.leaderSpread()
-			// Let replication settle into its idle rhythm.
-			time.Sleep(3 * time.Second)
+			// Let replication settle into its idle rhythm: two commit
+			// timeouts, so every follower has had the empty append that
+			// tells it the commit index of the leaders' first entries.
+			time.Sleep(2*RaftConfig("").CommitTimeout + 2*time.Second)
 
 			var sent0 uint64
 			kinds0 := map[string]uint64{}

@@ -12,6 +12,7 @@ type peerProgress struct {
 	lastLog atomic.Uint64
 	at      atomic.Int64            // unix nanos
 	contact atomic.Pointer[contact] // last successful answer; see quiesce
+	held    atomic.Pointer[held]    // what the last answered append left; see quiesce
 }
 
 // noteProgress records the follower's last log index, which every

@@ -21,16 +21,16 @@ import (
 // accepted. Appends with entries or a new commit index, votes, TimeoutNow
 // and snapshots are never answered here.
 
-// contact is a follower's last successful AppendEntries answer and what
-// the follower then held from this leader.
+// contact is a follower's last successful AppendEntries answer.
 type contact struct {
 	at   int64 // unix nanos
 	resp raft.AppendEntriesResponse
-	// Set by an answered append (not a heartbeat): the follower's log
-	// ends at (last, lastTerm) and it knows commit.
-	known                bool
-	term, last, lastTerm uint64
-	commit               uint64
+}
+
+// held is what a follower holds from this leader after an answered append
+// (not a heartbeat): its log ends at (last, lastTerm) and it knows commit.
+type held struct {
+	term, last, lastTerm, commit uint64
 }
 
 // QuiesceHeartbeats lets the group answer heartbeats, and empty appends
@@ -57,19 +57,31 @@ func (g *GroupTransport) noteContact(id raft.ServerID, req *raft.AppendEntriesRe
 		return
 	}
 	p := g.progressOf(id)
-	c := &contact{at: time.Now().UnixNano(), resp: *resp}
+	p.contact.Store(&contact{at: time.Now().UnixNano(), resp: *resp})
 	if isHeartbeat(req) {
-		if old := p.contact.Load(); old != nil && old.term == req.Term {
-			c.known, c.term, c.last, c.lastTerm, c.commit = old.known, old.term, old.last, old.lastTerm, old.commit
+		return
+	}
+	h := &held{term: req.Term, last: req.PrevLogEntry, lastTerm: req.PrevLogTerm, commit: req.LeaderCommitIndex}
+	if n := len(req.Entries); n > 0 {
+		h.last, h.lastTerm = req.Entries[n-1].Index, req.Entries[n-1].Term
+	}
+	// Answers of one term may be noted out of order (a pipelined append
+	// and a plain one); within a term the follower's log only grows and its
+	// commit index only rises, so an older answer must not replace a newer.
+	for {
+		old := p.held.Load()
+		if old != nil && old.term == h.term {
+			if h.last < old.last {
+				h.last, h.lastTerm = old.last, old.lastTerm
+			}
+			h.commit = max(h.commit, old.commit)
+		} else if old != nil && old.term > h.term {
+			return
 		}
-	} else {
-		c.known, c.term, c.commit = true, req.Term, req.LeaderCommitIndex
-		c.last, c.lastTerm = req.PrevLogEntry, req.PrevLogTerm
-		if n := len(req.Entries); n > 0 {
-			c.last, c.lastTerm = req.Entries[n-1].Index, req.Entries[n-1].Term
+		if p.held.CompareAndSwap(old, h) {
+			return
 		}
 	}
-	p.contact.Store(c)
 }
 
 // quiesce answers args to follower id from its last real answer, and
@@ -102,9 +114,12 @@ func (g *GroupTransport) quiesce(id raft.ServerID, args *raft.AppendEntriesReque
 	if c == nil || now-c.at >= quiet || c.resp.Term != args.Term {
 		return false
 	}
-	if !isHeartbeat(args) && (len(args.Entries) > 0 || !c.known || c.term != args.Term ||
-		args.PrevLogEntry != c.last || args.PrevLogTerm != c.lastTerm || args.LeaderCommitIndex != c.commit) {
-		return false
+	if !isHeartbeat(args) {
+		h := p.held.Load()
+		if len(args.Entries) > 0 || h == nil || h.term != args.Term || args.PrevLogEntry != h.last ||
+			args.PrevLogTerm != h.lastTerm || args.LeaderCommitIndex != h.commit {
+			return false
+		}
 	}
 	if l := g.local.Load(); l != nil && c.resp.LastLog < l.lastIndex() {
 		return false
