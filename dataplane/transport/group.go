@@ -102,8 +102,9 @@ func (g *GroupTransport) isClosed() bool {
 }
 
 // AppendEntries implements raft.Transport. Heartbeats go on the control
-// lane, everything else on the group's append lane; a heartbeat to a
-// quiescent follower is answered without sending it (quiesce).
+// lane, everything else on the group's append lane; a heartbeat, or an
+// empty append repeating what the follower holds, to a quiescent follower
+// is answered without sending it (quiesce).
 func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	hb := isHeartbeat(args)
 	if (hb || len(args.Entries) == 0) && g.quiesce(id, args, resp) {
