@@ -97,6 +97,11 @@ func (r *Replica) watchPeers() {
 	}
 	r.peers = w
 	w.WatchPeers(r.cfg.Peers)
+	// With brokers watched, heartbeats to caught-up followers on live
+	// brokers need not all be sent (transport.GroupTransport.QuiesceHeartbeats).
+	if q, ok := r.cfg.Transport.(interface{ QuiesceHeartbeats(time.Duration) }); ok {
+		q.QuiesceHeartbeats(r.cfg.Raft.HeartbeatTimeout)
+	}
 	w.OnPeerDown(func(id raft.ServerID, down bool) {
 		if !down {
 			r.mu.Lock()

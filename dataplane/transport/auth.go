@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -208,12 +207,13 @@ func (g *GroupTransport) SetMembers(fn func() []raft.Server) {
 // the leader to send it the configuration must admit that leader. r is
 // read on each call, so it may be set after the group starts serving.
 //
-// Asking Raft for its configuration is a round trip through its main
-// loop, which may be busy storing entries; every incoming RPC, heartbeats
-// included, would wait for it. So the configuration is read once, then
-// refreshed in the background at most every membersFresh while RPCs keep
-// arriving, and each RPC is checked against the latest read: a member
-// removed from the group is refused within about membersFresh.
+// Every RPC is checked against the configuration as it is now: a member
+// removed from the group is refused from its next RPC on. hashicorp/raft
+// (v1.8) answers GetConfiguration from an atomically stored copy of its
+// latest configuration, without a round trip through its main loop, so the
+// read costs a small allocation and never waits for Raft storing entries
+// (TestMembersReadWhileRaftStores). A cache refreshed in the background
+// would cost an idle group a goroutine per RPC for nothing.
 func RaftMembers(r func() *raft.Raft, initial []raft.Server) func() []raft.Server {
 	return raftMembers(func() configurationGetter {
 		if ra := r(); ra != nil {
@@ -229,45 +229,17 @@ type configurationGetter interface {
 }
 
 func raftMembers(r func() configurationGetter, initial []raft.Server) func() []raft.Server {
-	type snapshot struct {
-		servers []raft.Server
-		at      time.Time
-	}
-	var cached atomic.Pointer[snapshot]
-	var refreshing atomic.Bool
-	read := func(ra configurationGetter) []raft.Server {
-		if s := ra.GetConfiguration().Configuration().Servers; len(s) > 0 {
-			return s
-		}
-		return nil
-	}
 	return func() []raft.Server {
 		ra := r()
 		if ra == nil {
 			return initial
 		}
-		snap := cached.Load()
-		if snap == nil {
-			snap = &snapshot{servers: read(ra), at: time.Now()}
-			cached.Store(snap)
-		} else if time.Since(snap.at) > membersFresh && refreshing.CompareAndSwap(false, true) {
-			// One refresh at a time per group; it ends as soon as Raft
-			// answers, at once after its shutdown.
-			go func() {
-				defer refreshing.Store(false)
-				cached.Store(&snapshot{servers: read(ra), at: time.Now()})
-			}()
+		if s := ra.GetConfiguration().Configuration().Servers; len(s) > 0 {
+			return s
 		}
-		if len(snap.servers) == 0 {
-			return initial
-		}
-		return snap.servers
+		return initial
 	}
 }
-
-// membersFresh is how old the configuration an RPC is checked against may
-// be before it is read again.
-const membersFresh = 500 * time.Millisecond
 
 // admit decides whether a request from the authenticated broker peer may
 // be handed to the group's Raft.

@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -18,7 +19,8 @@ import (
 // runtime): after elections, leaders are spread evenly with leadership
 // transfers, then user+system CPU is read with getrusage(RUSAGE_SELF) over
 // b.N seconds of idleness and reported as % of one core. Set
-// IDLE_CPUPROFILE=file to write a CPU profile of the idle interval only.
+// IDLE_CPUPROFILE=file to write a CPU profile of the idle interval only,
+// IDLE_ALLOCPROFILE=file for allocation profiles at its start and end.
 func BenchmarkIdleCell(b *testing.B) {
 	for _, groups := range []int{300, 1000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
@@ -31,12 +33,16 @@ func BenchmarkIdleCell(b *testing.B) {
 				b.Logf("%d of %d groups still without one leader after 3m", c.leaderless(), groups)
 			}
 			spread := c.leaderSpread()
-			// Let replication settle into its idle rhythm.
-			time.Sleep(3 * time.Second)
+			// Let replication settle into its idle rhythm: two commit
+			// timeouts, so every follower has had the empty append that
+			// tells it the commit index of the leaders' first entries.
+			time.Sleep(2*RaftConfig("").CommitTimeout + 2*time.Second)
 
 			var sent0 uint64
+			kinds0 := map[string]uint64{}
 			for _, n := range c.nodes {
 				sent0 += totalSent(n)
+				addSent(kinds0, n)
 			}
 			if p := os.Getenv("IDLE_CPUPROFILE"); p != "" {
 				f, err := os.Create(p)
@@ -48,6 +54,8 @@ func BenchmarkIdleCell(b *testing.B) {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			writeAllocs(b, "IDLE_ALLOCPROFILE", ".start")
+			defer writeAllocs(b, "IDLE_ALLOCPROFILE", ".end")
 			before, start := cpuTime(b), time.Now()
 			b.ResetTimer()
 			for range b.N {
@@ -56,9 +64,15 @@ func BenchmarkIdleCell(b *testing.B) {
 			b.StopTimer()
 			used, wall := cpuTime(b)-before, time.Since(start)
 			var sent uint64
+			kinds := map[string]uint64{}
 			for _, n := range c.nodes {
 				sent += totalSent(n)
+				addSent(kinds, n)
 			}
+			for k, v := range kinds {
+				kinds[k] = v - kinds0[k]
+			}
+			b.Logf("sent in %s by kind (quiesced: heartbeats answered without sending): %v", wall.Round(time.Millisecond), kinds)
 			b.ReportMetric(100*used.Seconds()/wall.Seconds(), "%core")
 			b.ReportMetric(float64(sent-sent0)/wall.Seconds(), "rpc/s")
 			b.ReportMetric(float64(slices.Min(spread)), "min-leaders/node")
@@ -67,6 +81,34 @@ func BenchmarkIdleCell(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// writeAllocs writes the allocation profile to the file named by the
+// environment variable env, with suffix appended; nothing if env is unset.
+// The idle interval's allocations are the difference of the two
+// (go tool pprof -sample_index alloc_space -base f.start f.end).
+func writeAllocs(b *testing.B, env, suffix string) {
+	p := os.Getenv(env)
+	if p == "" {
+		return
+	}
+	runtime.GC() // the profile is as of the last GC
+	f, err := os.Create(p + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func addSent(m map[string]uint64, n *Node) {
+	st := n.Stats()
+	for k, v := range st.Sent {
+		m[k] += v
+	}
+	m["quiesced"] += st.Quiesced
 }
 
 func totalSent(n *Node) uint64 {

@@ -97,7 +97,8 @@ func newNodes(t testing.TB, n int, faults *Faults, mod func(*Config)) []*Node {
 // each batch waiting for its leaders, as groups are created over time in a
 // real cell (starting a thousand elections at once on two cores starves
 // heartbeats and elections never settle).
-func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell {
+// Each rmod edits every group's Raft configuration (RaftConfig otherwise).
+func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config), rmod ...func(*raft.Config)) *cell {
 	t.Helper()
 	c := &cell{
 		t: t, faults: NewFaults(),
@@ -134,6 +135,10 @@ func newCell(t testing.TB, brokers, groups, batch int, mod func(*Config)) *cell 
 			tr.WatchPeers(servers) // the liveness probes, as partition replicas start them
 			conf := RaftConfig(n.ID())
 			conf.Logger = logger
+			for _, m := range rmod {
+				m(conf)
+			}
+			tr.QuiesceHeartbeats(conf.HeartbeatTimeout) // as partition replicas do
 			fsm := &countFSM{}
 			r, err := raft.NewRaft(conf, fsm, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore(), tr)
 			if err != nil {

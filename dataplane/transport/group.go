@@ -30,6 +30,7 @@ type GroupTransport struct {
 	members     atomic.Pointer[func() []raft.Server] // see SetMembers
 	segments    atomic.Pointer[SegmentSource]        // see SetSegmentSource
 	seeding     atomic.Bool                          // see SetSeeding
+	quietFor    atomic.Int64                         // nanos; see QuiesceHeartbeats
 
 	// mu guards closed against pushes racing Close.
 	mu     sync.RWMutex
@@ -101,11 +102,17 @@ func (g *GroupTransport) isClosed() bool {
 }
 
 // AppendEntries implements raft.Transport. Heartbeats go on the control
-// lane, everything else on the group's append lane.
+// lane, everything else on the group's append lane; a heartbeat, or an
+// empty append repeating what the follower holds, to a quiescent follower
+// is answered without sending it (quiesce).
 func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	hb := isHeartbeat(args)
+	if (hb || len(args.Entries) == 0) && g.quiesce(id, args, resp) {
+		return nil
+	}
 	p := g.node.peer(target)
 	l, kind, timeout := p.appends[g.lane], uint8(kindAppendEntries), g.node.cfg.AppendTimeout
-	if isHeartbeat(args) {
+	if hb {
 		l, timeout = p.control, g.node.cfg.ControlTimeout
 		g.node.stats.sent[0].Add(1)
 	} else {
@@ -116,7 +123,7 @@ func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		return err
 	}
 	*resp = *msg.(*raft.AppendEntriesResponse)
-	g.noteProgress(id, resp)
+	g.noteProgress(id, args, resp)
 	return nil
 }
 
@@ -460,9 +467,10 @@ type appendFuture struct {
 	done  chan struct{}
 	err   error
 
-	c     *conn
-	reqID uint64
-	cl    *call
+	c        *conn
+	reqID    uint64
+	cl       *call
+	quiesced bool // answered by quiesce, never sent
 }
 
 func (f *appendFuture) Error() error                          { <-f.done; return f.err }
@@ -484,6 +492,11 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, raft.ErrPipelineShutdown
 	case <-p.g.done:
 		return nil, raft.ErrPipelineShutdown
+	}
+	if len(args.Entries) == 0 && p.g.quiesce(p.id, args, resp) {
+		f := &appendFuture{start: time.Now(), req: args, resp: resp, done: make(chan struct{}), quiesced: true}
+		p.inflight <- f // never blocks: slots bound it
+		return f, nil
 	}
 	p.g.node.stats.sent[kindAppendEntries].Add(1)
 	c, reqID, cl, err := p.g.send(p.id, p.lane, kindAppendEntries, args)
@@ -510,10 +523,14 @@ func (p *pipeline) run() {
 			p.drain()
 			return
 		}
-		msg, err := p.g.wait(f.c, f.reqID, f.cl, kindAppendEntries, timeout, p.stop)
-		if err == nil {
+		var msg any
+		var err error
+		if !f.quiesced { // a quiesced future holds its answer already
+			msg, err = p.g.wait(f.c, f.reqID, f.cl, kindAppendEntries, timeout, p.stop)
+		}
+		if err == nil && !f.quiesced {
 			*f.resp = *msg.(*raft.AppendEntriesResponse)
-			p.g.noteProgress(p.id, f.resp)
+			p.g.noteProgress(p.id, f.req, f.resp)
 		}
 		f.err = err
 		close(f.done)
@@ -539,7 +556,9 @@ func (p *pipeline) drain() {
 	for {
 		select {
 		case f := <-p.inflight:
-			f.c.forget(f.reqID)
+			if !f.quiesced {
+				f.c.forget(f.reqID)
+			}
 			f.err = raft.ErrPipelineShutdown
 			close(f.done)
 		default:

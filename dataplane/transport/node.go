@@ -685,6 +685,9 @@ type Stats struct {
 	UnknownGroup uint64
 	// Refused counts RPCs answered with ErrRefused.
 	Refused uint64
+	// Quiesced counts heartbeats answered without sending them
+	// (QuiesceHeartbeats); they are not in Sent.
+	Quiesced uint64
 	// LaneBytes counts bytes written per lane kind ("control", "append";
 	// snapshot data is not counted).
 	LaneBytes map[string]uint64
@@ -694,6 +697,7 @@ type nodeStats struct {
 	sent, received [16]atomic.Uint64 // by request kind; heartbeats at 0
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
+	quiesced       atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [4]atomic.Uint64
 }
@@ -724,6 +728,7 @@ func (n *Node) Stats() Stats {
 	}
 	s.UnknownGroup = n.stats.unknownGroup.Load()
 	s.Refused = n.stats.refused.Load()
+	s.Quiesced = n.stats.quiesced.Load()
 	s.LaneBytes[laneControl.String()] = n.stats.laneBytes[laneControl].Load()
 	s.LaneBytes[laneAppend.String()] = n.stats.laneBytes[laneAppend].Load()
 	return s

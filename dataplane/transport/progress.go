@@ -10,19 +10,27 @@ import (
 // peerProgress is what a leader last heard of one follower's log.
 type peerProgress struct {
 	lastLog atomic.Uint64
-	at      atomic.Int64 // unix nanos
+	at      atomic.Int64            // unix nanos
+	contact atomic.Pointer[contact] // last successful answer; see quiesce
+	held    atomic.Pointer[held]    // what the last answered append left; see quiesce
 }
 
 // noteProgress records the follower's last log index, which every
 // AppendEntries answer (heartbeats included) carries.
-func (g *GroupTransport) noteProgress(id raft.ServerID, resp *raft.AppendEntriesResponse) {
+// req is the request answered, for noteContact.
+func (g *GroupTransport) noteProgress(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	p := g.progressOf(id)
+	p.lastLog.Store(resp.LastLog)
+	p.at.Store(time.Now().UnixNano())
+	g.noteContact(id, req, resp)
+}
+
+func (g *GroupTransport) progressOf(id raft.ServerID) *peerProgress {
 	v, ok := g.progress.Load(id)
 	if !ok {
 		v, _ = g.progress.LoadOrStore(id, &peerProgress{})
 	}
-	p := v.(*peerProgress)
-	p.lastLog.Store(resp.LastLog)
-	p.at.Store(time.Now().UnixNano())
+	return v.(*peerProgress)
 }
 
 // PeerLastLog is the last log index follower id reported to this group's
