@@ -23,16 +23,7 @@ var ErrCommitterClosed = errors.New("raftlog: committer closed")
 // last round, syncs the partition logs asked for through one log.Syncer
 // call and the entries files asked for in parallel with it, then wakes all
 // of them. One Committer per broker; it owns one goroutine, which Close
-// stops, and the goroutines of the rounds in flight, which Close waits for.
-//
-// Up to maxRounds rounds run at once. A store that asks while a round is
-// in flight does not wait for that round, which does not cover it, to
-// finish before its own starts: with one round at a time every partition
-// of the broker waited for the slowest file of the round before it, and
-// the rounds of many busy partitions formed a convoy (see DESIGN.md,
-// "Throughput across partitions"). Rounds still gather every request
-// that arrived while all maxRounds were busy, so a loaded broker keeps
-// sharing rounds.
+// stops.
 type Committer struct {
 	syncer *log.Syncer
 	reqs   chan commitReq
@@ -88,9 +79,8 @@ func (c *Committer) Stats() CommitStats {
 
 // SetRoundObserver makes f receive, after each round, how long that
 // round's syncs took (the partition logs' and the entries files', which
-// run in parallel): the broker's fsync latency. f runs on the round's
-// goroutine, possibly on several at once, so it must be quick and safe
-// for concurrent use. nil removes it; safe at any time.
+// run in parallel): the broker's fsync latency. f runs on the committer's
+// goroutine, so it must be quick. nil removes it; safe at any time.
 func (c *Committer) SetRoundObserver(f func(time.Duration)) {
 	if f == nil {
 		c.observe.Store(nil)
@@ -129,29 +119,18 @@ func (c *Committer) wait(s *Store, what syncWhat) error {
 	}
 }
 
-// maxRounds is how many durability rounds a Committer runs at once. Each
-// round's fdatasyncs are blocking system calls on their own threads, not
-// CPU work, so the bound is about the disk's queue, not the cores.
-const maxRounds = 4
-
 func (c *Committer) run() {
 	defer close(c.done)
-	slots := make(chan struct{}, maxRounds)
-	var rounds sync.WaitGroup
-	defer rounds.Wait()
+	var batch []commitReq
 	for {
-		var batch []commitReq
+		batch = batch[:0]
 		select {
 		case r := <-c.reqs:
 			batch = append(batch, r)
 		case <-c.stop:
-			rounds.Wait()
 			c.drain()
 			return
 		}
-		// Wait for a free round, then take everything that asked
-		// meanwhile. The wait is bounded by a round's fsyncs.
-		slots <- struct{}{}
 	more:
 		for {
 			select {
@@ -161,10 +140,7 @@ func (c *Committer) run() {
 				break more
 			}
 		}
-		rounds.Go(func() {
-			defer func() { <-slots }()
-			c.round(batch)
-		})
+		c.round(batch)
 	}
 }
 
