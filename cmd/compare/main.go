@@ -39,6 +39,20 @@ type options struct {
 	// kills is how many times each run SIGKILLs a log's leader, with a
 	// default and with a tuned client.
 	kills int
+	// scaleParts is the partition (stream) count of the second throughput
+	// run, right after the first in every run; 0 skips it.
+	scaleParts int
+}
+
+// scaled is the throughput run over scaleParts partitions: the same
+// messages and window per producer, one producer per partition (at least
+// as many producers as the first run).
+func (o options) scaled() throughputConfig {
+	c := o.tp
+	c.Parts = o.scaleParts
+	c.Producers = max(o.tp.Producers, o.scaleParts)
+	c.Messages = max(c.Messages, c.Producers)
+	return c
 }
 
 func main() {
@@ -67,6 +81,7 @@ func main() {
 	flag.IntVar(&o.newLogs, "new-logs", 10, "new topics (NATS: streams) per run timed from creation to first acknowledged record, with 1 and with -new-log-partitions partitions; 0 skips")
 	flag.IntVar(&o.kills, "kills", 2, "SIGKILLs of the leader's server per run and client (default and tuned), timing the longest interval without an acknowledgement; 0 skips")
 	flag.IntVar(&o.newLogParts, "new-log-partitions", 12, "partitions (NATS: streams) of the second set of new logs")
+	flag.IntVar(&o.scaleParts, "scale-partitions", 12, "partitions (NATS: streams) of a second throughput run right after the first, one producer each; 0 skips")
 	flag.Parse()
 	o.tp.Warmup = o.warmup
 	if o.profileDir != "" || o.traceDir != "" {
@@ -90,8 +105,11 @@ func defaultPostgres() string {
 
 // runResults are every run's results of one system.
 type runResults struct {
-	tp  []throughputResult
-	lat []latencyResult
+	tp []throughputResult
+	// tpScale are the throughput runs over -scale-partitions partitions,
+	// each made right after the tp run of the same index.
+	tpScale []throughputResult
+	lat     []latencyResult
 	// newLog and newLogs are the new-log runs with 1 and with
 	// -new-log-partitions partitions.
 	newLog, newLogs []firstAckResult
@@ -104,8 +122,8 @@ func run(ctx context.Context, o options) error {
 	if o.tp.Producers < 1 || o.tp.Parts < 1 || o.tp.Window < 1 || o.tp.Messages < o.tp.Producers || o.runs < 1 {
 		return fmt.Errorf("need producers, partitions, window, runs >= 1 and messages >= producers")
 	}
-	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 {
-		return fmt.Errorf("need -new-logs >= 0 and -new-log-partitions >= 1")
+	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 || o.scaleParts < 0 {
+		return fmt.Errorf("need -new-logs, -kills, -scale-partitions >= 0 and -new-log-partitions >= 1")
 	}
 	if o.only != "both" && o.only != "sluice" && o.only != "nats" {
 		return fmt.Errorf("-only %q: want sluice, nats or both", o.only)
@@ -169,6 +187,16 @@ func run(ctx context.Context, o options) error {
 			}
 			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
 				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
+			if o.scaleParts > 0 {
+				sc := o.scaled()
+				tps, err := runThroughput(ctx, s, fmt.Sprintf("tp%d-%dp", r+1, sc.Parts), sc, pl, nil)
+				if err != nil {
+					return fmt.Errorf("run %d, %s, %d partitions: %w", r+1, s.name(), sc.Parts, err)
+				}
+				fmt.Fprintf(os.Stderr, "compare:   %d partitions, %d producers: %.0f msgs/s (%.2f× the 1-partition run), p50 %v p99 %v, consume %.0f msgs/s, load %s\n",
+					sc.Parts, sc.Producers, tps.msgsPerSec(), tps.msgsPerSec()/tp.msgsPerSec(), tps.Latency.P50, tps.Latency.P99, tps.consumeMsgsPerSec(), loadavg())
+				results[s.name()].tpScale = append(results[s.name()].tpScale, tps)
+			}
 			latTimed, traces := o.firstSluiceRun(ctx, s, r, o.traceDir, "trace")
 			lat, err := runLatency(ctx, s, fmt.Sprintf("lat%d", r+1), o.latencyMessages, o.warmup, o.latencyLimit, pl, latTimed)
 			if err != nil {
@@ -395,11 +423,39 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 		tpRow("server CPU s per GB produced", throughputResult.cpuPerGBProduced, fmtCPU),
 		tpRow("server CPU s per GB consumed", throughputResult.cpuPerGBConsumed, fmtCPU),
 		tpRow("server threads' run-queue wait per s of produce", func(r throughputResult) float64 { return r.WaitProduce / r.Elapsed.Seconds() }, fmtMs),
+	}
+	if o.scaleParts > 0 {
+		sc := o.scaled()
+		scRow := func(metric string, f func(throughputResult) float64, format func(float64) string) row {
+			return rowOf(metric, s.tpScale, n.tpScale, f, format)
+		}
+		// The ratio of each run's scaled figure to the 1-partition figure
+		// measured just before it, on the same system.
+		gain := func(sys *runResults) []float64 {
+			var v []float64
+			for i := range min(len(sys.tp), len(sys.tpScale)) {
+				if one := sys.tp[i].msgsPerSec(); one > 0 {
+					v = append(v, sys.tpScale[i].msgsPerSec()/one)
+				}
+			}
+			return v
+		}
+		rows = append(rows,
+			scRow(fmt.Sprintf("%d partitions / %d streams: produce msgs/s (%d producers)", sc.Parts, sc.Parts, sc.Producers), throughputResult.msgsPerSec, fmtCount),
+			scRow(fmt.Sprintf("%d partitions / %d streams: produce MB/s", sc.Parts, sc.Parts), throughputResult.mbPerSec, fmtMB),
+			row{metric: fmt.Sprintf("%d partitions / %d streams: produce msgs/s over the 1-partition run's, same run", sc.Parts, sc.Parts), sluice: gain(s), nats: gain(n), format: fmtRatio},
+			scRow(fmt.Sprintf("%d partitions / %d streams: publish latency p50, ms", sc.Parts, sc.Parts), func(r throughputResult) float64 { return ms(r.Latency.P50) }, fmtMs),
+			scRow(fmt.Sprintf("%d partitions / %d streams: publish latency p99, ms", sc.Parts, sc.Parts), func(r throughputResult) float64 { return ms(r.Latency.P99) }, fmtMs),
+			scRow(fmt.Sprintf("%d partitions / %d streams: consumer msgs/s (%d consumers)", sc.Parts, sc.Parts, sc.Parts), throughputResult.consumeMsgsPerSec, fmtCount),
+			scRow(fmt.Sprintf("%d partitions / %d streams: server CPU s per GB produced", sc.Parts, sc.Parts), throughputResult.cpuPerGBProduced, fmtCPU),
+		)
+	}
+	rows = append(rows,
 		latRow("single producer, p50 ms", func(r latencyResult) float64 { return ms(r.Latency.P50) }, fmtMs),
 		latRow("single producer, p99 ms", func(r latencyResult) float64 { return ms(r.Latency.P99) }, fmtMs),
 		latRow("single producer, p99.9 ms", func(r latencyResult) float64 { return ms(r.Latency.P999) }, fmtMs),
 		latRow("single producer, msgs/s", latencyResult.msgsPerSec, fmtCount),
-	}
+	)
 	if o.newLogs > 0 {
 		faRow := func(metric string, sl, na []firstAckResult, f func(firstAckResult) float64) row {
 			return rowOf(metric, sl, na, f, fmtMs)
@@ -435,10 +491,15 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 	if o.doc != "" {
 		doc = " -doc " + o.doc
 	}
-	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d%s`.\n",
-		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, doc)
+	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -scale-partitions %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d -kills %d%s`.\n",
+		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.scaleParts, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, o.kills, doc)
 	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
 		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))
+	if o.scaleParts > 0 {
+		sc := o.scaled()
+		fmt.Fprintf(&b, "- **Partitions:** right after each 1-partition throughput run, the same %d messages over a new log of %d Sluice partitions / %d NATS streams, from %d producers (producer i writing to number i mod %d), %d in flight each, then one consumer per partition or stream; the ratio row divides each run's figure by the 1-partition figure measured just before it on the same system.\n",
+			sc.Messages, sc.Parts, sc.Parts, sc.Producers, sc.Parts, sc.Window)
+	}
 	if o.newLogs > 0 {
 		fmt.Fprintf(&b, "- **New logs:** per run, %d new topics of 1 partition, then %d of %d partitions (NATS: %d new streams of 1, then %d sets of %d), one after another, each timed from the create call to a record acknowledged on every partition (stream), each partition published by its own new client with default settings (franz-go: a partition without a leader is retried after a metadata refresh, MetadataMinAge 5 s); percentiles over the run's topics, the table's cell the median of runs.\n",
 			o.newLogs, o.newLogs, o.newLogParts, o.newLogs, o.newLogs, o.newLogParts)

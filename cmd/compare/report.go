@@ -67,6 +67,7 @@ func fmtCount(v float64) string { return groupThousands(int64(v + 0.5)) }
 func fmtMB(v float64) string    { return fmt.Sprintf("%.1f", v) }
 func fmtMs(v float64) string    { return fmt.Sprintf("%.2f", v) }
 func fmtCPU(v float64) string   { return fmt.Sprintf("%.1f", v) }
+func fmtRatio(v float64) string { return fmt.Sprintf("%.2f×", v) }
 
 // groupThousands writes n with commas between groups of three digits.
 func groupThousands(n int64) string {

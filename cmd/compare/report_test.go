@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMedian(t *testing.T) {
@@ -76,5 +77,28 @@ func TestRowOf(t *testing.T) {
 		func(x throughputResult) float64 { return float64(x.Produced) }, fmtCount)
 	if r.metric != "produced" || len(r.sluice) != 2 || r.sluice[0] != 1 || r.sluice[1] != 2 || len(r.nats) != 1 || r.nats[0] != 3 {
 		t.Fatalf("rowOf: %+v", r)
+	}
+}
+
+// The partitions rows: each run's scaled throughput over the 1-partition
+// throughput of the same run and system, the median of those in bold.
+func TestRenderSectionScaledRows(t *testing.T) {
+	o := options{runs: 2, scaleParts: 12, tp: throughputConfig{Messages: 1000, Producers: 4, Window: 10, Parts: 1}}
+	tp := func(msgs int, secs float64) throughputResult {
+		return throughputResult{Produced: msgs, Elapsed: time.Duration(secs * float64(time.Second))}
+	}
+	res := map[string]*runResults{
+		"Sluice":         {tp: []throughputResult{tp(1000, 1), tp(1000, 2)}, tpScale: []throughputResult{tp(1000, 0.5), tp(1000, 1)}},
+		"NATS JetStream": {tp: []throughputResult{tp(1000, 1), tp(1000, 1)}, tpScale: []throughputResult{tp(1000, 4), tp(1000, 2)}},
+	}
+	got := renderSection(o, res, time.Unix(0, 0), "0 0 0", "0 0 0")
+	for _, want := range []string{
+		"| 12 partitions / 12 streams: produce msgs/s (12 producers) | **1,500** (2,000 / 1,000) | **375** (250 / 500) | 4.00× |",
+		"| 12 partitions / 12 streams: produce msgs/s over the 1-partition run's, same run | **2.00×** (2.00× / 2.00×) | **0.38×** (0.25× / 0.50×) |",
+		"-scale-partitions 12",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
 	}
 }
