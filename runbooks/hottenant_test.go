@@ -94,7 +94,12 @@ func TestRunbooks(t *testing.T) {
 	// The hot tenant has a big tenant's quota: its own quota does not hold
 	// it back, so it can hurt its neighbours.
 	if out, err := exec.Command(s.bin, "admin", "-api", s.apiURL, "-key", s.opKey, "quota", "set", hot.id,
-		"-produce-bytes-per-sec", "268435456", "-produce-messages-per-sec", "1000000", "-max-requests-per-sec", "100000").CombinedOutput(); err != nil {
+		"-produce-bytes-per-sec", "268435456", "-produce-messages-per-sec", "1000000", "-max-requests-per-sec", "100000",
+		// and may read back what it wrote at the same pace: the final check
+		// reads every acknowledged record, which at the default fetch quota
+		// (2 MiB/s) takes longer than the test may for the GiB a fast disk
+		// takes in 30 s.
+		"-fetch-bytes-per-sec", "268435456").CombinedOutput(); err != nil {
 		t.Fatalf("quota set: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
