@@ -173,18 +173,8 @@ func (l *Log) finishCleanSwap() error { return applyCleanSwap(l.cfg.Dir) }
 func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	l.mu.RLock()
-	err := l.usable()
-	same := err == nil && l.gen == gen && len(l.segs) > len(segs)
-	for i := 0; same && i < len(segs); i++ {
-		same = l.segs[i] == segs[i].seg
-	}
-	l.mu.RUnlock()
-	if err != nil {
+	if err := l.stillPicked(segs, gen); err != nil {
 		return err
-	}
-	if !same {
-		return ErrCleanConflict
 	}
 	var entries []swapEntry
 	for i, cs := range segs {
@@ -259,5 +249,24 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error 
 	}
 	l.cfg.Logger.Info("cleaned log segments", "dir", l.cfg.Dir, "segments", res.Segments, "removed", res.SegmentsRemoved,
 		"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter, "passes", res.Passes)
+	return nil
+}
+
+// stillPicked reports, under the writer lock, whether the log is usable
+// and still starts with segs as of generation gen (ErrCleanConflict if it
+// changed since they were picked for a rewrite).
+func (l *Log) stillPicked(segs []*cleanSeg, gen uint64) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	same := l.gen == gen && len(l.segs) > len(segs)
+	for i := 0; same && i < len(segs); i++ {
+		same = l.segs[i] == segs[i].seg
+	}
+	if !same {
+		return ErrCleanConflict
+	}
 	return nil
 }

@@ -289,18 +289,8 @@ func removeRecutOutputs(dir string, outs []recutOut) {
 func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutOut, res *RecutResult) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	l.mu.RLock()
-	err := l.usable()
-	same := err == nil && l.gen == gen && len(l.segs) > len(segs)
-	for i := 0; same && i < len(segs); i++ {
-		same = l.segs[i] == segs[i].seg
-	}
-	l.mu.RUnlock()
-	if err != nil {
+	if err := l.stillPicked(segs, gen); err != nil {
 		return err
-	}
-	if !same {
-		return ErrCleanConflict
 	}
 	var entries []swapEntry
 	fresh := map[int64]bool{}

@@ -395,17 +395,5 @@ func (r *Replica) cleanCover() int64 {
 // replicateControl replicates a control entry and waits for it to be
 // applied here.
 func (r *Replica) replicateControl(ctx context.Context, data []byte) (int64, error) {
-	f := r.raft.ApplyLog(raft.Log{Data: data, Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))
-	done := make(chan struct{})
-	var res int64
-	var err error
-	go func() { res, err = r.applyResult(f); close(done) }()
-	select {
-	case <-done:
-		return res, err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.stop:
-		return 0, r.notLeader(raft.ErrRaftShutdown)
-	}
+	return r.awaitApply(ctx, r.raft.ApplyLog(raft.Log{Data: data, Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))) // mirror.go
 }
