@@ -202,10 +202,13 @@ func closedSums(t *testing.T, r *partition.Replica) map[int64]string {
 // brokers' own cleaners re-cut and compact it: the three replicas' closed
 // segment files become byte-identical (SHA-256), a consumer from the start
 // sees the newest value of every key at the offset it was produced at,
-// and the log start stays 0. Switching back to delete is accepted and
-// stops the cleaning.
+// and the log start stays 0. Switching back to delete is accepted, stops
+// the cleaning, and retention deletes segments again.
 func TestCompactionTurnedOnEndToEnd(t *testing.T) {
-	m := startLifecycleCell(t, func(c *replicas.Config) { c.CompactInterval = 100 * time.Millisecond })
+	m := startLifecycleCell(t, func(c *replicas.Config) {
+		c.CompactInterval = 100 * time.Millisecond
+		fastRetention(c)
+	})
 	tn := m.tenant("switcher")
 	cl := m.client(tn, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	adm := kadm.NewClient(cl)
@@ -367,4 +370,20 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 		return true
 	})
 	produce(100)
+
+	// And retention deletes again: with retention.ms lowered, the closed
+	// segments go, to the same log start on every replica.
+	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: topicspec.RetentionMs, Value: kadm.StringPtr("1000")}}, "switch")
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		r, err = ar.On("switch", nil)
+		if err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		t.Fatalf("lower retention.ms: %v", err)
+	}
+	start := agreedStart(t, m, id, func(int) bool { return true })
+	t.Logf("back on delete, retention moved the log start to %d on every replica", start)
 }
