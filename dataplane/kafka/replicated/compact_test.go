@@ -264,17 +264,9 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 	}
 	t.Logf("segment bases before the switch: %v", before)
 
-	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
-		{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")},
-		{Name: topicspec.MinCleanableDirtyRatio, Value: kadm.StringPtr("0.01")},
-	}, "switch")
-	if err == nil {
-		var r kadm.AlterConfigsResponse
-		r, err = ar.On("switch", nil)
-		if err == nil {
-			err = r.Err
-		}
-	}
+	err := alterTopic(ctx, adm, "switch",
+		kadm.AlterConfig{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")},
+		kadm.AlterConfig{Name: topicspec.MinCleanableDirtyRatio, Value: kadm.StringPtr("0.01")})
 	if err != nil {
 		t.Fatalf("turn compaction on: %v", err)
 	}
@@ -350,14 +342,7 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 	}
 
 	// Back to delete: accepted; the replicas stop compacting.
-	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("delete")}}, "switch")
-	if err == nil {
-		var r kadm.AlterConfigsResponse
-		r, err = ar.On("switch", nil)
-		if err == nil {
-			err = r.Err
-		}
-	}
+	err = alterTopic(ctx, adm, "switch", kadm.AlterConfig{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("delete")})
 	if err != nil {
 		t.Fatalf("turn compaction off: %v", err)
 	}
@@ -373,17 +358,24 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 
 	// And retention deletes again: with retention.ms lowered, the closed
 	// segments go, to the same log start on every replica.
-	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: topicspec.RetentionMs, Value: kadm.StringPtr("1000")}}, "switch")
-	if err == nil {
-		var r kadm.AlterConfigsResponse
-		r, err = ar.On("switch", nil)
-		if err == nil {
-			err = r.Err
-		}
-	}
+	err = alterTopic(ctx, adm, "switch", kadm.AlterConfig{Name: topicspec.RetentionMs, Value: kadm.StringPtr("1000")})
 	if err != nil {
 		t.Fatalf("lower retention.ms: %v", err)
 	}
 	start := agreedStart(t, m, id, func(int) bool { return true })
 	t.Logf("back on delete, retention moved the log start to %d on every replica", start)
+}
+
+// alterTopic sets configs on topic through AlterConfigs and returns the
+// request's error or the topic's.
+func alterTopic(ctx context.Context, adm *kadm.Client, topic string, configs ...kadm.AlterConfig) error {
+	ar, err := adm.AlterTopicConfigs(ctx, configs, topic)
+	if err != nil {
+		return err
+	}
+	r, err := ar.On(topic, nil)
+	if err != nil {
+		return err
+	}
+	return r.Err
 }
