@@ -158,6 +158,9 @@ func tearTail(t *testing.T, dir string, mode int, rng *rand.Rand) {
 			last = b
 		}
 	}
+	if last < 0 {
+		return // killed before it made its first segment: nothing to tear
+	}
 	path := segmentPath(dir, last, logSuffix)
 	var tail []byte
 	switch mode {
