@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A cleaning swaps several segment files at once, crash-safely. The cleaner
@@ -209,21 +210,9 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error 
 			res.SegmentsRemoved++
 			continue
 		}
-		s, err := openSegment(l.cfg.Dir, cs.seg.base, false, now)
+		s, err := l.openRewritten(cs.seg.base, cs.size, now, "cleaned")
 		if err != nil {
-			l.fail(err)
 			return err
-		}
-		if _, err := s.scan(0, cs.size, s.base, false, true, l.cfg.IndexIntervalBytes); err != nil {
-			s.unref()
-			l.fail(err)
-			return err
-		}
-		s.size, s.synced = cs.size, cs.size
-		s.finishTimeIndex()
-		if err := s.writeIndexes(); err != nil {
-			// Open rebuilds missing or torn index files.
-			l.cfg.Logger.Warn("write cleaned segment indexes", "dir", l.cfg.Dir, "segment", s.base, "err", err)
 		}
 		res.Segments++
 		res.BytesAfter += cs.size
@@ -269,4 +258,27 @@ func (l *Log) stillPicked(segs []*cleanSeg, gen uint64) error {
 		return ErrCleanConflict
 	}
 	return nil
+}
+
+// openRewritten opens the rewritten (cleaned or re-cut) segment file of
+// base, size bytes, swapped in under the writer lock, and rebuilds its
+// indexes; a failure fails the log. what names the rewrite in the log.
+func (l *Log) openRewritten(base, size int64, now time.Time, what string) (*segment, error) {
+	s, err := openSegment(l.cfg.Dir, base, false, now)
+	if err != nil {
+		l.fail(err)
+		return nil, err
+	}
+	if _, err := s.scan(0, size, s.base, false, true, l.cfg.IndexIntervalBytes); err != nil {
+		s.unref()
+		l.fail(err)
+		return nil, err
+	}
+	s.size, s.synced = size, size
+	s.finishTimeIndex()
+	if err := s.writeIndexes(); err != nil {
+		// Open rebuilds missing or torn index files.
+		l.cfg.Logger.Warn("write "+what+" segment indexes", "dir", l.cfg.Dir, "segment", s.base, "err", err)
+	}
+	return s, nil
 }

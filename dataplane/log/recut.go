@@ -322,20 +322,9 @@ func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutO
 		}
 	}
 	for _, o := range outs {
-		s, err := openSegment(l.cfg.Dir, o.base, false, now)
+		s, err := l.openRewritten(o.base, o.size, now, "re-cut")
 		if err != nil {
-			l.fail(err)
 			return err
-		}
-		if _, err := s.scan(0, o.size, s.base, false, true, l.cfg.IndexIntervalBytes); err != nil {
-			s.unref()
-			l.fail(err)
-			return err
-		}
-		s.size, s.synced = o.size, o.size
-		s.finishTimeIndex()
-		if err := s.writeIndexes(); err != nil {
-			l.cfg.Logger.Warn("write re-cut segment indexes", "dir", l.cfg.Dir, "segment", s.base, "err", err)
 		}
 		newSegs = append(newSegs, s)
 	}
