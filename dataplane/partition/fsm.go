@@ -73,6 +73,9 @@ type fsm struct {
 	// the replica then serves nothing (see DESIGN.md, catch-up). Atomic:
 	// every produce and fetch reads it.
 	behind atomic.Bool
+	// moving is set while the state holds a fence or an unpromoted mirror
+	// (mirror.go, noteMove), so produce checks a move without mu.
+	moving atomic.Bool
 
 	// mu guards the field below.
 	mu sync.Mutex
@@ -243,6 +246,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.behind.Store(true)
 	}
 	f.st = st
+	f.noteMove()
 	hw := st.HighWatermark
 	f.mu.Unlock()
 	if behind && f.logger != nil {

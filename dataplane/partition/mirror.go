@@ -137,6 +137,7 @@ func (f *fsm) applyMove(l *raft.Log) interface{} {
 	fail := func(err error) interface{} { return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)} }
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.noteMove()
 	switch raftlog.ControlKind(l.Data) {
 	case raftlog.ControlFence:
 		fence, err := raftlog.DecodeFence(l.Data)
@@ -192,6 +193,11 @@ func (f *fsm) applyMove(l *raft.Log) interface{} {
 	}
 }
 
+// noteMove sets f.moving from the state; f.mu is held.
+func (f *fsm) noteMove() {
+	f.moving.Store(f.st.Fence != nil || (f.st.Mirror != nil && !f.st.Mirror.Promoted))
+}
+
 func (f *fsm) move() (*mirrorState, *fenceState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -227,6 +233,9 @@ func (r *Replica) Fenced() (end int64, ok bool) {
 // success the caller holds the move gate shared until it calls release.
 func (r *Replica) admitProduce() (release func(), err error) {
 	r.move.mu.RLock()
+	if !r.move.pending && !r.fsm.moving.Load() && !r.cfg.Mirror {
+		return r.move.mu.RUnlock, nil // no move: the FSM's lock is not taken
+	}
 	_, fs := r.fsm.move()
 	switch {
 	case r.move.pending || fs != nil:
