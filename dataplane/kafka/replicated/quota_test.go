@@ -72,19 +72,19 @@ func skewed(i int) int32 {
 //
 // Window edges: the window opens only once every broker shares by demand
 // and the busiest broker's bucket is in debt (its burst is spent) and the
-// shares have had 3 s to settle, so no initial burst is counted. Bytes
+// shares have had 5 s to settle, so no initial burst is counted. Bytes
 // count when franz-go sees a batch acknowledged. A broker throttles
 // after acknowledging, so at either edge each broker may have one
-// acknowledged batch whose throttle falls on the other side: batches are
-// capped at 256 KiB and two clients produce, so the edges move the
-// 100 MB total by at most 2 × 3 × 256 KiB each way (1.6%), and in
-// practice the two edges offset each other.
+// acknowledged batch per client whose throttle falls on the other side:
+// batches are capped at 256 KiB and four clients produce, so the edges
+// move the 150 MB total by at most 4 × 3 × 256 KiB each way (2.1%), and
+// in practice the two edges offset each other.
 func TestQuotaAccuracy(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a replicated cell for 20 s")
+		t.Skip("runs a replicated cell for 30 s")
 	}
 	const quota = 5_000_000
-	const window = 20 * time.Second
+	const window = 30 * time.Second
 	rs := startRedis(t)
 	qc := startQuotaCell(t, rs.addr(), 3, "metered", 0)
 	tenant := qc.tn.Tenant.ID
@@ -93,11 +93,14 @@ func TestQuotaAccuracy(t *testing.T) {
 	})
 	acked := &ackedBytes{}
 	var perPart [3]atomic.Int64
-	// Two producer clients (two connections to each broker), so that one
-	// connection's commit latency on a busy machine does not bound the
-	// offered load below the quota.
+	// Four producer clients (four connections to each broker). An
+	// idempotent client has one produce request in flight per broker, so
+	// the busiest broker gets at most 256 KiB per client per commit
+	// round trip: with two clients a busy machine's 150 ms commits capped
+	// the offered load at 88% of the quota, with the shares not binding.
+	// Four keep the offered load above the quota up to about 250 ms.
 	var fs []*flatOut
-	for range 2 {
+	for range 4 {
 		prod := qc.client(t, qc.tn, kgo.DefaultProduceTopic("metered"), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(8192),
 			kgo.ProducerBatchMaxBytes(256<<10), kgo.RecordPartitioner(kgo.ManualPartitioner()),
