@@ -51,15 +51,59 @@ func (r *Replica) SetTarget(servers []raft.Server) {
 	}
 }
 
-// peersNow is the group's wanted membership: the target, or Peers before
-// one was set.
+// peersNow is the group's voters in preference order: the voters of the
+// latest configuration the monitor read, those the wanted membership (the
+// target, or Peers before one was set) names first and in its order, then
+// the others in the configuration's order; the wanted membership itself
+// before the first read. A dead leader's followers rank themselves in it
+// (onPeerDown) and NoQuorum counts it, so it must hold exactly the
+// servers that can campaign and vote: during a move the target names
+// joiners that are not voters yet and omits the old voters, and ranking
+// by it gave every old voter the same rank (the number of live target
+// brokers), so they campaigned at the same moment, split the vote and
+// waited out Raft's election timeout. When the configuration is the
+// target (no move under way) the first is the target's first, the
+// preferred leader (maybeTransfer).
 func (r *Replica) peersNow() []raft.Server {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.member.target != nil {
-		return r.member.target
+	wanted := r.member.target
+	if wanted == nil {
+		wanted = r.cfg.Peers
 	}
-	return r.cfg.Peers
+	r.mu.Unlock()
+	c := r.member.conf.Load()
+	if c == nil {
+		return wanted
+	}
+	return votersByPreference(c.servers, wanted)
+}
+
+// votersByPreference is the voters of servers, those wanted names first
+// in wanted's order, then the rest in servers' order; wanted itself if
+// servers has no voter.
+func votersByPreference(servers, wanted []raft.Server) []raft.Server {
+	out := make([]raft.Server, 0, len(servers))
+	isVoter := func(id raft.ServerID) (raft.Server, bool) {
+		i := slices.IndexFunc(servers, func(s raft.Server) bool { return s.ID == id && s.Suffrage == raft.Voter })
+		if i < 0 {
+			return raft.Server{}, false
+		}
+		return servers[i], true
+	}
+	for _, w := range wanted {
+		if s, ok := isVoter(w.ID); ok && !slices.ContainsFunc(out, func(o raft.Server) bool { return o.ID == s.ID }) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter && !slices.ContainsFunc(out, func(o raft.Server) bool { return o.ID == s.ID }) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return wanted
+	}
+	return out
 }
 
 // noteConfiguration records the configuration the monitor just read.
