@@ -397,5 +397,5 @@ func Promote(ctx context.Context, dst *partition.Replica, src Source) error {
 	case hw != st.FencedEnd:
 		return fmt.Errorf("promote: %w: mirrored to %d, fenced end %d", ErrNotCaughtUp, hw, st.FencedEnd)
 	}
-	return dst.PromoteMirror(ctx, st.FencedEnd)
+	return dst.PromoteMirror(ctx, st.FencedEnd, st.LeaderEpoch)
 }
