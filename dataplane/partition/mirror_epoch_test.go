@@ -3,6 +3,7 @@ package partition_test
 import (
 	"context"
 	"errors"
+	"math/rand"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -221,4 +222,58 @@ func TestPromoteEpochBase(t *testing.T) {
 // until the leader applied it.
 func applyRaw(_ context.Context, r *partition.Replica, data []byte) error {
 	return r.Raft().ApplyLog(raft.Log{Data: data, Extensions: raftlog.ControlExtension}, waitLong).Error()
+}
+
+// TestPromotedMirrorCrash: brokers of a promoted mirror that are cut as
+// by a power failure while it takes produce recover with the same batch
+// epochs as their peers, all of them base + a term, growing with the
+// offset (recovery checks the last batch against base + term).
+func TestPromotedMirrorCrash(t *testing.T) {
+	c := celltest.New(t, celltest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
+	defer cancel()
+	mirrorAndPromote(t, c, func(r *partition.Replica) error { return r.PromoteMirror(ctx, 2, 60) })
+	rng := rand.New(rand.NewSource(1))
+	for round := 0; round < 3; round++ {
+		done := make(chan error, 1)
+		go func() {
+			for i := 0; i < 20; i++ {
+				if _, err := produceRetrying(ctx, c, celltest.Batch([]byte("x"))); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		b := rng.Intn(c.Brokers())
+		c.CrashBroker(b, rng)
+		c.StartBroker(b)
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: produce: %v", round, err)
+		}
+	}
+	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+	hw := lead.HighWatermark()
+	celltest.WaitFor(t, waitLong, "every replica to catch up", func() bool {
+		for b := 0; b < c.Brokers(); b++ {
+			if c.Replica(b, 0).HighWatermark() != hw {
+				return false
+			}
+		}
+		return true
+	})
+	want := make([]int32, hw)
+	for off := range want {
+		want[off] = batchEpoch(t, lead, int64(off))
+		if off >= 2 && (want[off] <= 60 || want[off] < want[off-1]) {
+			t.Fatalf("batch at %d: epoch %d after %d, want above 60 and not lower", off, want[off], want[off-1])
+		}
+	}
+	for b := 0; b < c.Brokers(); b++ {
+		for off, w := range want {
+			if got := batchEpoch(t, c.Replica(b, 0), int64(off)); got != w {
+				t.Fatalf("replica %d: batch at %d has epoch %d, the leader's %d", b, off, got, w)
+			}
+		}
+	}
 }
