@@ -261,7 +261,8 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 
 // StoreLogs appends entries that must follow the last stored one. Each
 // LogCommand's batch is stamped in place with its Kafka base offset and the
-// entry's term as leader epoch, and written to the partition log; every
+// entry's term as leader epoch (plus the epoch base a promoted mirror's
+// entries carry, mirror_epoch.go), and written to the partition log; every
 // entry gets a record in the entries file. StoreLogs returns once the
 // entries are durable, through a round of the shared Committer.
 //
