@@ -383,7 +383,10 @@ var (
 
 // Promote ends a mirror: dst (the destination's leader) takes produce
 // from now on. It checks first that the source is fenced, holds nothing
-// past its fenced end, and that dst holds everything below it.
+// past its fenced end, and that dst holds everything below it. The
+// source's current leader epoch goes into the promote entry's epoch base,
+// so that dst's epochs from now on are above every epoch a client saw
+// from the source (partition.Replica.PromoteMirror).
 func Promote(ctx context.Context, dst *partition.Replica, src Source) error {
 	st, err := src.State(ctx)
 	if err != nil {
@@ -397,5 +400,5 @@ func Promote(ctx context.Context, dst *partition.Replica, src Source) error {
 	case hw != st.FencedEnd:
 		return fmt.Errorf("promote: %w: mirrored to %d, fenced end %d", ErrNotCaughtUp, hw, st.FencedEnd)
 	}
-	return dst.PromoteMirror(ctx, st.FencedEnd)
+	return dst.PromoteMirror(ctx, st.FencedEnd, st.LeaderEpoch)
 }

@@ -57,6 +57,10 @@ type mirrorState struct {
 	// it are in those states already.
 	ProducersAt int64 `json:"producers_at"`
 	Promoted    bool  `json:"promoted"`
+	// EpochBase is the promote entry's epoch base: once promoted, every
+	// leader epoch the partition exposes is it plus the Raft term
+	// (mirror_epoch.go).
+	EpochBase int32 `json:"epoch_base,omitempty"`
 }
 
 // fenceState is a fenced partition's part of fsmState (replaced, never
@@ -175,10 +179,11 @@ func (f *fsm) applyMove(l *raft.Log) interface{} {
 		f.st.Mirror = &mirrorState{ProducersAt: m.ProducersAt}
 		return applyResult{base: m.LogStart}
 	default: // raftlog.ControlMirrorPromote
-		end, err := raftlog.DecodeMirrorPromote(l.Data)
+		p, err := raftlog.DecodePromote(l.Data) // mirror_epoch.go
 		if err != nil {
 			return fail(err)
 		}
+		end := p.End
 		switch m := f.st.Mirror; {
 		case m == nil:
 			return fail(fmt.Errorf("promote: %w", ErrNotMirror))
@@ -186,8 +191,13 @@ func (f *fsm) applyMove(l *raft.Log) interface{} {
 			return applyResult{base: f.st.HighWatermark}
 		case f.st.HighWatermark != end:
 			return fail(fmt.Errorf("promote at %d: %w: the mirror holds offsets up to %d", end, ErrNotMirror, f.st.HighWatermark))
+		case len(l.Data) > 9 && p.EpochBase < f.lastEpoch():
+			// Epochs after the promotion would not be above the mirrored
+			// ones. (An entry of the older form has no base: it keeps
+			// the terms as epochs, as before.)
+			return fail(fmt.Errorf("promote at %d: %w: epoch base %d below the mirrored epoch %d", end, ErrNotMirror, p.EpochBase, f.lastEpoch()))
 		default:
-			f.st.Mirror = &mirrorState{ProducersAt: m.ProducersAt, Promoted: true}
+			f.st.Mirror = &mirrorState{ProducersAt: m.ProducersAt, Promoted: true, EpochBase: p.EpochBase}
 		}
 		return applyResult{base: end}
 	}
@@ -363,17 +373,24 @@ func (r *Replica) ProposeMirror(ctx context.Context, from int64, batches [][]byt
 
 // PromoteMirror replicates the promote entry on the leader of a mirror
 // that holds everything below end, the source's fenced end offset: the
-// partition takes produce from then on. Promoting a promoted mirror is a
-// no-op.
-func (r *Replica) PromoteMirror(ctx context.Context, end int64) error {
+// partition takes produce from then on. sourceEpoch is the source's
+// current leader epoch; the entry's epoch base is the larger of it and
+// the newest mirrored epoch, so every epoch after the promotion (base +
+// term, term ≥ 1) is above both (mirror_epoch.go). Promoting a promoted
+// mirror is a no-op.
+func (r *Replica) PromoteMirror(ctx context.Context, end int64, sourceEpoch int32) error {
 	if !r.ready() {
 		return r.notLeader(nil)
 	}
-	f := r.raft.ApplyLog(raft.Log{Data: raftlog.EncodeMirrorPromote(end), Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))
+	r.fsm.mu.Lock()
+	base := max(sourceEpoch, r.fsm.lastEpoch(), 0)
+	r.fsm.mu.Unlock()
+	p := raftlog.MirrorPromote{End: end, EpochBase: base}
+	f := r.raft.ApplyLog(raft.Log{Data: raftlog.EncodePromote(p), Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))
 	if _, err := r.awaitApply(ctx, f); err != nil {
 		return fmt.Errorf("promote mirror: %w", err)
 	}
-	r.cfg.Logger.Info("mirrored partition promoted", "replica", r.cfg.ID, "end_offset", end)
+	r.cfg.Logger.Info("mirrored partition promoted", "replica", r.cfg.ID, "end_offset", end, "epoch_base", base)
 	return nil
 }
 
@@ -383,6 +400,9 @@ type MoveState struct {
 	HighWatermark int64
 	Fenced        bool
 	FencedEnd     int64 // when Fenced
+	// LeaderEpoch is the leader's current Kafka leader epoch: a mirror's
+	// promotion takes its epochs above it.
+	LeaderEpoch int32
 }
 
 // MoveState is the leader's view of the partition for a mirror.
@@ -390,7 +410,7 @@ func (r *Replica) MoveState() (MoveState, error) {
 	if !r.ready() {
 		return MoveState{}, r.notLeader(nil)
 	}
-	st := MoveState{LogStart: r.LogStartOffset(), HighWatermark: r.fsm.highWatermark()}
+	st := MoveState{LogStart: r.LogStartOffset(), HighWatermark: r.fsm.highWatermark(), LeaderEpoch: r.LeaderEpoch()}
 	st.FencedEnd, st.Fenced = r.Fenced()
 	return st, nil
 }

@@ -139,10 +139,10 @@ func TestMirrorEntriesOnEveryReplica(t *testing.T) {
 	}
 	check()
 	lead = c.Replica(c.WaitLeader(0, waitLong), 0)
-	if err := lead.PromoteMirror(ctx, 16); !errors.Is(err, partition.ErrNotMirror) {
+	if err := lead.PromoteMirror(ctx, 16, 0); !errors.Is(err, partition.ErrNotMirror) {
 		t.Fatalf("promote at the wrong end: %v, want ErrNotMirror", err)
 	}
-	if err := lead.PromoteMirror(ctx, 17); err != nil {
+	if err := lead.PromoteMirror(ctx, 17, 0); err != nil {
 		t.Fatal(err)
 	}
 	if lead.Mirroring() {

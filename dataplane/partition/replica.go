@@ -530,15 +530,10 @@ func (r *Replica) Leader() (node int, ok bool) {
 	return r.cfg.NodeID(id)
 }
 
-// LeaderEpoch is the current Raft term as a Kafka leader epoch (-1 if it
-// no longer fits an int32; the store refuses such terms).
-func (r *Replica) LeaderEpoch() int32 {
-	t := r.raft.CurrentTerm()
-	if t > math.MaxInt32 {
-		return -1
-	}
-	return int32(t)
-}
+// LeaderEpoch is the current Raft term as a Kafka leader epoch, plus a
+// promoted mirror's epoch base (mirror_epoch.go); -1 if it no longer fits
+// an int32 (the store refuses such terms).
+func (r *Replica) LeaderEpoch() int32 { return r.epochAt(r.raft.CurrentTerm()) }
 
 // HighWatermark is the Kafka offset after the last committed batch this
 // replica applied. It never decreases while the replica runs. Only the
@@ -609,7 +604,7 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 	if h.ProducerID >= 0 {
 		return r.produceIdempotent(ctx, h, batch)
 	}
-	f := r.raft.Apply(batch, r.applyTimeout(ctx))
+	f := r.applyBatch(batch, r.applyTimeout(ctx)) // mirror_epoch.go
 	done := make(chan struct{})
 	var base int64
 	go func() { base, err = r.applyResult(f); close(done) }()
@@ -675,7 +670,7 @@ func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []b
 	}
 	p := &pendingBatch{epoch: epoch, first: first, last: last, done: make(chan struct{})}
 	r.inflight[pid] = append(pend, p)
-	f := r.raft.Apply(batch, r.applyTimeout(ctx))
+	f := r.applyBatch(batch, r.applyTimeout(ctx)) // mirror_epoch.go
 	r.seqMu.Unlock()
 	go func() {
 		p.base, p.err = r.applyResult(f)
@@ -839,7 +834,7 @@ func (r *Replica) FetchEpoch(currentLeaderEpoch int32, offset int64, maxBytes in
 	if !ok {
 		return FetchResult{}, r.notLeader(nil)
 	}
-	res := FetchResult{LeaderEpoch: int32(term)} // the store refuses terms beyond int32
+	res := FetchResult{LeaderEpoch: r.epochAt(term)} // mirror_epoch.go
 	if currentLeaderEpoch >= 0 {
 		switch {
 		case currentLeaderEpoch < res.LeaderEpoch:

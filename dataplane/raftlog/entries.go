@@ -218,7 +218,7 @@ func (s *Store) recover() error {
 		if err != nil {
 			return fmt.Errorf("check last batch: %w", err)
 		}
-		if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count || uint64(h.LeaderEpoch) != e.term && !e.isMirror() {
+		if h.BaseOffset != e.at || int64(h.LastOffsetDelta)+1 != e.count || !e.epochIs(h.LeaderEpoch) && !e.isMirror() {
 			return fmt.Errorf("%w: last batch at %d has epoch %d and %d records; its entry says term %d, %d records",
 				ErrInconsistent, e.at, h.LeaderEpoch, h.LastOffsetDelta+1, e.term, e.count)
 		}

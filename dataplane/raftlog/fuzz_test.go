@@ -2,6 +2,7 @@ package raftlog
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"testing"
 
@@ -138,21 +139,71 @@ func FuzzDecodeFence(f *testing.F) {
 	})
 }
 
-// FuzzDecodeMirrorPromote decodes a promote entry's data. Invariants: it
-// never panics; an accepted end offset is ≥ 0 and encodes back to the
-// same bytes.
+// FuzzDecodeMirrorPromote decodes a promote entry's data, in the older
+// form (end only) and the current one (end, epoch base). Invariants: it
+// never panics; accepted data has an end offset and an epoch base ≥ 0 and
+// encodes back to the same bytes in its own form (an older entry has base
+// 0); the older decoder accepts exactly the older form.
 func FuzzDecodeMirrorPromote(f *testing.F) {
 	f.Add(EncodeMirrorPromote(0))
 	f.Add(EncodeMirrorPromote(1 << 40))
+	f.Add(EncodePromote(MirrorPromote{End: 1 << 40, EpochBase: 57}))
+	f.Add(EncodePromote(MirrorPromote{End: 3, EpochBase: -1}))
 	f.Add(EncodeLogStart(7))
 	f.Add([]byte{ControlMirrorPromote, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		end, err := DecodeMirrorPromote(b)
+		end, oldErr := DecodeMirrorPromote(b)
+		if oldErr == nil && (end < 0 || !bytes.Equal(EncodeMirrorPromote(end), b)) {
+			t.Fatalf("decoded %d from %x", end, b)
+		}
+		p, err := DecodePromote(b)
 		if err != nil {
+			if oldErr == nil {
+				t.Fatalf("the older form %x decodes alone: %v", b, err)
+			}
 			return
 		}
-		if end < 0 || !bytes.Equal(EncodeMirrorPromote(end), b) {
-			t.Fatalf("decoded %d from %x", end, b)
+		again := EncodePromote(p)
+		if oldErr == nil {
+			again = EncodeMirrorPromote(p.End)
+			if p.End != end || p.EpochBase != 0 {
+				t.Fatalf("older form %x decoded as %+v", b, p)
+			}
+		}
+		if p.End < 0 || p.EpochBase < 0 || !bytes.Equal(again, b) || ControlKind(b) != ControlMirrorPromote {
+			t.Fatalf("decoded %+v from %x", p, b)
+		}
+	})
+}
+
+// FuzzEpochBase decodes a data entry's extensions as the store and the
+// FSM read them for its epoch base (they arrive from the leader, or from
+// the entries file). Invariants: it never panics; an accepted base is ≥
+// 0, and extensions that begin with EpochExtension are accepted only as
+// EpochExt(base) itself; EntryEpoch is then base + term when that fits
+// an int32 and refused otherwise.
+func FuzzEpochBase(f *testing.F) {
+	f.Add(EpochExt(0), uint64(1))
+	f.Add(EpochExt(1<<30), uint64(1<<31))
+	f.Add(EpochExt(-5), uint64(2))
+	f.Add(MirrorExt(7), uint64(3))
+	f.Add(append([]byte(nil), EpochExtension...), uint64(4))
+	f.Fuzz(func(t *testing.T, ext []byte, term uint64) {
+		base, ok := EpochBase(ext)
+		if !ok {
+			if _, ok := EntryEpoch(term, ext); ok {
+				t.Fatalf("entry epoch from malformed extensions %x", ext)
+			}
+			return
+		}
+		if base < 0 || bytes.HasPrefix(ext, EpochExtension) && !bytes.Equal(EpochExt(base), ext) ||
+			!bytes.HasPrefix(ext, EpochExtension) && base != 0 {
+			t.Fatalf("base %d from %x", base, ext)
+		}
+		epoch, ok := EntryEpoch(term, ext)
+		fits := term <= math.MaxInt32-uint64(base)
+		if ok != fits || ok && uint64(epoch) != uint64(base)+term {
+			t.Fatalf("entry epoch %d, %v for term %d, base %d", epoch, ok, term, base)
 		}
 	})
 }

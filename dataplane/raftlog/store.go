@@ -261,7 +261,8 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 
 // StoreLogs appends entries that must follow the last stored one. Each
 // LogCommand's batch is stamped in place with its Kafka base offset and the
-// entry's term as leader epoch, and written to the partition log; every
+// entry's term as leader epoch (plus the epoch base a promoted mirror's
+// entries carry, mirror_epoch.go), and written to the partition log; every
 // entry gets a record in the entries file. StoreLogs returns once the
 // entries are durable, through a round of the shared Committer.
 //
@@ -315,8 +316,9 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 		if l.Index != next+uint64(i) {
 			return fmt.Errorf("store raft entry %d: %w: expected %d", l.Index, ErrGap, next+uint64(i))
 		}
-		if l.Term > maxEpochTerm {
-			return fmt.Errorf("store raft entry %d: %w: term %d", l.Index, ErrTermTooLarge, l.Term)
+		epoch, ok := EntryEpoch(l.Term, l.Extensions) // mirror_epoch.go: the term, plus a promoted mirror's base
+		if !ok {
+			return fmt.Errorf("store raft entry %d: %w: term %d, extensions %q", l.Index, ErrTermTooLarge, l.Term, l.Extensions)
 		}
 		e := entry{term: l.Term, typ: l.Type, at: kafka, ext: l.Extensions}
 		if e.isMirror() {
@@ -341,7 +343,7 @@ func (s *Store) storeLogs(logs []*raft.Log) error {
 			}
 			e.count = int64(h.LastOffsetDelta) + 1
 			_, checked := s.checked.Load(&l.Data[0])
-			batches = append(batches, log.Batch{Data: l.Data, LeaderEpoch: int32(l.Term), Checked: checked})
+			batches = append(batches, log.Batch{Data: l.Data, LeaderEpoch: epoch, Checked: checked})
 			plain = plain && len(l.Extensions) == 0
 		} else {
 			e.data = l.Data
