@@ -58,6 +58,7 @@ type grants struct {
 	refused      atomic.Uint64 // mirror rpcs refused
 	refusedConns atomic.Uint64 // mirror connections refused
 	served       atomic.Uint64 // mirror rpcs answered by a source
+	inflight     atomic.Int64  // mirror rpcs being answered
 
 	// mu guards the fields below. It is a leaf: nothing else is locked
 	// while it is held.

@@ -29,6 +29,11 @@ import (
 // batch is still answered whole, within Config.MaxFrameSize).
 const maxMirrorRead = 8 << 20
 
+// maxMirrorInflight bounds the mirror reads a Node answers at once (for
+// every other cell together); more are answered ErrGroupBusy. A puller
+// has one read in flight at a time.
+const maxMirrorInflight = 64
+
 var (
 	// ErrMirrorOnly is returned (wrapped) by an RPC other than the mirror
 	// reads sent on a mirror connection.
@@ -192,7 +197,16 @@ func (n *Node) handleMirror(c *conn, f frame) {
 		}
 		return
 	}
-	if !n.spawn(func() { n.serveMirror(c, f, s.src) }) {
+	if m.inflight.Add(1) > maxMirrorInflight {
+		m.inflight.Add(-1)
+		c.replyError(f.reqID, f.group, codeBusy, "busy")
+		return
+	}
+	if !n.spawn(func() {
+		defer m.inflight.Add(-1)
+		n.serveMirror(c, f, s.src)
+	}) {
+		m.inflight.Add(-1)
 		c.replyError(f.reqID, f.group, codeUnknownGroup, "unknown group")
 	}
 }

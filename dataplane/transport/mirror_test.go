@@ -26,6 +26,7 @@ type memSource struct {
 	snap    []byte
 	err     error // returned by every call while set
 	lastMax int
+	block   chan struct{} // MirrorState waits for it to close, if set
 }
 
 func (s *memSource) MirrorRead(off int64, max int) ([]byte, error) {
@@ -43,6 +44,12 @@ func (s *memSource) MirrorRead(off int64, max int) ([]byte, error) {
 }
 
 func (s *memSource) MirrorState() (MirrorState, error) {
+	s.mu.Lock()
+	block := s.block
+	s.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st, s.err
@@ -350,5 +357,37 @@ func TestSetMirrorGrantsChecks(t *testing.T) {
 	ws[0].PeerCA = "junk"
 	if _, err := GrantsFromWire(ws); !errors.Is(err, wire.ErrGrantBadCA) {
 		t.Fatalf("bad CA: %v", err)
+	}
+}
+
+func TestMirrorBoundsReadsInFlight(t *testing.T) {
+	m := newMirrorCells(t)
+	ctx := mirrorCtx(t)
+	block := make(chan struct{})
+	m.t1.mu.Lock()
+	m.t1.block = block
+	m.t1.mu.Unlock()
+	errs := make(chan error, maxMirrorInflight+8)
+	for range maxMirrorInflight + 8 {
+		go func() {
+			_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0")
+			errs <- err
+		}()
+	}
+	// The calls beyond the bound are answered at once, before any
+	// blocked one returns.
+	for range 8 {
+		if err := <-errs; !errors.Is(err, ErrGroupBusy) {
+			t.Fatalf("call beyond the bound: %v, want ErrGroupBusy", err)
+		}
+	}
+	close(block)
+	for range maxMirrorInflight {
+		if err := <-errs; err != nil {
+			t.Fatalf("call within the bound: %v", err)
+		}
+	}
+	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
+		t.Fatal(err)
 	}
 }
