@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -313,5 +314,61 @@ func TestRemoteSourceRefusedTopic(t *testing.T) {
 	}
 	if _, err := rs.Read(ctx, 0, 1<<10); !errors.Is(err, transport.ErrNotGranted) {
 		t.Fatalf("read of a topic not granted: %v, want ErrNotGranted", err)
+	}
+}
+
+// TestRemoteSourceFollowsLeaderHint: asked first, a source follower names
+// its leader and the remote source goes there directly, never trying the
+// broker listed between them (a listener that counts what reaches it).
+func TestRemoteSourceFollowsLeaderHint(t *testing.T) {
+	x := newCrossCells(t)
+	fill(t, x.src, 1, func(int) []byte { return celltest.Batch([]byte("v")) })
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	var reached atomic.Int64
+	go func() {
+		for {
+			c, err := hole.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			_ = c.Close()
+		}
+	}()
+	c, err := x.dstNet.node(0).MirrorClient("cell-a", x.srcNet.ca.Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxLong(t)
+	all := x.srcNet.brokers()
+	celltest.WaitFor(t, waitLong, "a state answer through a follower's hint", func() bool {
+		lead := x.src.Leader(0)
+		if lead < 0 {
+			return false
+		}
+		f := (lead + 1) % 3
+		if r := x.src.Replica(f, 0); r == nil {
+			return false
+		} else if id, _ := r.LeaderID(); id != celltest.BrokerID(lead) {
+			return false // the follower does not know the leader yet
+		}
+		rs, err := mirror.NewRemoteSource(mirror.RemoteConfig{Client: c, Group: "p0", Timeout: 2 * time.Second,
+			Brokers: []mirror.RemoteBroker{all[f], {ID: "hole", Addr: raft.ServerAddress(hole.Addr().String())}, all[lead]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.State(ctx); err != nil {
+			t.Logf("state: %v", err) // leadership moved meanwhile: again
+			return false
+		}
+		return rs.Leader().ID == celltest.BrokerID(lead) && reached.Load() == 0
+	})
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the broker listed after the follower was dialled %d times", n)
 	}
 }
