@@ -7,7 +7,15 @@
 // state of a version it does not know.
 package wire
 
-import "time"
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Version of the wire format.
 const Version = 1
@@ -28,8 +36,126 @@ type CellState struct {
 	// drained broker); absent, every broker computes the default placement
 	// itself (dataplane/replicas.OffsetsPlacement), and the control plane,
 	// when it publishes one, starts from exactly that placement.
-	Offsets     []Partition `json:"offsets,omitempty"`
-	GeneratedAt time.Time   `json:"generated_at"`
+	Offsets []Partition `json:"offsets,omitempty"`
+	// MirrorGrants are the other cells that may mirror topics of this
+	// cell's tenants (a tenant's move to another cell): only they, only
+	// those topics, only the mirror read RPCs of the Raft transport. A
+	// state without a grant revokes it. Added without a version bump: a
+	// broker that ignores it admits no other cell, as before.
+	MirrorGrants MirrorGrants `json:"mirror_grants,omitempty"`
+	GeneratedAt  time.Time    `json:"generated_at"`
+}
+
+// MirrorGrant lets cell Cell mirror topics Topics (topic ids) of tenant
+// TenantID from this cell. PeerCA is Cell's peer CA certificate in PEM:
+// a client certificate chained to it and naming Cell is that cell's
+// broker.
+type MirrorGrant struct {
+	Cell     string   `json:"cell"`
+	TenantID string   `json:"tenant_id"`
+	Topics   []string `json:"topics"`
+	PeerCA   string   `json:"peer_ca"`
+}
+
+// Errors of decoding mirror grants (errors.Is).
+var (
+	ErrGrantNoCell     = errors.New("mirror grant: empty cell id")
+	ErrGrantNoTenant   = errors.New("mirror grant: empty tenant id")
+	ErrGrantNoTopics   = errors.New("mirror grant: no topics")
+	ErrGrantBadTopic   = errors.New("mirror grant: empty or repeated topic id")
+	ErrGrantBadCA      = errors.New("mirror grant: peer CA is not a PEM CA certificate")
+	ErrGrantDuplicate  = errors.New("mirror grant: duplicate grant of a cell and tenant")
+	ErrGrantCAConflict = errors.New("mirror grant: two peer CAs for one cell")
+)
+
+// MirrorGrants is a cell state's grants, checked as they are decoded:
+// each grant complete with a parsable CA, at most one grant per cell and
+// tenant, one CA per cell.
+type MirrorGrants []MirrorGrant
+
+// UnmarshalJSON decodes and validates grants.
+func (gs *MirrorGrants) UnmarshalJSON(b []byte) error {
+	var raw []MirrorGrant
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if err := MirrorGrants(raw).Validate(); err != nil {
+		return err
+	}
+	*gs = raw
+	return nil
+}
+
+// Validate checks grants as UnmarshalJSON does.
+func (gs MirrorGrants) Validate() error {
+	type pair struct{ cell, tenant string }
+	seen := map[pair]bool{}
+	cas := map[string]string{}
+	for i, g := range gs {
+		if err := g.Validate(); err != nil {
+			return fmt.Errorf("mirror grant %d: %w", i, err)
+		}
+		k := pair{g.Cell, g.TenantID}
+		if seen[k] {
+			return fmt.Errorf("mirror grant %d (cell %q, tenant %q): %w", i, g.Cell, g.TenantID, ErrGrantDuplicate)
+		}
+		seen[k] = true
+		if ca, ok := cas[g.Cell]; ok && ca != g.PeerCA {
+			return fmt.Errorf("mirror grant %d (cell %q): %w", i, g.Cell, ErrGrantCAConflict)
+		}
+		cas[g.Cell] = g.PeerCA
+	}
+	return nil
+}
+
+// Validate checks one grant: ids present, topics distinct, PeerCA one or
+// more PEM certificates, every one a CA.
+func (g MirrorGrant) Validate() error {
+	switch {
+	case g.Cell == "":
+		return ErrGrantNoCell
+	case g.TenantID == "":
+		return ErrGrantNoTenant
+	case len(g.Topics) == 0:
+		return ErrGrantNoTopics
+	}
+	topics := map[string]bool{}
+	for _, t := range g.Topics {
+		if t == "" || topics[t] {
+			return fmt.Errorf("%w: %q", ErrGrantBadTopic, t)
+		}
+		topics[t] = true
+	}
+	_, err := g.CAs()
+	return err
+}
+
+// CAs parses PeerCA.
+func (g MirrorGrant) CAs() ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	rest := []byte(g.PeerCA)
+	for {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%w: a %q block", ErrGrantBadCA, blk.Type)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrGrantBadCA, err)
+		}
+		if !c.IsCA {
+			return nil, fmt.Errorf("%w: certificate %q is not a CA", ErrGrantBadCA, c.Subject.CommonName)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("%w: no certificate, or bytes that are not PEM", ErrGrantBadCA)
+	}
+	return out, nil
 }
 
 // Broker is a member of the cell.

@@ -26,6 +26,9 @@ const (
 	laneAppend laneKind = 2
 	// laneSnapshot is a short-lived connection carrying one InstallSnapshot.
 	laneSnapshot laneKind = 3
+	// laneMirror is a connection from another cell's broker carrying
+	// only the mirror read RPCs (mirror.go).
+	laneMirror laneKind = 4
 )
 
 func (k laneKind) String() string {
@@ -36,6 +39,8 @@ func (k laneKind) String() string {
 		return "append"
 	case laneSnapshot:
 		return "snapshot"
+	case laneMirror:
+		return "mirror"
 	}
 	return fmt.Sprintf("lane(%d)", uint8(k))
 }
@@ -69,7 +74,7 @@ func readHello(r *bufio.Reader) (laneKind, string, error) {
 		return 0, "", fmt.Errorf("read hello: unsupported version %d", h[4])
 	}
 	lane := laneKind(h[5])
-	if lane < laneControl || lane > laneSnapshot {
+	if lane < laneControl || lane > laneMirror {
 		return 0, "", fmt.Errorf("read hello: unknown lane %d", lane)
 	}
 	n, err := binary.ReadUvarint(r)
@@ -111,6 +116,7 @@ type conn struct {
 	lane   laneKind
 	peer   string // the remote broker id
 	client bool
+	mirror *mirrorConn // set on the mirror lane: frames are mirror frames
 
 	wake     chan struct{} // capacity 1: frames are queued
 	linger   *time.Timer   // flushes lazy frames; read by writeLoop
@@ -331,7 +337,15 @@ func (c *conn) readLoop() {
 			return
 		}
 		c.lastRead.Store(time.Now().UnixNano())
-		f, err := decodeFrame(buf)
+		var f frame
+		if c.mirror != nil {
+			f, err = decodeMirrorFrame(buf)
+			if errors.Is(err, errNotMirrorKind) && !c.client {
+				err = nil // refused by name in handleMirror
+			}
+		} else {
+			f, err = decodeFrame(buf)
+		}
 		if err != nil {
 			c.close(err)
 			return
@@ -363,7 +377,7 @@ func (c *conn) deliver(f frame) {
 // send registers a call and queues its request frame.
 func (c *conn) send(kind uint8, group string, msg any) (uint64, *call, error) {
 	id := c.nextID.Add(1)
-	bufs, _, err := encodeFrame(kind, id, group, msg, c.node.cfg.MaxFrameSize)
+	bufs, err := encodeAny(kind, id, group, msg, c.node.cfg.MaxFrameSize)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -402,7 +416,7 @@ func (c *conn) timedOut(id uint64, cl *call) {
 
 // reply queues a response (or error) frame on a server connection.
 func (c *conn) reply(kind uint8, reqID uint64, group []byte, msg any, lazy bool) {
-	bufs, _, err := encodeFrame(kind, reqID, string(group), msg, c.node.cfg.MaxFrameSize)
+	bufs, err := encodeAny(kind, reqID, string(group), msg, c.node.cfg.MaxFrameSize)
 	if err != nil {
 		c.node.log.Warn("encode raft response", "lane", c.lane.String(), "error", err)
 		return

@@ -34,6 +34,11 @@
 // the answer is ErrRefused. A group whose membership is not set refuses
 // everything.
 //
+// A broker of another cell may open one lane only, the mirror lane, if
+// this cell's state grants its cell (SetMirrorGrants): a certificate
+// chained to that cell's CA, then only the mirror read RPCs of granted
+// topics (mirror.go, grant.go); never a Raft or segment RPC.
+//
 // Only dataplane packages (the partition replication layer and the cell test
 // harness) and tenantd's wiring may import it; the control plane never does.
 package transport

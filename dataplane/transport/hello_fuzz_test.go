@@ -20,7 +20,7 @@ import (
 //     read reads back as the same hello (not byte for byte: a length may
 //     come as a non-minimal varint).
 func FuzzReadHello(f *testing.F) {
-	for _, lane := range []laneKind{laneControl, laneAppend, laneSnapshot} {
+	for _, lane := range []laneKind{laneControl, laneAppend, laneSnapshot, laneMirror} {
 		var b bytes.Buffer
 		if err := writeHello(&b, lane, "3"); err != nil {
 			f.Fatal(err)
@@ -45,7 +45,7 @@ func FuzzReadHello(f *testing.F) {
 		if in[4] != helloVersion {
 			t.Fatalf("accepted a hello of version %d", in[4])
 		}
-		if lane < laneControl || lane > laneSnapshot {
+		if lane < laneControl || lane > laneMirror {
 			t.Fatalf("accepted lane %d", lane)
 		}
 		if len(from) > maxGroupIDLen {

@@ -57,6 +57,9 @@ func (e *wireError) toError(peer string) error {
 	case codeNoSource:
 		return fmt.Errorf("raft rpc to %s: %w", peer, ErrNoSegmentSource)
 	}
+	if err := e.mirrorError(peer); err != nil {
+		return err
+	}
 	return &RemoteError{Peer: peer, Message: e.msg}
 }
 
@@ -217,6 +220,8 @@ type Node struct {
 	opened chan struct{}         // closed and replaced when a group opens; see hold
 	live   map[raft.ServerID]*liveness
 	onDown map[*GroupTransport]func(raft.ServerID, bool)
+
+	mirror grants // other cells' mirror grants, groups served to them (grant.go, mirror.go)
 }
 
 // New listens on cfg.ListenAddr and starts accepting peer connections.
@@ -423,6 +428,10 @@ func (n *Node) handshake(raw net.Conn) {
 	_ = raw.SetDeadline(time.Now().Add(n.cfg.DialTimeout))
 	br := bufio.NewReaderSize(raw, 512)
 	lane, from, err := readHello(br)
+	if err == nil && lane == laneMirror {
+		n.serveMirrorConn(raw, br, from) // another cell's broker (mirror.go)
+		return
+	}
 	var nc net.Conn
 	if err == nil {
 		nc, br, err = n.acceptPeer(raw, br, lane, from)
@@ -453,6 +462,10 @@ func (n *Node) handshake(raw net.Conn) {
 // at once what it can (unknown group, heartbeats) and queues the rest to
 // the group, so one slow group never blocks the connection.
 func (n *Node) handleRequest(c *conn, f frame) {
+	if c.mirror != nil {
+		n.handleMirror(c, f) // another cell's broker: mirror reads only
+		return
+	}
 	if f.kind&kindResponse != 0 || f.kind == kindError || f.kind == kindInstallSnapshot || int(f.kind) >= len(n.stats.received) {
 		c.close(fmt.Errorf("unexpected frame kind %#x on %s lane", f.kind, c.lane))
 		return
@@ -699,7 +712,7 @@ type nodeStats struct {
 	refused        atomic.Uint64
 	quiesced       atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
-	laneBytes      [4]atomic.Uint64
+	laneBytes      [5]atomic.Uint64
 }
 
 var kindNames = [16]string{
