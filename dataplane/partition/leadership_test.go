@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 // slowRaft has timeouts no test outlives: a group that waited for one to
@@ -83,6 +84,38 @@ func TestDeadLeaderReplacedWithoutTimeout(t *testing.T) {
 		}
 	}
 	t.Logf("broker %d stopped; its %d partitions %v had new serving leaders %v later", dead, len(led), led, time.Since(start))
+}
+
+// TestRestartedLeaderReplacedWithoutTimeout: a leader's broker that
+// restarts faster than failure detection (here DownAfter is a minute, far
+// longer than the restart) has forgotten that it led; its peers see its
+// new incarnation in the liveness probe and elect a new leader at once,
+// not after Raft's timeouts (an hour here).
+func TestRestartedLeaderReplacedWithoutTimeout(t *testing.T) {
+	net, err := celltest.NewTransportNetwork(3, func(c *transport.Config) { c.DownAfter = time.Minute })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net})
+	t.Cleanup(func() { _ = net.Close() })
+	old := c.WaitLeader(0, 60*time.Second)
+	// The followers must have heard the old process answer a probe, to
+	// tell its successor from it.
+	celltest.WaitFor(t, 30*time.Second, "the followers' probes answered by the leader's broker", func() bool {
+		return net.Node(old).Stats().Received["ping"] >= 4
+	})
+	start := time.Now()
+	c.StopBroker(old)
+	c.StartBroker(old)
+	celltest.WaitFor(t, 45*time.Second, "a serving leader after the leader's broker restarted", func() bool {
+		return c.Leader(0) >= 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("after"))); err != nil {
+		t.Fatalf("produce after the leader's broker restarted: %v", err)
+	}
+	t.Logf("broker %d restarted; partition led by broker %d %v later", old, c.Leader(0), time.Since(start))
 }
 
 // TestNoQuorumIsNotAMovingLeader: a replica whose group lost its majority

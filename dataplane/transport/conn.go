@@ -95,6 +95,8 @@ func readHello(r *bufio.Reader) (laneKind, string, error) {
 type result struct {
 	msg any
 	err error
+	// incarnation is the answering Node's, for a ping (liveness.go).
+	incarnation string
 }
 
 // call is one request waiting for its response on a client connection.
@@ -369,6 +371,11 @@ func (c *conn) deliver(f frame) {
 	}
 	if we, ok := f.msg.(*wireError); ok {
 		cl.ch <- result{err: we.toError(c.peer)}
+		return
+	}
+	if f.kind == kindPing|kindResponse {
+		// Copied: the frame's slices alias the read buffer.
+		cl.ch <- result{incarnation: string(f.group)}
 		return
 	}
 	cl.ch <- result{msg: f.msg}

@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -17,13 +19,47 @@ import (
 // while each idle group keeps its long Raft heartbeat timeout. The ping is
 // one small frame each way per peer pair per interval, whatever the number
 // of groups.
+//
+// A broker that restarts faster than DownAfter would never be found down,
+// yet its process has forgotten that it led: its groups wait out Raft's
+// long election timeout. So every ping answer carries the answering Node's
+// incarnation (a random id drawn at New, in the frame's otherwise unused
+// group field; an older broker answers with none and is never taken for
+// restarted), and a peer whose incarnation changes counts as down for
+// restartHold: its partitions' followers elect new leaders at once, as for
+// a dead broker, and leadership returns to it only after that.
 
 // liveness is one watched peer.
 type liveness struct {
-	id       raft.ServerID
-	addr     raft.ServerAddress
-	lastPong atomic.Int64 // unix nanos of the last answered probe (or of the watch)
-	down     bool         // as last reported; owned by watchdog
+	id          raft.ServerID
+	addr        raft.ServerAddress
+	lastPong    atomic.Int64 // unix nanos of the last answered probe (or of the watch)
+	restartedAt atomic.Int64 // unix nanos when a new incarnation answered; 0 if never
+	incarnation string       // the peer's, from its last answer; owned by probe
+	down        bool         // as last reported; owned by watchdog
+}
+
+// restartHold is how long a restarted peer counts as down, in multiples of
+// DownAfter: long enough for the last-ranked follower's staggered campaign
+// to find it still down (the stagger grows by failoverStagger per rank in
+// the partition package).
+const restartHold = 2
+
+// newIncarnation draws a Node's incarnation.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on a supported platform
+	return hex.EncodeToString(b[:])
+}
+
+// isDown reports whether l counts as down at now: no answer for DownAfter,
+// or a new incarnation less than restartHold × DownAfter ago.
+func (n *Node) isDown(l *liveness, now time.Time) bool {
+	if now.Sub(time.Unix(0, l.lastPong.Load())) > n.cfg.DownAfter {
+		return true
+	}
+	r := l.restartedAt.Load()
+	return r != 0 && now.Sub(time.Unix(0, r)) < restartHold*n.cfg.DownAfter
 }
 
 // WatchPeers makes the Node probe the brokers of servers (except itself)
@@ -65,12 +101,13 @@ func (g *GroupTransport) OnPeerDown(fn func(id raft.ServerID, down bool)) {
 }
 
 // PeerDown reports whether the watched peer id has answered no probe for
-// DownAfter; an unwatched peer is never down.
+// DownAfter, or restarted a moment ago (isDown); an unwatched peer is
+// never down.
 func (n *Node) PeerDown(id raft.ServerID) bool {
 	n.mu.Lock()
 	l := n.live[id]
 	n.mu.Unlock()
-	return l != nil && time.Since(time.Unix(0, l.lastPong.Load())) > n.cfg.DownAfter
+	return l != nil && n.isDown(l, time.Now())
 }
 
 // probe pings peer l every ProbeInterval until the Node closes. One probe
@@ -84,52 +121,63 @@ func (n *Node) probe(l *liveness) {
 			return
 		case <-t.C:
 		}
-		if err := n.ping(l); err == nil {
-			l.lastPong.Store(time.Now().UnixNano())
+		inc, err := n.ping(l)
+		if err != nil {
+			continue
 		}
+		now := time.Now().UnixNano()
+		if inc != "" && l.incarnation != "" && inc != l.incarnation {
+			l.restartedAt.Store(now)
+			n.log.Info("raft peer broker restarted; its partitions' followers elect new leaders", "peer", string(l.id))
+		}
+		if inc != "" {
+			l.incarnation = inc
+		}
+		l.lastPong.Store(now)
 	}
 }
 
-// ping sends one probe to l and waits for its answer. Injected faults
-// apply to it as to every RPC.
-func (n *Node) ping(l *liveness) error {
+// ping sends one probe to l and waits for its answer: the peer's
+// incarnation, empty from a broker that sends none. Injected faults apply
+// to it as to every RPC.
+func (n *Node) ping(l *liveness) (string, error) {
 	d, err := n.faults.check(n.id, string(l.id))
 	if err != nil {
-		return err
+		return "", err
 	}
 	if d > 0 {
 		select {
 		case <-time.After(d):
 		case <-n.ctx.Done():
-			return ErrClosed
+			return "", ErrClosed
 		}
 	}
 	n.stats.sent[kindPing].Add(1)
 	c, err := n.peer(l.addr).control.get(string(l.id))
 	if err != nil {
-		return err
+		return "", err
 	}
 	reqID, cl, err := c.send(kindPing, "", nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	t := time.NewTimer(n.cfg.DownAfter)
 	defer t.Stop()
 	select {
 	case r := <-cl.ch:
 		if r.err != nil {
-			return r.err
+			return "", r.err
 		}
 		if r.msg != nil {
-			return fmt.Errorf("ping %s: unexpected answer %T", l.id, r.msg)
+			return "", fmt.Errorf("ping %s: unexpected answer %T", l.id, r.msg)
 		}
-		return nil
+		return r.incarnation, nil
 	case <-t.C:
 		c.timedOut(reqID, cl)
-		return fmt.Errorf("ping %s after %s: %w", l.id, n.cfg.DownAfter, ErrTimeout)
+		return "", fmt.Errorf("ping %s after %s: %w", l.id, n.cfg.DownAfter, ErrTimeout)
 	case <-n.ctx.Done():
 		c.forget(reqID)
-		return errors.New("node closed")
+		return "", errors.New("node closed")
 	}
 }
 
@@ -146,8 +194,9 @@ func (n *Node) watchdog() {
 		}
 		n.mu.Lock()
 		var changed []*liveness
+		now := time.Now()
 		for _, l := range n.live {
-			down := time.Since(time.Unix(0, l.lastPong.Load())) > n.cfg.DownAfter
+			down := n.isDown(l, now)
 			if down != l.down {
 				l.down = down
 				changed = append(changed, l)
@@ -161,9 +210,12 @@ func (n *Node) watchdog() {
 		}
 		n.mu.Unlock()
 		for _, l := range changed {
-			if l.down {
+			switch {
+			case l.down && now.Sub(time.Unix(0, l.lastPong.Load())) <= n.cfg.DownAfter:
+				// Answering, but restarted: probe has said so.
+			case l.down:
 				n.log.Warn("raft peer broker not answering; its partitions' followers elect new leaders", "peer", string(l.id), "down_after", n.cfg.DownAfter)
-			} else {
+			default:
 				n.log.Info("raft peer broker answering again", "peer", string(l.id))
 			}
 			for _, fn := range fns {

@@ -58,3 +58,88 @@ func TestPeerDownReported(t *testing.T) {
 		t.Fatal("healed peer still down")
 	}
 }
+
+// TestRestartedPeerReported: a peer whose broker restarts faster than
+// DownAfter (a new Node on the same address and id, with a new
+// incarnation) is reported down at once, as a dead broker would be after
+// DownAfter, and up again after the restart hold; a pause (a cut link,
+// healed) is not taken for a restart. DownAfter is far longer than the
+// restart, so only the restart path can report it down in time.
+func TestRestartedPeerReported(t *testing.T) {
+	faults := NewFaults()
+	const downAfter = 2 * time.Second
+	mod := func(c *Config) { c.ProbeInterval, c.DownAfter = 20*time.Millisecond, downAfter }
+	nodes := newNodes(t, 2, faults, mod)
+	a, b := nodes[0], nodes[1]
+	g := mustGroup(t, a, "watched")
+	events := make(chan bool, 8)
+	g.OnPeerDown(func(_ raft.ServerID, down bool) { events <- down })
+	g.WatchPeers([]raft.Server{{ID: b.ID(), Address: b.Addr()}})
+	a.mu.Lock()
+	l := a.live[b.ID()]
+	a.mu.Unlock()
+	waitPings := func(n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for b.Stats().Received["ping"] < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %d pings", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitPings(3)
+	// A short pause keeps the incarnation.
+	faults.Partition(string(a.ID()), string(b.ID()))
+	time.Sleep(100 * time.Millisecond) // the fault's length, not a wait for state
+	faults.Heal()
+	waitPings(b.Stats().Received["ping"] + 3)
+	if l.restartedAt.Load() != 0 || a.PeerDown(b.ID()) {
+		t.Fatal("a paused peer was taken for restarted")
+	}
+
+	addr := b.Addr()
+	stopped := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var b2 *Node
+	for deadline := time.Now().Add(5 * time.Second); b2 == nil; {
+		cfg := Config{ID: b.ID(), ListenAddr: string(addr), Faults: faults, Credentials: testCredentials(t, b.ID())}
+		mod(&cfg)
+		n, err := New(cfg)
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond) // the port may still be held
+			continue
+		}
+		b2 = n
+	}
+	t.Cleanup(func() { _ = b2.Close() })
+	select {
+	case down := <-events:
+		if !down {
+			t.Fatal("first event after the restart is up, want down")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("restarted peer never reported down")
+	}
+	if took := time.Since(stopped); took >= downAfter {
+		t.Logf("restart reported after %v, not before DownAfter: the machine was too slow to tell the paths apart", took)
+	} else if l.restartedAt.Load() == 0 {
+		t.Fatal("reported down before DownAfter without a restart seen")
+	}
+	select {
+	case down := <-events:
+		if down {
+			t.Fatal("second event is down, want up")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("restarted peer never reported up again")
+	}
+	if a.PeerDown(b.ID()) {
+		t.Fatal("restarted peer still down after the hold")
+	}
+}

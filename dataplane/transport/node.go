@@ -222,6 +222,11 @@ type Node struct {
 	onDown map[*GroupTransport]func(raft.ServerID, bool)
 
 	mirror grants // other cells' mirror grants, groups served to them (grant.go, mirror.go)
+
+	// incarnation names this Node's life; it answers every ping with it,
+	// so a peer tells a restart from an answer after a pause
+	// (liveness.go). Set by New, never changed.
+	incarnation string
 }
 
 // New listens on cfg.ListenAddr and starts accepting peer connections.
@@ -245,13 +250,14 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, id: string(cfg.ID), cell: cell, addr: raft.ServerAddress(addr), ln: ln,
 		log: cfg.Logger, faults: cfg.Faults, ctx: ctx, cancel: cancel,
-		groups: map[string]*GroupTransport{},
-		peers:  map[raft.ServerAddress]*peer{},
-		conns:  map[*conn]struct{}{},
-		snaps:  map[net.Conn]struct{}{},
-		opened: make(chan struct{}),
-		live:   map[raft.ServerID]*liveness{},
-		onDown: map[*GroupTransport]func(raft.ServerID, bool){},
+		groups:      map[string]*GroupTransport{},
+		peers:       map[raft.ServerAddress]*peer{},
+		conns:       map[*conn]struct{}{},
+		snaps:       map[net.Conn]struct{}{},
+		opened:      make(chan struct{}),
+		live:        map[raft.ServerID]*liveness{},
+		incarnation: newIncarnation(),
+		onDown:      map[*GroupTransport]func(raft.ServerID, bool){},
 	}
 	n.wg.Add(1)
 	go func() {
@@ -473,8 +479,10 @@ func (n *Node) handleRequest(c *conn, f frame) {
 	n.stats.received[f.kind].Add(1)
 	if f.kind == kindPing {
 		// A liveness probe names no group: the connection's mTLS
-		// handshake proved the sender a broker of this cell.
-		c.reply(kindPing|kindResponse, f.reqID, nil, nil, false)
+		// handshake proved the sender a broker of this cell. The answer
+		// carries this Node's incarnation in its group field, which a
+		// ping answer has no other use for (liveness.go).
+		c.reply(kindPing|kindResponse, f.reqID, []byte(n.incarnation), nil, false)
 		return
 	}
 	g := n.lookup(f.group)

@@ -134,11 +134,13 @@ func (g *GroupTransport) quiesce(id raft.ServerID, args *raft.AppendEntriesReque
 	return true
 }
 
-// peerUp reports whether peer id is watched and answered a probe within
-// DownAfter. Unlike PeerDown, an unwatched peer is not up.
+// peerUp reports whether peer id is watched and not down (isDown): it
+// answered a probe within DownAfter and did not just restart, which would
+// make its last real answer one of a process that no longer exists.
+// Unlike PeerDown, an unwatched peer is not up.
 func (n *Node) peerUp(id raft.ServerID) bool {
 	n.mu.Lock()
 	l := n.live[id]
 	n.mu.Unlock()
-	return l != nil && time.Since(time.Unix(0, l.lastPong.Load())) <= n.cfg.DownAfter
+	return l != nil && !n.isDown(l, time.Now())
 }
