@@ -5,8 +5,11 @@
 // pulls raw batches from a Source (the source cell's partition) and
 // replicates them through the destination's Raft group as mirror entries
 // (dataplane/partition, mirror.go), rate limited, until the source is
-// fenced and the mirror is promoted. It imports dataplane/partition,
-// dataplane/raftlog and dataplane/log; tenantd wires it.
+// fenced and the mirror is promoted. The Source is the source leader
+// replica in process (ReplicaSource) or, across cells, the source brokers'
+// transport (RemoteSource, remote.go). It imports dataplane/partition,
+// dataplane/raftlog, dataplane/log and dataplane/transport; tenantd is to
+// wire it.
 package mirror
 
 import (
