@@ -241,6 +241,9 @@ func (c *Config) validate(cmd string) error {
 	if _, err := c.gcSettings(); err != nil {
 		return err
 	}
+	if cmd != "broker" && (c.GCPercent != "" || c.MemoryLimit != "") {
+		return fmt.Errorf("gc percent and memory limit are broker settings; tenantd %s does not apply them", cmd)
+	}
 	if c.CompactInterval < 0 {
 		return fmt.Errorf("compact interval must not be negative (0 is the default), got %v", c.CompactInterval)
 	}

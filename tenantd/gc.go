@@ -15,10 +15,11 @@ import (
 // garbage collector scanning their stacks (about 20 goroutines per
 // partition across a 3-broker cell) on every cycle, however small the
 // heap: Go's default GOGC of 100 starts a cycle each time the heap has
-// grown by its live size again. defaultGCPercent lets it grow by twice
-// that, halving the cycles for at most a third more memory at the peak
-// (3× the live heap instead of 2×). See docs/benchmarks.md, "Idle cost of
-// 1,000 partitions", for what it saves.
+// grown by its live size (and its stacks') again. defaultGCPercent lets
+// it grow by twice that, halving the cycles for a peak heap of about 3×
+// the live one instead of 2×. See docs/benchmarks.md, "GC percent 200 and
+// no per-peer Raft telemetry", for what it saves. Only the broker role
+// applies these settings, and only it accepts them.
 const defaultGCPercent = 200
 
 // gcSettings is what a broker applies to the Go runtime at start.

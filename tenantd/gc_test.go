@@ -88,6 +88,15 @@ func TestBrokerGCConfig(t *testing.T) {
 			t.Errorf("accepted %v", args)
 		}
 	}
+	// Other roles do not apply them, so they refuse them.
+	_, err := loadConfig("controlplane", []string{"-database-url", "x", "-gc-percent", "300"}, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "broker settings") {
+		t.Fatalf("controlplane with a gc percent: %v", err)
+	}
+	_, err = loadConfig("dev", nil, func(k string) string { return map[string]string{"SLUICE_MEMORY_LIMIT": "1GiB"}[k] })
+	if err == nil || !strings.Contains(err.Error(), "broker settings") {
+		t.Fatalf("dev with a memory limit: %v", err)
+	}
 }
 
 // applyGC changes the running process's collector: the configured
