@@ -163,6 +163,13 @@ type Config struct {
 	// replicas of compacted topics (replicas.Config.CompactInterval;
 	// default 15 s). Flag only: short runs (cmd/chaos -compact) lower it.
 	CompactInterval time.Duration `json:"-"`
+	// GCPercent and MemoryLimit, for a broker, set the Go garbage
+	// collector (gc.go): the GC percent as GOGC takes it ("off" or 10 to
+	// 10000; default 200, or GOGC when that is set) and a soft memory
+	// limit as GOMEMLIMIT takes it (like 4GiB; default none, or
+	// GOMEMLIMIT).
+	GCPercent   string `json:"gc_percent"`
+	MemoryLimit string `json:"memory_limit"`
 }
 
 // usageSample is UsageSample parsed (validate checked it); 0 for the
@@ -230,6 +237,12 @@ func (c *Config) validate(cmd string) error {
 		if _, _, err := net.SplitHostPort(c.HealthListen); err != nil {
 			return fmt.Errorf("health address %q is not host:port: %w", c.HealthListen, err)
 		}
+	}
+	if _, err := c.gcSettings(); err != nil {
+		return err
+	}
+	if cmd != "broker" && (c.GCPercent != "" || c.MemoryLimit != "") {
+		return fmt.Errorf("gc percent and memory limit are broker settings; tenantd %s does not apply them", cmd)
 	}
 	if c.CompactInterval < 0 {
 		return fmt.Errorf("compact interval must not be negative (0 is the default), got %v", c.CompactInterval)
@@ -345,6 +358,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	billingWorker := fs.Bool("billing-worker", true, "controlplane, dev: also run the billing worker in this process; set false where the billing role (tenantd billing) runs (env SLUICE_BILLING_WORKER; default true)")
 	billingInterval := fs.String("billing-interval", "", "billing, controlplane, dev: how often the billing worker prunes the ledger and reports to Stripe, a Go duration (env SLUICE_BILLING_INTERVAL; default 30s); the Stripe key is env SLUICE_STRIPE_KEY only (none: the ledger is kept and nothing is sent)")
 	stripeURL := fs.String("stripe-url", "", "billing, controlplane, dev: Stripe's API address, e.g. stripe-mock's (env SLUICE_STRIPE_URL; default Stripe's)")
+	gcPercent := fs.String("gc-percent", "", "broker: the Go garbage collector's percent, off or 10 to 10000 (env SLUICE_GC_PERCENT; default 200, or GOGC when set); off needs -memory-limit")
+	memoryLimit := fs.String("memory-limit", "", "broker: the Go runtime's soft memory limit, bytes with an optional KiB, MiB, GiB or TiB suffix, at least 64MiB (env SLUICE_MEMORY_LIMIT; default none, or GOMEMLIMIT when set)")
 	compactInterval := fs.Duration("compact-interval", 0, "broker, dev: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -397,6 +412,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{[]string{"SLUICE_BILLING_INTERVAL"}, &cfg.BillingInterval},
 		{[]string{"SLUICE_STRIPE_URL"}, &cfg.StripeURL},
 		{[]string{"SLUICE_STRIPE_KEY"}, &cfg.StripeKey},
+		{[]string{"SLUICE_GC_PERCENT"}, &cfg.GCPercent},
+		{[]string{"SLUICE_MEMORY_LIMIT"}, &cfg.MemoryLimit},
 	} {
 		for _, n := range e.names {
 			if v := getenv(n); v != "" {
@@ -434,7 +451,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		{*debugListen, &cfg.DebugListen}, {*operatorKeyFile, &cfg.OperatorKeyFile}, {*redisAddr, &cfg.RedisAddr}, {*rateRedis, &cfg.RateLimitRedis},
 		{*tlsCert, &cfg.TLSCertFile}, {*tlsKey, &cfg.TLSKeyFile}, {*tlsCA, &cfg.TLSCAFile}, {*mailDir, &cfg.MailDir},
 		{*kafkaAdvertise, &cfg.KafkaAdvertise}, {*httpAdvertise, &cfg.HTTPAdvertise}, {*peerCertDir, &cfg.PeerCertDir}, {*healthListen, &cfg.HealthListen},
-		{*usageSample, &cfg.UsageSample}, {*billingInterval, &cfg.BillingInterval}, {*stripeURL, &cfg.StripeURL}} {
+		{*usageSample, &cfg.UsageSample}, {*billingInterval, &cfg.BillingInterval}, {*stripeURL, &cfg.StripeURL},
+		{*gcPercent, &cfg.GCPercent}, {*memoryLimit, &cfg.MemoryLimit}} {
 		if f.v != "" {
 			*f.dst = f.v
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,8 @@ import (
 // runBrokerRole runs `tenantd broker`: the broker, and its Prometheus
 // metrics at /metrics on -metrics-listen when that is set.
 func runBrokerRole(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) error {
+	gc, _ := cfg.gcSettings() // validated with the config
+	applyGC(gc, os.Getenv, log)
 	bc := brokerConfigOf(cfg)
 	bc.TLS = lt
 	if cfg.MetricsListen == "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sync"
@@ -18,7 +19,11 @@ import (
 // groups costs in this process (three Nodes, every raft.Raft, the Go
 // runtime): after elections, leaders are spread evenly with leadership
 // transfers, then user+system CPU is read with getrusage(RUSAGE_SELF) over
-// b.N seconds of idleness and reported as % of one core. Set
+// b.N seconds of idleness and reported as % of one core, with the garbage
+// collector's share of it (gc-%core: runtime/metrics' estimate of the CPU
+// its workers and assists used) and the cycles that ended in the interval:
+// with thousands of goroutine stacks to scan, one cycle in a short window
+// moves the figure by several points, so read %core with gc-cycles. Set
 // IDLE_CPUPROFILE=file to write a CPU profile of the idle interval only,
 // IDLE_ALLOCPROFILE=file for allocation profiles at its start and end.
 func BenchmarkIdleCell(b *testing.B) {
@@ -56,6 +61,7 @@ func BenchmarkIdleCell(b *testing.B) {
 			}
 			writeAllocs(b, "IDLE_ALLOCPROFILE", ".start")
 			defer writeAllocs(b, "IDLE_ALLOCPROFILE", ".end")
+			gc0 := readGC()
 			before, start := cpuTime(b), time.Now()
 			b.ResetTimer()
 			for range b.N {
@@ -63,6 +69,7 @@ func BenchmarkIdleCell(b *testing.B) {
 			}
 			b.StopTimer()
 			used, wall := cpuTime(b)-before, time.Since(start)
+			gc := readGC()
 			var sent uint64
 			kinds := map[string]uint64{}
 			for _, n := range c.nodes {
@@ -75,12 +82,27 @@ func BenchmarkIdleCell(b *testing.B) {
 			b.Logf("sent in %s by kind (quiesced: heartbeats answered without sending): %v", wall.Round(time.Millisecond), kinds)
 			b.ReportMetric(100*used.Seconds()/wall.Seconds(), "%core")
 			b.ReportMetric(float64(sent-sent0)/wall.Seconds(), "rpc/s")
+			b.ReportMetric(100*(gc.cpu-gc0.cpu)/wall.Seconds(), "gc-%core")
+			b.ReportMetric(float64(gc.cycles-gc0.cycles), "gc-cycles")
 			b.ReportMetric(float64(slices.Min(spread)), "min-leaders/node")
 			b.ReportMetric(float64(slices.Max(spread)), "max-leaders/node")
 			b.ReportMetric(float64(c.leaderless()), "leaderless-groups")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// gcStats is the garbage collector's work so far: CPU seconds (marking,
+// assists and pauses, as runtime/metrics estimates them) and cycles.
+type gcStats struct {
+	cpu    float64
+	cycles uint64
+}
+
+func readGC() gcStats {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return gcStats{cpu: s[0].Value.Float64(), cycles: s[1].Value.Uint64()}
 }
 
 // writeAllocs writes the allocation profile to the file named by the

@@ -39,6 +39,12 @@ import (
 // heartbeats and empty appends these timeouts imply are answered without
 // a frame; the timeouts themselves are unchanged.
 //
+// NoLegacyTelemetry is set: hashicorp/raft then skips the duplicate
+// per-peer timing it otherwise reports through go-metrics on every
+// heartbeat and AppendEntries to each follower (keys ending in the peer's
+// id, so unbounded), one go-metrics call fewer per RPC; the unsuffixed
+// series with a peer_id label stay, and tenantd's sink keeps neither.
+//
 // The caller sets Logger (hashicorp/raft logs at debug level to stderr
 // otherwise) and the store-related fields.
 func RaftConfig(id raft.ServerID) *raft.Config {
@@ -48,5 +54,6 @@ func RaftConfig(id raft.ServerID) *raft.Config {
 	c.ElectionTimeout = 10 * time.Second
 	c.CommitTimeout = 5 * time.Second
 	c.LeaderLeaseTimeout = 5 * time.Second
+	c.NoLegacyTelemetry = true
 	return c
 }
