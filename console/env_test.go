@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/mail"
@@ -41,15 +42,6 @@ type env struct {
 	mail string
 }
 
-// tlog sends a logger's lines to the test log.
-type tlog struct{ t *testing.T }
-
-func (w tlog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 type envOptions struct {
 	plane   func(*controlplane.Config)
 	console func(*Config)
@@ -59,7 +51,7 @@ func newEnv(t *testing.T, opts ...envOptions) *env {
 	t.Helper()
 	db := pgtest.Pool(t)
 	clk := cptest.NewClock()
-	logger := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := testkit.Logger(t, slog.LevelWarn)
 	// One secret for both, as tenantd wires them.
 	consoleSecret := make([]byte, 32)
 	if _, err := rand.Read(consoleSecret); err != nil {

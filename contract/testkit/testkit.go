@@ -1,6 +1,7 @@
 // Package testkit holds the test doubles both planes' tests share: a
-// settable clock and a log destination safe for concurrent writers. Only
-// tests import it; it imports nothing of the module.
+// settable clock, a log destination safe for concurrent writers and the
+// one test logger (lines through t). Only tests import it; it imports
+// nothing of the module.
 package testkit
 
 import (

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
@@ -55,7 +56,7 @@ func newEnv(t *testing.T) *env {
 	db := pgtest.Pool(t)
 	mailer, mailDir := cptest.Mailer(t)
 	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testkit.Logger(t, slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +180,6 @@ func capture(dst *string) func(string) error {
 		*dst = v
 		return nil
 	}
-}
-
-// tWriter sends the control plane's log lines through t.
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // noneLeft is a CheckDestroy: list finds nothing once Terraform has
