@@ -42,20 +42,7 @@ func (s *syncBuffer) String() string {
 func TestAdminMoves(t *testing.T) {
 	ctx := context.Background()
 	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := admin(ctx, args, &out, func(k string) string { return env[k] })
-		return out.String(), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("admin %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, mustRun := adminCommands(ctx, t, hs.URL, id, secret)
 	op := client.New(hs.URL, client.WithAPIKey(id, secret))
 	cptest.SeedFleet(t, op, cptest.Brokers{})
 	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "movers", Email: "movers@example.com", Password: "password-movers-1"})
@@ -113,7 +100,7 @@ func TestAdminMoves(t *testing.T) {
 	var wout syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, func(k string) string { return env[k] })
+		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, adminEnv(hs.URL, id, secret))
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for strings.Count(wout.String(), " 1 moves\n") < 2 {
@@ -181,15 +168,7 @@ func TestAdminMoves(t *testing.T) {
 func TestAdminMovesFailed(t *testing.T) {
 	ctx := context.Background()
 	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		if err := admin(ctx, args, &out, func(k string) string { return env[k] }); err != nil {
-			t.Fatalf("admin %v: %v\n%s", args, err, out.String())
-		}
-		return out.String()
-	}
+	_, mustRun := adminCommands(ctx, t, hs.URL, id, secret)
 	op := client.New(hs.URL, client.WithAPIKey(id, secret))
 	cptest.SeedFleet(t, op, cptest.Brokers{})
 	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "failers", Email: "failers@example.com", Password: "password-failers-1"})

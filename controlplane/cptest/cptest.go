@@ -33,6 +33,9 @@ type Env struct {
 	Server   *controlplane.Server
 	Operator *client.Client
 	Anon     *client.Client
+	// OperatorKeyID and OperatorSecret are the operator key Operator
+	// carries, for tests that hand it to a command or a provider.
+	OperatorKeyID, OperatorSecret string
 	// MailDir holds the mail the control plane sent (a mail.Dir), unless
 	// a configure callback set another Mailer.
 	MailDir string
@@ -45,11 +48,20 @@ type Brokers struct {
 	HTTPAddrs  []string
 }
 
-// Start runs a control plane until the test ends. The seeded brokers get
-// the given addresses (empty strings if none are given). Each configure
-// callback, in order, may change the control plane's config (its DB set)
-// before the server is built.
+// Start runs a control plane until the test ends, with the fleet seeded
+// (SeedFleet): the seeded brokers get the given addresses (empty strings
+// if none are given). Each configure callback, in order, may change the
+// control plane's config (its DB set) before the server is built.
 func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
+	e := StartEmpty(t, configure...)
+	SeedFleet(t, e.Operator, b)
+	return e
+}
+
+// StartEmpty runs a control plane as Start does, with no pool, cell or
+// broker: for tests that build the fleet themselves, as an operator would.
+func StartEmpty(t testing.TB, configure ...func(*controlplane.Config)) *Env {
 	t.Helper()
 	db := pgtest.Pool(t)
 	mailer, mailDir := Mailer(t)
@@ -63,15 +75,12 @@ func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *En
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "cptest operator")
+	id, secret, err := controlplane.CreateOperatorKey(context.Background(), db, "cptest operator")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL),
-		MailDir: mailDir, t: t}
-	SeedFleet(t, e.Operator, b)
-	return e
+	return &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL),
+		OperatorKeyID: id, OperatorSecret: secret, MailDir: mailDir, t: t}
 }
 
 // SeedFleet creates, through the operator client op, the shared pool Pool

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 	"github.com/sluicehq/sluice/terraform/provider"
 )
 
@@ -53,26 +51,11 @@ func newEnv(t *testing.T) *env {
 	}
 	setupTerraform(t)
 
-	db := pgtest.Pool(t)
-	mailer, mailDir := cptest.Mailer(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer,
-		Logger: testkit.Logger(t, slog.LevelWarn)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	cp := cptest.Start(t, cptest.TestAddrs, func(c *controlplane.Config) { c.Logger = testkit.Logger(t, slog.LevelWarn) })
 	ctx := context.Background()
-	opID, opSecret, err := controlplane.CreateOperatorKey(ctx, db, "terraform acceptance test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, url: hs.URL, opID: opID, opSecret: opSecret,
-		op: client.New(hs.URL, client.WithAPIKey(opID, opSecret))}
-	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
-
-	anon := client.New(hs.URL)
-	res, err := cptest.SignUp(ctx, anon, mailDir, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
+	e := &env{t: t, url: cp.URL, opID: cp.OperatorKeyID, opSecret: cp.OperatorSecret, op: cp.Operator}
+	anon := cp.Anon
+	res, err := cptest.SignUp(ctx, anon, cp.MailDir, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
 	if err != nil {
 		t.Fatalf("signup: %v", err)
 	}
