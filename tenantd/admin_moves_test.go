@@ -7,33 +7,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
-
-// syncBuffer is a buffer one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAdminMoves: an operator starts, watches and cancels a replica move
 // and drains a broker with tenantd admin alone, against a real control
@@ -97,7 +79,7 @@ func TestAdminMoves(t *testing.T) {
 
 	// -watch refreshes until interrupted.
 	wctx, cancel := context.WithCancel(ctx)
-	var wout syncBuffer
+	var wout testkit.LogBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, adminEnv(hs.URL, id, secret))
