@@ -70,7 +70,7 @@ func TestCleanCrash(t *testing.T) {
 	for at := 1; ; at++ {
 		dir := filepath.Join(t.TempDir(), "run")
 		copyDir(t, tmpl, dir)
-		code := runCleanChild(t, dir, "clean", at)
+		code := runCrashChild(t, "TestCleanCrash", dir, "clean", at)
 		if code == exitFinished {
 			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
 			if olds == 0 || news == 0 || resumed == 0 {
@@ -79,7 +79,7 @@ func TestCleanCrash(t *testing.T) {
 			return
 		}
 		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runCleanChild(t, dir, "reopen", 1); code == exitCrashed {
+			if code := runCrashChild(t, "TestCleanCrash", dir, "reopen", 1); code == exitCrashed {
 				resumed++
 			}
 		}
@@ -98,20 +98,15 @@ func TestCleanCrash(t *testing.T) {
 			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
 		}
 		l.Close()
-		names, _ := os.ReadDir(dir)
-		for _, n := range names {
-			if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
-				t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
-			}
-		}
+		checkNoRewriteLeft(t, dir, at)
 	}
 }
 
-// runCleanChild runs the test binary as a child in mode on dir, exiting
-// at its at-th step, and returns its exit code.
-func runCleanChild(t *testing.T, dir, mode string, at int) int {
+// runCrashChild runs the test binary as a child that runs only test, in
+// mode on dir, exiting at its at-th step, and returns its exit code.
+func runCrashChild(t *testing.T, test, dir, mode string, at int) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanCrash$")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
 	cmd.Env = append(os.Environ(), cleanCrashDirEnv+"="+dir, cleanCrashAtEnv+"="+strconv.Itoa(at), cleanCrashModeEnv+"="+mode)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -122,6 +117,18 @@ func runCleanChild(t *testing.T, dir, mode string, at int) int {
 	}
 	t.Fatalf("%s child at step %d: %v; stderr:\n%s", mode, at, err, stderr.String())
 	return 0
+}
+
+// checkNoRewriteLeft fails t if dir, reopened after a crash at step at,
+// still holds a rewritten segment or a swap file.
+func checkNoRewriteLeft(t *testing.T, dir string, at int) {
+	t.Helper()
+	names, _ := os.ReadDir(dir)
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
+			t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
+		}
+	}
 }
 
 // cleanCrashChild cleans (or, in mode reopen, opens) the log in dir and

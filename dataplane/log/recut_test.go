@@ -1,12 +1,10 @@
 package log
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -192,7 +190,7 @@ func TestRecutCrash(t *testing.T) {
 	for at := 1; ; at++ {
 		dir := filepath.Join(t.TempDir(), "run")
 		copyDir(t, tmpl, dir)
-		code := runRecutChild(t, dir, "recut", at)
+		code := runCrashChild(t, "TestRecutCrash", dir, "recut", at)
 		if code == exitFinished {
 			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
 			if olds == 0 || news == 0 || resumed == 0 {
@@ -201,7 +199,7 @@ func TestRecutCrash(t *testing.T) {
 			return
 		}
 		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runRecutChild(t, dir, "reopen", 1); code == exitCrashed {
+			if code := runCrashChild(t, "TestRecutCrash", dir, "reopen", 1); code == exitCrashed {
 				resumed++
 			}
 		}
@@ -221,28 +219,8 @@ func TestRecutCrash(t *testing.T) {
 			t.Fatalf("crash at step %d: segment files are neither the old nor the re-cut ones: %v", at, sortedKeys(got))
 		}
 		l.Close()
-		names, _ := os.ReadDir(dir)
-		for _, n := range names {
-			if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
-				t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
-			}
-		}
+		checkNoRewriteLeft(t, dir, at)
 	}
-}
-
-func runRecutChild(t *testing.T, dir, mode string, at int) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecutCrash$")
-	cmd.Env = append(os.Environ(), cleanCrashDirEnv+"="+dir, cleanCrashAtEnv+"="+strconv.Itoa(at), cleanCrashModeEnv+"="+mode)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && (ee.ExitCode() == exitCrashed || ee.ExitCode() == exitFinished) {
-		return ee.ExitCode()
-	}
-	t.Fatalf("%s child at step %d: %v; stderr:\n%s", mode, at, err, stderr.String())
-	return 0
 }
 
 // recutCrashChild re-cuts (or, in mode reopen, opens) the log in dir and
