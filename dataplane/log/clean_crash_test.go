@@ -66,11 +66,38 @@ func TestCleanCrash(t *testing.T) {
 	newSums := dirSums(t, ref)
 	p := cleanCrashParams(h, upTo)
 	wantNew := h.model(p.Now - p.DeleteRetention.Milliseconds())
+	crashAtEveryStep(t, "TestCleanCrash", "clean", tmpl, func(at int, dir string, l *Log) bool {
+		switch got := dirSums(t, dir); {
+		case reflect.DeepEqual(got, oldSums):
+			if n := len(logRecords(t, l)); n != h.recordCount() {
+				t.Fatalf("crash at step %d: old segments serve %d records, want %d", at, n, h.recordCount())
+			}
+			return true
+		case reflect.DeepEqual(got, newSums):
+			checkRecords(t, logRecords(t, l), wantNew)
+			return false
+		default:
+			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
+			return false
+		}
+	})
+}
+
+// crashAtEveryStep runs test's child in mode on a fresh copy of tmpl,
+// exiting at its first step, then its second, and so on until a child
+// finishes. After each crash it finishes a swap left in the directory in
+// a child that itself crashes at its first step (a crashed recovery),
+// reopens the log, asks check whether the files are the old ones (true)
+// or the rewritten ones, and fails t if a rewritten segment or swap file
+// is left. The crash points must cover both outcomes and a crashed
+// recovery.
+func crashAtEveryStep(t *testing.T, test, mode, tmpl string, check func(at int, dir string, l *Log) (old bool)) {
+	t.Helper()
 	var olds, news, resumed int
 	for at := 1; ; at++ {
 		dir := filepath.Join(t.TempDir(), "run")
 		copyDir(t, tmpl, dir)
-		code := runCrashChild(t, "TestCleanCrash", dir, "clean", at)
+		code := runCrashChild(t, test, dir, mode, at)
 		if code == exitFinished {
 			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
 			if olds == 0 || news == 0 || resumed == 0 {
@@ -79,23 +106,15 @@ func TestCleanCrash(t *testing.T) {
 			return
 		}
 		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runCrashChild(t, "TestCleanCrash", dir, "reopen", 1); code == exitCrashed {
+			if code := runCrashChild(t, test, dir, "reopen", 1); code == exitCrashed {
 				resumed++
 			}
 		}
 		l := reopen(t, cleanConfig(t, dir))
-		got := dirSums(t, dir)
-		switch {
-		case reflect.DeepEqual(got, oldSums):
+		if check(at, dir, l) {
 			olds++
-			if n := len(logRecords(t, l)); n != h.recordCount() {
-				t.Fatalf("crash at step %d: old segments serve %d records, want %d", at, n, h.recordCount())
-			}
-		case reflect.DeepEqual(got, newSums):
+		} else {
 			news++
-			checkRecords(t, logRecords(t, l), wantNew)
-		default:
-			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
 		}
 		l.Close()
 		checkNoRewriteLeft(t, dir, at)

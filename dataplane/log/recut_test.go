@@ -186,41 +186,23 @@ func TestRecutCrash(t *testing.T) {
 		enc = append(enc, strconv.FormatInt(b, 10))
 	}
 	t.Setenv(recutCrashBasesEnv, strings.Join(enc, ","))
-	var olds, news, resumed int
-	for at := 1; ; at++ {
-		dir := filepath.Join(t.TempDir(), "run")
-		copyDir(t, tmpl, dir)
-		code := runCrashChild(t, "TestRecutCrash", dir, "recut", at)
-		if code == exitFinished {
-			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
-			if olds == 0 || news == 0 || resumed == 0 {
-				t.Fatal("the crash points did not cover both outcomes and a crashed recovery")
-			}
-			return
-		}
-		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runCrashChild(t, "TestRecutCrash", dir, "reopen", 1); code == exitCrashed {
-				resumed++
-			}
-		}
-		l := reopen(t, cleanConfig(t, dir))
+	crashAtEveryStep(t, "TestRecutCrash", "recut", tmpl, func(at int, dir string, l *Log) bool {
 		switch got := dirSums(t, dir); {
 		case reflect.DeepEqual(got, oldSums):
-			olds++
 			if _, err := l.Recut(context.Background(), bases, 0); err != nil {
 				t.Fatalf("crash at step %d: redo the re-cut: %v", at, err)
 			}
 			if !reflect.DeepEqual(dirSums(t, dir), newSums) {
 				t.Fatalf("crash at step %d: the re-cut redone differs", at)
 			}
+			return true
 		case reflect.DeepEqual(got, newSums):
-			news++
+			return false
 		default:
 			t.Fatalf("crash at step %d: segment files are neither the old nor the re-cut ones: %v", at, sortedKeys(got))
+			return false
 		}
-		l.Close()
-		checkNoRewriteLeft(t, dir, at)
-	}
+	})
 }
 
 // recutCrashChild re-cuts (or, in mode reopen, opens) the log in dir and
