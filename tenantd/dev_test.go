@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,18 +20,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // buildTenantd compiles the real binary once per test.
-func buildTenantd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tenantd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildTenantd(t *testing.T) string { return testkit.BuildTenantd(t, t.TempDir()) }
 
 // TestDevReadmeFlow runs `tenantd dev` as `make run` does and walks the
 // README's tour over HTTP: signup, create a key, create a topic with it,
