@@ -36,8 +36,8 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Skip("builds and runs tenantd")
 	}
 	d := startDev(t)
-	bin, cmd, exited, stderr, dbURL := d.bin, d.cmd, d.exited, d.stderr, d.dbURL
-	apiURL, opKey, opEnv, bootstrap, httpData := d.apiURL, d.opKey, d.opEnv, d.bootstrap, d.httpData
+	bin, cmd, exited, stderr, dbURL := d.Bin, d.Cmd, d.Exited, d.Stderr, d.DBURL
+	apiURL, opKey, opEnv, bootstrap, httpData := d.APIURL, d.OpKey, d.OpEnv, d.Bootstrap, d.HTTPData
 	var deadline <-chan time.Time
 
 	// call sends a request and decodes the answer; want 0 accepts any status.
@@ -54,7 +54,7 @@ func TestDevReadmeFlow(t *testing.T) {
 	if s := call("POST", "/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202); s["status"] != "pending" {
 		t.Fatalf("signup: %v", s)
 	}
-	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
+	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"laptop"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)
