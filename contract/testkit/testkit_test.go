@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"fmt"
+	"log/slog"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -37,5 +39,48 @@ func TestLogBufferKeepsEveryConcurrentWrite(t *testing.T) {
 	wg.Wait()
 	if n := strings.Count(b.String(), "\n"); n != 800 {
 		t.Fatalf("%d lines written, want 800", n)
+	}
+}
+
+// recordingTB is a testing.TB that keeps what is logged through it.
+type recordingTB struct {
+	testing.TB
+	lines []string
+}
+
+func (r *recordingTB) Helper() {}
+
+func (r *recordingTB) Log(args ...any) { r.lines = append(r.lines, fmt.Sprint(args...)) }
+
+// TestLoggerSendsEachLineThroughT: each record at the level or above is
+// one t.Log call carrying the message and attributes, without the
+// handler's newline; records below the level are dropped.
+func TestLoggerSendsEachLineThroughT(t *testing.T) {
+	rec := &recordingTB{TB: t}
+	log := Logger(rec, slog.LevelWarn)
+	log.Info("dropped", "k", 1)
+	log.Warn("disk slow", "partition", 3)
+	log.Error("disk gone")
+	if len(rec.lines) != 2 {
+		t.Fatalf("got %d lines %q, want 2", len(rec.lines), rec.lines)
+	}
+	if l := rec.lines[0]; !strings.Contains(l, `level=WARN msg="disk slow" partition=3`) || strings.HasSuffix(l, "\n") {
+		t.Fatalf("first line %q", l)
+	}
+	if l := rec.lines[1]; !strings.Contains(l, `level=ERROR msg="disk gone"`) {
+		t.Fatalf("second line %q", l)
+	}
+}
+
+// TestBuildTenantd: the built file is the tenantd binary (its -h lists
+// its commands).
+func TestBuildTenantd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds tenantd")
+	}
+	bin := BuildTenantd(t, t.TempDir())
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	if !strings.Contains(string(out), "usage: tenantd <command>") || !strings.Contains(string(out), "controlplane") {
+		t.Fatalf("%s -h printed %q", bin, out)
 	}
 }
