@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -46,11 +47,18 @@ func TestLogBufferKeepsEveryConcurrentWrite(t *testing.T) {
 type recordingTB struct {
 	testing.TB
 	lines []string
+	fatal string
 }
 
 func (r *recordingTB) Helper() {}
 
 func (r *recordingTB) Log(args ...any) { r.lines = append(r.lines, fmt.Sprint(args...)) }
+
+// Fatalf keeps the message and stops the calling goroutine, as t's does.
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
 
 // TestLoggerSendsEachLineThroughT: each record at the level or above is
 // one t.Log call carrying the message and attributes, without the
@@ -82,5 +90,29 @@ func TestBuildTenantd(t *testing.T) {
 	out, _ := exec.Command(bin, "-h").CombinedOutput()
 	if !strings.Contains(string(out), "usage: tenantd <command>") || !strings.Contains(string(out), "controlplane") {
 		t.Fatalf("%s -h printed %q", bin, out)
+	}
+}
+
+// TestWaitFor: WaitFor returns once cond holds; a cond that never holds
+// fails the test after the timeout, naming what was waited for.
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, 10*time.Second, "the third call", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+	rec := &recordingTB{TB: t}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WaitFor(rec, 50*time.Millisecond, "what never comes", func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(rec.fatal, "timed out after 50ms waiting for what never comes") {
+		t.Fatalf("failure %q", rec.fatal)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Fatalf("gave up after %v, before the timeout", waited)
 	}
 }
