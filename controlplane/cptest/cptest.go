@@ -7,6 +7,7 @@ package cptest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -63,6 +64,25 @@ func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *En
 // broker: for tests that build the fleet themselves, as an operator would.
 func StartEmpty(t testing.TB, configure ...func(*controlplane.Config)) *Env {
 	t.Helper()
+	return start(t, nil, configure...)
+}
+
+// StartMounted is Start with the test server serving what mount returns:
+// mount gets the control plane's handler and the server's URL (a console
+// that calls the API at its own address needs it) and builds the
+// server's handler around them, as tenantd mounts the console beside the
+// API.
+func StartMounted(t testing.TB, b Brokers, mount func(plane http.Handler, url string) http.Handler, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
+	e := start(t, mount, configure...)
+	SeedFleet(t, e.Operator, b)
+	return e
+}
+
+// start runs the control plane, served as mount builds it (nil: the
+// control plane's handler alone), with an operator key and no fleet.
+func start(t testing.TB, mount func(plane http.Handler, url string) http.Handler, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
 	db := pgtest.Pool(t)
 	mailer, mailDir := Mailer(t)
 	cfg := controlplane.Config{DB: db, Mailer: mailer}
@@ -73,8 +93,12 @@ func StartEmpty(t testing.TB, configure ...func(*controlplane.Config)) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	var served http.Handler = srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
+	if mount != nil {
+		served = mount(srv.Handler(), hs.URL)
+	}
 	id, secret, err := controlplane.CreateOperatorKey(context.Background(), db, "cptest operator")
 	if err != nil {
 		t.Fatal(err)
