@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
 	"testing"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/contract/client"
-	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
@@ -76,19 +73,8 @@ func (g *stripeGate) setDown(down bool) {
 // metadata and an idempotency key of its tenant id, exactly once.
 func TestSignupCustomerThroughOutbox(t *testing.T) {
 	ctx := context.Background()
-	l := newLedger(t)
-	mailer, mailDir := cptest.Mailer(t)
-	srv, err := controlplane.New(controlplane.Config{DB: l.DB, Mailer: mailer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	id, secret, err := controlplane.CreateOperatorKey(ctx, l.DB, "billing test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cptest.SeedFleet(t, client.New(hs.URL, client.WithAPIKey(id, secret)), cptest.TestAddrs)
+	cp := cptest.Start(t, cptest.TestAddrs)
+	l := &billing.Ledger{DB: cp.DB} // on the control plane's database
 
 	gate := &stripeGate{next: http.DefaultTransport, down: true}
 	clock := time.Now()
@@ -102,7 +88,7 @@ func TestSignupCustomerThroughOutbox(t *testing.T) {
 		t.Fatal("a worker round with Stripe down and no meters yet succeeded")
 	}
 	req := api.SignupRequest{TenantName: "billed", Email: "owner@billed.test", Password: "password-billed-1"}
-	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, req)
+	res, err := cptest.SignUp(ctx, cp.Anon, cp.MailDir, req)
 	if err != nil {
 		t.Fatalf("signup with Stripe down: %v", err)
 	}

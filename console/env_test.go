@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -19,10 +18,10 @@ import (
 
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/credential"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/controlplane/mail"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
 // env is one server, as tenantd will run it: the control plane's API under
@@ -41,15 +40,6 @@ type env struct {
 	mail string
 }
 
-// tlog sends a logger's lines to the test log.
-type tlog struct{ t *testing.T }
-
-func (w tlog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 type envOptions struct {
 	plane   func(*controlplane.Config)
 	console func(*Config)
@@ -57,54 +47,42 @@ type envOptions struct {
 
 func newEnv(t *testing.T, opts ...envOptions) *env {
 	t.Helper()
-	db := pgtest.Pool(t)
 	clk := cptest.NewClock()
-	logger := slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := testkit.Logger(t, slog.LevelWarn)
 	// One secret for both, as tenantd wires them.
 	consoleSecret := make([]byte, 32)
 	if _, err := rand.Read(consoleSecret); err != nil {
 		t.Fatal(err)
 	}
-	mailer, mailDir := cptest.Mailer(t)
-	pcfg := controlplane.Config{DB: db, Now: clk.Now, Logger: logger, ConsoleSecret: consoleSecret, Mailer: mailer}
+	configure := []func(*controlplane.Config){func(c *controlplane.Config) {
+		c.Now, c.Logger, c.ConsoleSecret = clk.Now, logger, consoleSecret
+	}}
 	for _, o := range opts {
 		if o.plane != nil {
-			o.plane(&pcfg)
+			configure = append(configure, o.plane)
 		}
 	}
-	plane, err := controlplane.New(pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var consoleHandler http.Handler
-	mux := http.NewServeMux()
-	mux.Handle("/v1/", plane.Handler())
-	mux.Handle("/internal/", plane.Handler())
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { consoleHandler.ServeHTTP(w, r) }))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-
-	ccfg := Config{APIURL: hs.URL, Logger: logger, ConsoleSecret: consoleSecret}
-	for _, o := range opts {
-		if o.console != nil {
-			o.console(&ccfg)
+	var con *Console
+	mount := func(plane http.Handler, url string) http.Handler {
+		ccfg := Config{APIURL: url, Logger: logger, ConsoleSecret: consoleSecret}
+		for _, o := range opts {
+			if o.console != nil {
+				o.console(&ccfg)
+			}
 		}
+		var err error
+		if con, err = New(ccfg); err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/v1/", plane)
+		mux.Handle("/internal/", plane)
+		mux.Handle("/", con)
+		return mux
 	}
-	con, err := New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	consoleHandler = con
-
-	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "console test operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, url: hs.URL, db: db, clock: clk, console: con, opKey: id + ":" + secret, mail: mailDir,
-		op: client.New(hs.URL, client.WithAPIKey(id, secret))}
-	cptest.SeedFleet(t, e.op, cptest.Brokers{KafkaAddrs: cptest.TestAddrs.KafkaAddrs})
-	return e
+	cp := cptest.StartMounted(t, cptest.Brokers{KafkaAddrs: cptest.TestAddrs.KafkaAddrs}, mount, configure...)
+	return &env{t: t, url: cp.URL, db: cp.DB, clock: clk, console: con, opKey: cp.OperatorKeyID + ":" + cp.OperatorSecret, mail: cp.MailDir,
+		op: cp.Operator}
 }
 
 // mailToken is the token of the newest mail the control plane sent to.

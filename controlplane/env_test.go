@@ -31,6 +31,7 @@ type env struct {
 	srv  *controlplane.Server
 	now  *cptest.Clock
 	mail string // the mail.Dir the control plane writes its mail to
+	cp   *cptest.Env
 }
 
 func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
@@ -42,7 +43,7 @@ func newEnv(t *testing.T, tweak ...func(*controlplane.Config)) *env {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}}, tweak...)...)
 	return &env{t: t, url: cp.URL, db: cp.DB, logs: logs, srv: cp.Server, now: clk, op: cp.Operator, anon: cp.Anon,
-		mail: cp.MailDir}
+		mail: cp.MailDir, cp: cp}
 }
 
 func (e *env) must(_ any, err error) {
@@ -71,32 +72,15 @@ func (e *env) addMember(ctx context.Context, by *client.Client, req api.AddMembe
 	return cptest.AddMember(ctx, by, e.anon, e.mail, req)
 }
 
+// signup signs up the tenant name with an admin key (cptest's Signup).
 func (e *env) signup(name string) *tenant {
 	e.t.Helper()
-	ctx := context.Background()
-	res, err := e.signUp(ctx, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
-	if err != nil {
-		e.t.Fatalf("signup %s: %v", name, err)
-	}
-	tn := &tenant{SignupResponse: res, owner: e.anon.With(client.WithSession(res.Session.Token))}
-	k, err := tn.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "admin key", Role: "admin"})
-	if err != nil {
-		e.t.Fatalf("create key for %s: %v", name, err)
-	}
-	tn.keyID, tn.secret = k.ID, k.Secret
-	tn.key = e.anon.With(client.WithAPIKey(k.ID, k.Secret))
-	return tn
+	tn := e.cp.Signup(name, "admin")
+	return &tenant{SignupResponse: tn.SignupResponse, owner: tn.Owner, key: tn.Key, keyID: tn.KeyID, secret: tn.Secret}
 }
 
 // cellClient returns a client carrying a new cell key of cell-1.
-func (e *env) cellClient() *client.Client {
-	e.t.Helper()
-	ck, err := e.op.AdminCreateCellKey(context.Background(), "cell-1")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return e.anon.With(client.WithAPIKey(ck.ID, ck.Secret))
-}
+func (e *env) cellClient() *client.Client { return e.cp.CellClient() }
 
 // createTopic creates a topic with tn's admin key and returns its id.
 func (e *env) createTopic(tn *tenant, name string, partitions int) string {

@@ -21,20 +21,7 @@ import (
 func TestAdminFleet(t *testing.T) {
 	ctx := context.Background()
 	hs, id, secret, _ := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := admin(ctx, args, &out, func(k string) string { return env[k] })
-		return out.String(), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("admin %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, mustRun := adminCommands(ctx, t, hs.URL, id, secret)
 
 	mustRun("pools", "create", "eu-shared", "-kind", "shared", "-description", "shared pool")
 	mustRun("cells", "create", "eu-1", "-pool", "eu-shared")
@@ -114,8 +101,8 @@ func TestAdminFleet(t *testing.T) {
 		t.Errorf("bad input changed the cells: %v %+v", err, cells)
 	}
 
-	delete(env, "SLUICE_ENDPOINT")
-	if _, err := run("pools", "list"); err == nil || !strings.Contains(err.Error(), "SLUICE_ENDPOINT or -api") {
+	noURL, _ := adminCommands(ctx, t, "", id, secret)
+	if _, err := noURL("pools", "list"); err == nil || !strings.Contains(err.Error(), "SLUICE_ENDPOINT or -api") {
 		t.Errorf("admin without a control plane URL: %v", err)
 	}
 	// A command's help needs neither a control plane nor a key.

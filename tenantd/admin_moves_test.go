@@ -7,33 +7,15 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
-
-// syncBuffer is a buffer one goroutine writes while another reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAdminMoves: an operator starts, watches and cancels a replica move
 // and drains a broker with tenantd admin alone, against a real control
@@ -41,54 +23,8 @@ func (s *syncBuffer) String() string {
 // control plane with an error naming what is wrong.
 func TestAdminMoves(t *testing.T) {
 	ctx := context.Background()
-	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := admin(ctx, args, &out, func(k string) string { return env[k] })
-		return out.String(), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("admin %v: %v\n%s", args, err, out)
-		}
-		return out
-	}
-	op := client.New(hs.URL, client.WithAPIKey(id, secret))
-	cptest.SeedFleet(t, op, cptest.Brokers{})
-	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "movers", Email: "movers@example.com", Password: "password-movers-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := client.New(hs.URL, client.WithSession(res.Session.Token))
-	if _, err := owner.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	mustRun("brokers", "create", "cell-1-b4", "-cell", cptest.Cell, "-node-id", "4")
-	k, err := op.AdminCreateCellKey(ctx, cptest.Cell)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cell := client.New(hs.URL, client.WithAPIKey(k.ID, k.Secret))
-	report := func(broker string, parts ...wire.PartitionStatus) {
-		t.Helper()
-		if parts == nil {
-			parts = []wire.PartitionStatus{}
-		}
-		if err := cell.CellReport(ctx, cptest.Cell, wire.Report{Version: wire.Version, BrokerID: broker, Partitions: parts}); err != nil {
-			t.Fatalf("report of %s: %v", broker, err)
-		}
-	}
-	for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
-		report(b)
-	}
-	st, _, err := cell.CellState(ctx, cptest.Cell, -1, 0)
-	if err != nil || len(st.Topics) != 1 {
-		t.Fatalf("cell state: %+v, %v", st, err)
-	}
-	topic, orig := st.Topics[0].ID, st.Topics[0].Partitions[0].Replicas
+	m := startMoveCell(ctx, t, "movers", 2)
+	run, mustRun, report, topic, orig := m.run, m.mustRun, m.report, m.topic, m.orig
 	if !slices.Equal(orig, []int{1, 2, 3}) {
 		t.Fatalf("partition 0 placed on %v, want 1,2,3", orig)
 	}
@@ -110,10 +46,10 @@ func TestAdminMoves(t *testing.T) {
 
 	// -watch refreshes until interrupted.
 	wctx, cancel := context.WithCancel(ctx)
-	var wout syncBuffer
+	var wout testkit.LogBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, func(k string) string { return env[k] })
+		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, adminEnv(m.cp.URL, m.cp.OperatorKeyID, m.cp.OperatorSecret))
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for strings.Count(wout.String(), " 1 moves\n") < 2 {
@@ -180,45 +116,8 @@ func TestAdminMoves(t *testing.T) {
 // moves list, and moves cancel rolls it back.
 func TestAdminMovesFailed(t *testing.T) {
 	ctx := context.Background()
-	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		var out bytes.Buffer
-		if err := admin(ctx, args, &out, func(k string) string { return env[k] }); err != nil {
-			t.Fatalf("admin %v: %v\n%s", args, err, out.String())
-		}
-		return out.String()
-	}
-	op := client.New(hs.URL, client.WithAPIKey(id, secret))
-	cptest.SeedFleet(t, op, cptest.Brokers{})
-	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "failers", Email: "failers@example.com", Password: "password-failers-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.New(hs.URL, client.WithSession(res.Session.Token)).CreateTopic(ctx, api.CreateTopicRequest{Name: "orders"}); err != nil {
-		t.Fatal(err)
-	}
-	mustRun("brokers", "create", "cell-1-b4", "-cell", cptest.Cell, "-node-id", "4")
-	k, err := op.AdminCreateCellKey(ctx, cptest.Cell)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cell := client.New(hs.URL, client.WithAPIKey(k.ID, k.Secret))
-	report := func(broker string) {
-		t.Helper()
-		if err := cell.CellReport(ctx, cptest.Cell, wire.Report{Version: wire.Version, BrokerID: broker, Partitions: []wire.PartitionStatus{}}); err != nil {
-			t.Fatalf("report of %s: %v", broker, err)
-		}
-	}
-	for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
-		report(b)
-	}
-	st, _, err := cell.CellState(ctx, cptest.Cell, -1, 0)
-	if err != nil || len(st.Topics) != 1 {
-		t.Fatalf("cell state: %+v, %v", st, err)
-	}
-	topic := st.Topics[0].ID
+	m := startMoveCell(ctx, t, "failers", 0)
+	mustRun, report, topic := m.mustRun, m.report, m.topic
 	mustRun("moves", "start", "-topic", topic, "-partition", "0", "-replicas", "1,2,4")
 	mustRun("brokers", "update", "cell-1-b4", "-status", "offline")
 	report("cell-1-b1")
@@ -232,5 +131,64 @@ func TestAdminMovesFailed(t *testing.T) {
 	}
 	if out := mustRun("moves", "cancel", "1"); !regexp.MustCompile(`(?m)^state\s+cancelling$`).MatchString(out) {
 		t.Fatalf("moves cancel:\n%s", out)
+	}
+}
+
+// moveCell is tenantd admin against a control plane with the fleet seeded
+// and a fourth broker cell-1-b4 created through it, a tenant's topic
+// "orders", and every broker reported once with no partitions.
+type moveCell struct {
+	cp      *cptest.Env
+	run     func(...string) (string, error)
+	mustRun func(...string) string
+	cell    *client.Client // with a key of the cell
+	topic   string         // the id of "orders"
+	orig    []int          // the replicas of its partition 0
+	ctx     context.Context
+	t       *testing.T
+}
+
+// startMoveCell starts a moveCell whose tenant is name, with partitions
+// partitions of "orders" (the default when 0).
+func startMoveCell(ctx context.Context, t *testing.T, name string, partitions int) *moveCell {
+	t.Helper()
+	cp, id, secret, mailDir := adminControlPlane(t)
+	m := &moveCell{cp: cp, ctx: ctx, t: t}
+	m.run, m.mustRun = adminCommands(ctx, t, cp.URL, id, secret)
+	cptest.SeedFleet(t, cp.Operator, cptest.Brokers{})
+	res, err := cptest.SignUp(ctx, cp.Anon, mailDir, api.SignupRequest{TenantName: name, Email: name + "@example.com", Password: "password-" + name + "-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := client.New(cp.URL, client.WithSession(res.Session.Token))
+	if _, err := owner.CreateTopic(ctx, api.CreateTopicRequest{Name: "orders", Partitions: partitions}); err != nil {
+		t.Fatal(err)
+	}
+	m.mustRun("brokers", "create", "cell-1-b4", "-cell", cptest.Cell, "-node-id", "4")
+	k, err := cp.Operator.AdminCreateCellKey(ctx, cptest.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cell = client.New(cp.URL, client.WithAPIKey(k.ID, k.Secret))
+	for _, b := range []string{"cell-1-b1", "cell-1-b2", "cell-1-b3", "cell-1-b4"} {
+		m.report(b)
+	}
+	st, _, err := m.cell.CellState(ctx, cptest.Cell, -1, 0)
+	if err != nil || len(st.Topics) != 1 {
+		t.Fatalf("cell state: %+v, %v", st, err)
+	}
+	m.topic, m.orig = st.Topics[0].ID, st.Topics[0].Partitions[0].Replicas
+	return m
+}
+
+// report sends broker's cell report with these partitions (none if none
+// are given).
+func (m *moveCell) report(broker string, parts ...wire.PartitionStatus) {
+	m.t.Helper()
+	if parts == nil {
+		parts = []wire.PartitionStatus{}
+	}
+	if err := m.cell.CellReport(m.ctx, cptest.Cell, wire.Report{Version: wire.Version, BrokerID: broker, Partitions: parts}); err != nil {
+		m.t.Fatalf("report of %s: %v", broker, err)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"regexp"
@@ -22,12 +21,7 @@ import (
 func TestAdminOncallBadInput(t *testing.T) {
 	ctx := context.Background()
 	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := admin(ctx, args, &out, func(k string) string { return env[k] })
-		return out.String(), err
-	}
+	run, _ := adminCommands(ctx, t, hs.URL, id, secret)
 	cp := client.New(hs.URL, client.WithAPIKey(id, secret))
 	cptest.SeedFleet(t, cp, cptest.TestAddrs)
 	res, err := cptest.SignUp(ctx, client.New(hs.URL), mailDir, api.SignupRequest{TenantName: "hotco", Email: "ops@hotco.test", Password: "password-hotco-1"})

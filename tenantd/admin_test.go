@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
-	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
 // TestAdminEnv: tenantd admin finds the control plane and its operator key
@@ -56,12 +53,7 @@ func TestAdminEnv(t *testing.T) {
 func TestAdminHelpAndTables(t *testing.T) {
 	ctx := context.Background()
 	hs, id, secret, mailDir := adminControlPlane(t)
-	env := map[string]string{"SLUICE_ENDPOINT": hs.URL, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
-	run := func(args ...string) (string, error) {
-		var out bytes.Buffer
-		err := admin(ctx, args, &out, func(k string) string { return env[k] })
-		return out.String(), err
-	}
+	run, _ := adminCommands(ctx, t, hs.URL, id, secret)
 	for _, args := range [][]string{{"quota", "set", "-h"}, {"quota", "set", "--help"}, {"tenants", "show", "-h"}} {
 		out, err := run(args...)
 		if err != nil || !strings.Contains(out, "usage: tenantd admin") || strings.Contains(out, "not_found") {
@@ -113,22 +105,41 @@ func TestAdminHelpAndTables(t *testing.T) {
 	}
 }
 
-// adminControlPlane serves a control plane on its own database for
-// tenantd admin to call, with an operator key (id and secret), and the
-// directory it writes its mail to.
-func adminControlPlane(t *testing.T) (*httptest.Server, string, string, string) {
+// adminControlPlane starts a real control plane on a fresh database with
+// no fleet (cptest.StartEmpty) and returns it with its operator key and
+// the directory its mail goes to.
+func adminControlPlane(t *testing.T) (*cptest.Env, string, string, string) {
 	t.Helper()
-	db := pgtest.Pool(t)
-	mailer, mailDir := cptest.Mailer(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer})
-	if err != nil {
-		t.Fatal(err)
+	cp := cptest.StartEmpty(t)
+	return cp, cp.OperatorKeyID, cp.OperatorSecret, cp.MailDir
+}
+
+// adminEnv is the environment tenantd admin reads, naming the control
+// plane at url (unset when url is empty) and the operator key id:secret
+// under the names tenantd dev prints.
+func adminEnv(url, id, secret string) func(string) string {
+	env := map[string]string{"SLUICE_ENDPOINT": url, "SLUICE_API_KEY_ID": id, "SLUICE_API_KEY_SECRET": secret}
+	return func(k string) string { return env[k] }
+}
+
+// adminCommands returns run, which runs tenantd admin with args against
+// the control plane at url with the operator key id:secret (adminEnv)
+// and returns what it printed, and mustRun,
+// which is run failing t on an error.
+func adminCommands(ctx context.Context, t *testing.T, url, id, secret string) (run func(...string) (string, error), mustRun func(...string) string) {
+	getenv := adminEnv(url, id, secret)
+	run = func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := admin(ctx, args, &out, getenv)
+		return out.String(), err
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	id, secret, err := controlplane.CreateOperatorKey(context.Background(), db, "tenantd admin test")
-	if err != nil {
-		t.Fatal(err)
+	mustRun = func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("admin %v: %v\n%s", args, err, out)
+		}
+		return out
 	}
-	return hs, id, secret, mailDir
+	return run, mustRun
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -12,10 +10,7 @@ import (
 // turned off; the Stripe key comes from the environment only; the
 // billing role needs a database and nothing else.
 func TestBillingConfig(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "c.json")
-	if err := os.WriteFile(file, []byte(`{"database_url":"postgres://file","billing_worker":false,"billing_interval":"5s"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := configFile(t, `{"database_url":"postgres://file","billing_worker":false,"billing_interval":"5s"}`)
 	for _, tc := range []struct {
 		name     string
 		cmd      string
@@ -48,10 +43,7 @@ func TestBillingConfig(t *testing.T) {
 			}
 		})
 	}
-	keyFile := filepath.Join(t.TempDir(), "k.json")
-	if err := os.WriteFile(keyFile, []byte(`{"database_url":"x","stripe_key":"sk_live"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile := configFile(t, `{"database_url":"x","stripe_key":"sk_live"}`)
 	for _, tc := range []struct {
 		name string
 		cmd  string

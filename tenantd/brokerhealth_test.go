@@ -3,10 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -31,12 +27,7 @@ func TestBrokerHealth(t *testing.T) {
 	// Peers at addresses where nothing listens.
 	down := func(t *testing.T) {
 		for _, b := range []string{"-b2", "-b3"} {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := ln.Addr().String()
-			ln.Close()
+			a := freeAddr(t)
 			if _, err := cp.Operator.AdminUpdateBroker(context.Background(), cptest.Cell+b, api.UpdateBrokerRequest{RaftAddr: &a}); err != nil {
 				t.Fatal(err)
 			}
@@ -58,23 +49,7 @@ func TestBrokerHealth(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close()
-			args := append([]string{"-cell", cptest.Cell, "-broker-id", tc.broker, "-api", cp.URL,
-				"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), "-health-listen", addr,
-				"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0"},
-				peerFiles(t, "1")...)
-			cfg, err := loadConfig("broker", args, func(string) string { return "" })
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- runBrokerRole(ctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+			addr, stop := startBrokerRole(t, cp, ck, tc.broker, "-health-listen")
 			hc := &http.Client{Timeout: 5 * time.Second}
 			celltest.WaitFor(t, 30*time.Second, "/livez answers", func() bool {
 				resp, err := hc.Get("http://" + addr + "/livez")
@@ -101,15 +76,7 @@ func TestBrokerHealth(t *testing.T) {
 				reason, _ := last["reason"].(string)
 				return resp.StatusCode == http.StatusServiceUnavailable && last["ready"] == false && strings.Contains(reason, tc.reason)
 			})
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil && !errors.Is(err, context.Canceled) {
-					t.Fatalf("broker stopped with %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the broker did not stop within 30 s")
-			}
+			stop()
 		})
 	}
 }

@@ -14,15 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/tenantd/devtest"
 )
 
 // devTenant signs a tenant up on d and returns its id and an API key
 // (id, secret) with a topic of partitions partitions created.
-func devTenant(t *testing.T, d *devProcess, name, topic string, partitions int) (tenantID, keyID, secret string) {
+func devTenant(t *testing.T, d *devtest.Dev, name, topic string, partitions int) (tenantID, keyID, secret string) {
 	t.Helper()
 	call := func(method, path, auth, body string, want int) map[string]any {
 		t.Helper()
-		status, b := send(t, method, d.apiURL+path, auth, body)
+		status, b := send(t, method, d.APIURL+path, auth, body)
 		if status != want {
 			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
 		}
@@ -32,7 +33,7 @@ func devTenant(t *testing.T, d *devProcess, name, topic string, partitions int) 
 	}
 	email := "ops@" + name + ".test"
 	call("POST", "/v1/signup", "", fmt.Sprintf(`{"tenant_name":%q,"email":%q,"password":"correct horse 1"}`, name, email), 202)
-	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, email)+`"}`, 201)
+	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, email)+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"load"}`, 201)
 	keyID, secret = key["id"].(string), key["secret"].(string)
@@ -41,9 +42,9 @@ func devTenant(t *testing.T, d *devProcess, name, topic string, partitions int) 
 }
 
 // kafkaClient is a franz-go client of d's Kafka listener with the key.
-func kafkaClient(t *testing.T, d *devProcess, keyID, secret string, opts ...kgo.Opt) *kgo.Client {
+func kafkaClient(t *testing.T, d *devtest.Dev, keyID, secret string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.bootstrap),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.Bootstrap),
 		kgo.SASL(plain.Auth{User: keyID, Pass: secret}.AsMechanism())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	status, body := send(t, "POST", "http://"+d.httpData+"/v1/topics/events/messages:publish", "Basic "+b64(keyID+":"+secret),
+	status, body := send(t, "POST", "http://"+d.HTTPData+"/v1/topics/events/messages:publish", "Basic "+b64(keyID+":"+secret),
 		`{"messages":[{"value":"`+b64("over http")+`"}]}`)
 	if status != 200 {
 		t.Fatalf("http publish: %d %s", status, body)
@@ -129,7 +130,7 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 	// Throttle time, made certain: how fast 200 synchronous produces go
 	// depends on the machine, so a temporary throttle of 10 messages a
 	// second meets batches of 30 until a broker has throttled one.
-	status, body = send(t, "PUT", d.apiURL+"/v1/admin/tenants/"+tenantID+"/throttle", "Basic "+b64(d.opKey),
+	status, body = send(t, "PUT", d.APIURL+"/v1/admin/tenants/"+tenantID+"/throttle", "Basic "+b64(d.OpKey),
 		`{"produce_messages_per_sec":10,"duration_seconds":600,"reason":"metrics test"}`)
 	if status != 200 {
 		t.Fatalf("throttle: %d %s", status, body)
@@ -144,12 +145,12 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		if err := prod.ProduceSync(ctx, batch...).FirstErr(); err != nil {
 			t.Fatalf("throttled produce: %v", err)
 		}
-		_, b := send(t, "GET", d.apiURL+"/metrics", "Basic "+b64(d.opKey), "")
+		_, b := send(t, "GET", d.APIURL+"/metrics", "Basic "+b64(d.OpKey), "")
 		v, _ := metricSum(string(b), "sluice_quota_throttle_seconds_total", tenant)
 		return v > 0
 	})
 	celltest.WaitFor(t, 30*time.Second, "the partition series settle", func() bool {
-		status, b := send(t, "GET", d.apiURL+"/metrics", "Basic "+b64(d.opKey), "")
+		status, b := send(t, "GET", d.APIURL+"/metrics", "Basic "+b64(d.OpKey), "")
 		metrics = string(b)
 		led, _ := metricSum(metrics, "sluice_partitions_led")
 		grp, _ := metricSum(metrics, "sluice_groups")

@@ -11,10 +11,7 @@ import (
 
 // Layering: defaults, then file, then environment, then flags.
 func TestConfigLayers(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "c.json")
-	if err := os.WriteFile(file, []byte(`{"listen":"127.0.0.1:1","log_level":"debug","database_url":"postgres://file"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := configFile(t, `{"listen":"127.0.0.1:1","log_level":"debug","database_url":"postgres://file"}`)
 	env := map[string]string{"SLUICE_LISTEN": "127.0.0.1:2", "DATABASE_URL": "postgres://env"}
 	getenv := func(k string) string { return env[k] }
 	for _, tc := range []struct {
@@ -115,10 +112,7 @@ func TestBrokerPeerConfig(t *testing.T) {
 	if _, err := loadConfig("broker", base, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "-peer-ca-file") {
 		t.Fatalf("a broker without peer certificates: err = %v", err)
 	}
-	file := filepath.Join(t.TempDir(), "c.json")
-	if err := os.WriteFile(file, []byte(`{"peer_ca_file": "f-ca.pem", "peer_cert_file": "f.pem", "peer_key_file": "f-key.pem"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := configFile(t, `{"peer_ca_file": "f-ca.pem", "peer_cert_file": "f.pem", "peer_key_file": "f-key.pem"}`)
 	env := map[string]string{"SLUICE_PEER_CERT_FILE": "e.pem"}
 	cfg, err := loadConfig("broker", append(base, "-config", file, "-peer-key-file", "k.pem"), func(k string) string { return env[k] })
 	if err != nil {
@@ -161,10 +155,7 @@ func TestCertsCommand(t *testing.T) {
 // The listener TLS settings layer like the others and are checked: a
 // certificate needs its key, and -tls (generate one) is dev's alone.
 func TestConfigListenerTLS(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "c.json")
-	if err := os.WriteFile(file, []byte(`{"database_url":"postgres://file","tls_cert_file":"file.pem","tls_key_file":"file-key.pem","tls_ca_file":"file-ca.pem"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := configFile(t, `{"database_url":"postgres://file","tls_cert_file":"file.pem","tls_key_file":"file-key.pem","tls_ca_file":"file-ca.pem"}`)
 	env := map[string]string{"SLUICE_TLS_CERT_FILE": "env.pem", "SLUICE_TLS_KEY_FILE": "env-key.pem"}
 	cfg, err := loadConfig("controlplane", []string{"-config", file, "-tls-cert-file", "flag.pem"}, func(k string) string { return env[k] })
 	if err != nil {
@@ -192,4 +183,15 @@ func TestConfigListenerTLS(t *testing.T) {
 	if cfg, err := loadConfig("dev", []string{"-tls"}, func(string) string { return "" }); err != nil || !cfg.DevTLS {
 		t.Fatalf("dev -tls: %+v %v", cfg, err)
 	}
+}
+
+// configFile writes a tenantd config file holding json in a temporary
+// directory and returns its path.
+func configFile(t *testing.T, json string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(file, []byte(json), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

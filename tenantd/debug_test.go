@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/migrations"
 )
 
@@ -33,12 +34,7 @@ func TestDebugAndBootstrapFlags(t *testing.T) {
 
 // The pprof endpoint answers with the profile index, on its own listener.
 func TestServeDebug(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- serveDebug(ctx, addr, slog.New(slog.DiscardHandler)) }()
@@ -49,19 +45,15 @@ func TestServeDebug(t *testing.T) {
 		}
 	}()
 	var body []byte
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	celltest.WaitFor(t, 10*time.Second, "pprof served", func() bool {
 		resp, err := http.Get("http://" + addr + "/debug/pprof/")
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pprof not served within 10 s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return true
+	})
 	if !strings.Contains(string(body), "goroutine") {
 		t.Fatalf("pprof index: %.200s", body)
 	}

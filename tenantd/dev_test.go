@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,18 +20,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // buildTenantd compiles the real binary once per test.
-func buildTenantd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tenantd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildTenantd(t *testing.T) string { return testkit.BuildTenantd(t, t.TempDir()) }
 
 // TestDevReadmeFlow runs `tenantd dev` as `make run` does and walks the
 // README's tour over HTTP: signup, create a key, create a topic with it,
@@ -43,8 +36,8 @@ func TestDevReadmeFlow(t *testing.T) {
 		t.Skip("builds and runs tenantd")
 	}
 	d := startDev(t)
-	bin, cmd, exited, stderr, dbURL := d.bin, d.cmd, d.exited, d.stderr, d.dbURL
-	apiURL, opKey, opEnv, bootstrap, httpData := d.apiURL, d.opKey, d.opEnv, d.bootstrap, d.httpData
+	bin, cmd, exited, stderr, dbURL := d.Bin, d.Cmd, d.Exited, d.Stderr, d.DBURL
+	apiURL, opKey, opEnv, bootstrap, httpData := d.APIURL, d.OpKey, d.OpEnv, d.Bootstrap, d.HTTPData
 	var deadline <-chan time.Time
 
 	// call sends a request and decodes the answer; want 0 accepts any status.
@@ -61,7 +54,7 @@ func TestDevReadmeFlow(t *testing.T) {
 	if s := call("POST", "/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202); s["status"] != "pending" {
 		t.Fatalf("signup: %v", s)
 	}
-	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
+	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"laptop"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)

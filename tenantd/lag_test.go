@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -117,23 +116,7 @@ func TestBrokerServesMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	args := append([]string{"-cell", cptest.Cell, "-broker-id", cptest.Cell + "-b1", "-api", cp.URL,
-		"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), "-metrics-listen", addr,
-		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0"},
-		peerFiles(t, "1")...)
-	cfg, err := loadConfig("broker", args, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runBrokerRole(ctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	addr, stop := startBrokerRole(t, cp, ck, cptest.Cell+"-b1", "-metrics-listen")
 	hc := &http.Client{Timeout: 5 * time.Second}
 	var body string
 	// The listener is up before the broker registers its collectors.
@@ -153,15 +136,7 @@ func TestBrokerServesMetrics(t *testing.T) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Fatalf("broker stopped with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the broker did not stop within 30 s")
-	}
+	stop()
 	if _, err := hc.Get("http://" + addr + "/metrics"); err == nil {
 		t.Fatal("metrics still served after the broker stopped")
 	}

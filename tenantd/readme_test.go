@@ -50,16 +50,16 @@ func TestReadmeTourTwice(t *testing.T) {
 	d := startDev(t)
 	script := tourBlocks(t)
 	// The README speaks of make run's fixed addresses; this cell has free ports.
-	if len(d.httpAddrs) != 3 {
-		t.Fatalf("the banner names %d HTTP data addresses, want the 3 brokers'", len(d.httpAddrs))
+	if len(d.HTTPAddrs) != 3 {
+		t.Fatalf("the banner names %d HTTP data addresses, want the 3 brokers'", len(d.HTTPAddrs))
 	}
 	script = strings.NewReplacer(
-		"http://127.0.0.1:8080", d.apiURL,
-		"127.0.0.1:8091", d.httpAddrs[0],
-		"127.0.0.1:8092", d.httpAddrs[1],
-		"127.0.0.1:8093", d.httpAddrs[2],
-		"127.0.0.1:9092", d.bootstrap,
-		".dev/mail/", filepath.Join(d.dataDir, "mail")+"/",
+		"http://127.0.0.1:8080", d.APIURL,
+		"127.0.0.1:8091", d.HTTPAddrs[0],
+		"127.0.0.1:8092", d.HTTPAddrs[1],
+		"127.0.0.1:8093", d.HTTPAddrs[2],
+		"127.0.0.1:9092", d.Bootstrap,
+		".dev/mail/", filepath.Join(d.DataDir, "mail")+"/",
 	).Replace(script)
 	if strings.Contains(script, "127.0.0.1:8080") || strings.Contains(script, "127.0.0.1:809") || strings.Contains(script, ".dev/") {
 		t.Fatalf("the tour names an address this test does not map:\n%s", script)
@@ -71,7 +71,7 @@ func TestReadmeTourTwice(t *testing.T) {
 		cancel()
 		text := string(out)
 		if err != nil {
-			t.Fatalf("tour run %d: %v\n%s\n%s", run, err, text, d.stderr.String())
+			t.Fatalf("tour run %d: %v\n%s\n%s", run, err, text, d.Stderr.String())
 		}
 		for _, want := range []string{
 			"pending\nsession: ",            // the signup's answer, the same on both runs, then a session

@@ -46,10 +46,10 @@ func TestDevTLS(t *testing.T) {
 		t.Fatal("kcat is not installed: run `make tools` (it installs Debian's kcat)")
 	}
 	d := startDev(t, "-tls")
-	if !strings.HasPrefix(d.apiURL, "https://") || d.caFile == "" {
-		t.Fatalf("dev -tls banner: API %s, CA file %q", d.apiURL, d.caFile)
+	if !strings.HasPrefix(d.APIURL, "https://") || d.CAFile == "" {
+		t.Fatalf("dev -tls banner: API %s, CA file %q", d.APIURL, d.CAFile)
 	}
-	pool, err := peercert.LoadPool(d.caFile)
+	pool, err := peercert.LoadPool(d.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,23 +66,23 @@ func TestDevTLS(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return out
 	}
-	call("POST", d.apiURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202)
-	signup := call("POST", d.apiURL+"/v1/signup/confirm", "", `{"token":"`+d.mailToken(t, "dev@acme.test")+`"}`, 201)
+	call("POST", d.APIURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202)
+	signup := call("POST", d.APIURL+"/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@acme.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
-	key := call("POST", d.apiURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
+	key := call("POST", d.APIURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
 	id, secret := key["id"].(string), key["secret"].(string)
 	basic := "Basic " + b64(id+":"+secret)
-	call("POST", d.apiURL+"/v1/topics", basic, `{"name":"orders","partitions":3}`, 201)
-	consoleOperatorSignIn(t, d.apiURL, d.opKey, "acme", tr)
+	call("POST", d.APIURL+"/v1/topics", basic, `{"name":"orders","partitions":3}`, 201)
+	consoleOperatorSignIn(t, d.APIURL, d.OpKey, "acme", tr)
 	// tenantd admin, pointed at the CA as the banner says.
-	adminCmd := exec.Command(d.bin, "admin", "tenants", "list")
-	adminCmd.Env = append(append(os.Environ(), d.opEnv...), "SLUICE_TLS_CA_FILE="+d.caFile)
+	adminCmd := exec.Command(d.Bin, "admin", "tenants", "list")
+	adminCmd.Env = append(append(os.Environ(), d.OpEnv...), "SLUICE_TLS_CA_FILE="+d.CAFile)
 	if out, err := adminCmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "acme") {
 		t.Fatalf("tenantd admin over https: %v\n%s", err, out)
 	}
 
 	// Plaintext, and a client without the CA, are refused on the HTTP ports.
-	for _, addr := range []string{strings.TrimPrefix(d.apiURL, "https://"), d.httpData} {
+	for _, addr := range []string{strings.TrimPrefix(d.APIURL, "https://"), d.HTTPData} {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
@@ -109,7 +109,7 @@ func TestDevTLS(t *testing.T) {
 	}
 	produced := 0
 	for _, m := range mechanisms {
-		sasl := []string{"-b", d.bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + d.caFile,
+		sasl := []string{"-b", d.Bootstrap, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + d.CAFile,
 			"-X", "sasl.mechanisms=" + m.name, "-X", "sasl.username=" + id, "-X", "sasl.password=" + secret}
 		celltest.WaitFor(t, 30*time.Second, "kcat -L over SASL_SSL with "+m.name+" lists the topic", func() bool {
 			out, err := runBounded(exec.Command(kcat, append(sasl, "-L", "-t", "orders")...), 20*time.Second)
@@ -122,7 +122,7 @@ func TestDevTLS(t *testing.T) {
 		prod := exec.Command(kcat, append(sasl, "-t", "orders", "-P", "-K:", "-X", "acks=all")...)
 		prod.Stdin = strings.NewReader(in.String())
 		if out, err := runBounded(prod, 60*time.Second); err != nil {
-			t.Fatalf("kcat produce over SASL_SSL with %s: %v\n%s\n%s", m.name, err, out, d.stderr.String())
+			t.Fatalf("kcat produce over SASL_SSL with %s: %v\n%s\n%s", m.name, err, out, d.Stderr.String())
 		}
 		produced += 10
 		out, err := runBounded(exec.Command(kcat, append(sasl, "-t", "orders", "-C", "-o", "beginning", "-e", "-f", "%s\n")...), 60*time.Second)
@@ -133,7 +133,7 @@ func TestDevTLS(t *testing.T) {
 			t.Fatalf("kcat read %d of its records over SASL_SSL with %s, want 10:\n%s", len(got), m.name, out)
 		}
 
-		cl, err := kgo.NewClient(kgo.SeedBrokers(d.bootstrap), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.Bootstrap), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
 			kgo.SASL(m.mech(id, secret)),
 			kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
@@ -167,7 +167,7 @@ func TestDevTLS(t *testing.T) {
 
 	// /v1/cluster lists the HTTPS data endpoints the brokers serve.
 	celltest.WaitFor(t, 30*time.Second, "/v1/cluster to list https:// data endpoints", func() bool {
-		eps, _ := call("GET", d.apiURL+"/v1/cluster", basic, "", 200)["http_endpoints"].([]any)
+		eps, _ := call("GET", d.APIURL+"/v1/cluster", basic, "", 200)["http_endpoints"].([]any)
 		if len(eps) != 3 {
 			return false
 		}
@@ -183,7 +183,7 @@ func TestDevTLS(t *testing.T) {
 	// broker: the others' are forwarded to their leaders over HTTPS.
 	read := 0
 	for p := range 3 {
-		r := call("GET", fmt.Sprintf("https://%s/v1/topics/orders/partitions/%d/messages?offset=0", d.httpData, p), basic, "", 200)
+		r := call("GET", fmt.Sprintf("https://%s/v1/topics/orders/partitions/%d/messages?offset=0", d.HTTPData, p), basic, "", 200)
 		read += len(r["messages"].([]any))
 	}
 	if read != produced {
@@ -191,7 +191,7 @@ func TestDevTLS(t *testing.T) {
 	}
 
 	// A renewed certificate, then SIGHUP: new connections get it.
-	dir := filepath.Join(d.dataDir, "tls")
+	dir := filepath.Join(d.DataDir, "tls")
 	ca, err := peercert.LoadCA(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -207,16 +207,16 @@ func TestDevTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if served(t, d.bootstrap, pool, renewed) {
+	if served(t, d.Bootstrap, pool, renewed) {
 		t.Fatal("the renewed certificate is served before SIGHUP")
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for _, addr := range []string{strings.TrimPrefix(d.apiURL, "https://"), d.httpData, d.bootstrap} {
+	for _, addr := range []string{strings.TrimPrefix(d.APIURL, "https://"), d.HTTPData, d.Bootstrap} {
 		celltest.WaitFor(t, 10*time.Second, "the renewed certificate served on "+addr, func() bool { return served(t, addr, pool, renewed) })
 	}
-	call("GET", d.apiURL+"/healthz", "", "", 200)
+	call("GET", d.APIURL+"/healthz", "", "", 200)
 }
 
 // served reports whether a new TLS connection to addr, verified with

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // TestChaosShort is the short chaos run of `make test`: the real tenantd
@@ -106,7 +108,7 @@ func shortRun(t *testing.T, limit time.Duration, cfg Config) (shortOutcome, erro
 	}
 	cfg.DatabaseURL = cmp.Or(os.Getenv("SLUICE_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	var out bytes.Buffer
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := testkit.Logger(t, slog.LevelInfo)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	t.Logf("seed %d (SLUICE_CHAOS_SEED=%d replays the fault schedule)", cfg.Seed, cfg.Seed)
@@ -157,11 +159,4 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(tenantd.dir)
 	}
 	os.Exit(code)
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

@@ -1,6 +1,8 @@
 // Package testkit holds the test doubles both planes' tests share: a
-// settable clock and a log destination safe for concurrent writers. Only
-// tests import it; it imports nothing of the module.
+// settable clock, a log destination safe for concurrent writers, the one
+// test logger (lines through t), the one bounded wait (WaitFor) and the
+// builder of the real tenantd binary for process tests. Only tests import it; it imports nothing of
+// the module.
 package testkit
 
 import (

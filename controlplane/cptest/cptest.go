@@ -7,6 +7,7 @@ package cptest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ type Env struct {
 	Server   *controlplane.Server
 	Operator *client.Client
 	Anon     *client.Client
+	// OperatorKeyID and OperatorSecret are the operator key Operator
+	// carries, for tests that hand it to a command or a provider.
+	OperatorKeyID, OperatorSecret string
 	// MailDir holds the mail the control plane sent (a mail.Dir), unless
 	// a configure callback set another Mailer.
 	MailDir string
@@ -45,11 +49,39 @@ type Brokers struct {
 	HTTPAddrs  []string
 }
 
-// Start runs a control plane until the test ends. The seeded brokers get
-// the given addresses (empty strings if none are given). Each configure
-// callback, in order, may change the control plane's config (its DB set)
-// before the server is built.
+// Start runs a control plane until the test ends, with the fleet seeded
+// (SeedFleet): the seeded brokers get the given addresses (empty strings
+// if none are given). Each configure callback, in order, may change the
+// control plane's config (its DB set) before the server is built.
 func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
+	e := StartEmpty(t, configure...)
+	SeedFleet(t, e.Operator, b)
+	return e
+}
+
+// StartEmpty runs a control plane as Start does, with no pool, cell or
+// broker: for tests that build the fleet themselves, as an operator would.
+func StartEmpty(t testing.TB, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
+	return start(t, nil, configure...)
+}
+
+// StartMounted is Start with the test server serving what mount returns:
+// mount gets the control plane's handler and the server's URL (a console
+// that calls the API at its own address needs it) and builds the
+// server's handler around them, as tenantd mounts the console beside the
+// API.
+func StartMounted(t testing.TB, b Brokers, mount func(plane http.Handler, url string) http.Handler, configure ...func(*controlplane.Config)) *Env {
+	t.Helper()
+	e := start(t, mount, configure...)
+	SeedFleet(t, e.Operator, b)
+	return e
+}
+
+// start runs the control plane, served as mount builds it (nil: the
+// control plane's handler alone), with an operator key and no fleet.
+func start(t testing.TB, mount func(plane http.Handler, url string) http.Handler, configure ...func(*controlplane.Config)) *Env {
 	t.Helper()
 	db := pgtest.Pool(t)
 	mailer, mailDir := Mailer(t)
@@ -61,17 +93,18 @@ func Start(t testing.TB, b Brokers, configure ...func(*controlplane.Config)) *En
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	var served http.Handler = srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.ServeHTTP(w, r) }))
 	t.Cleanup(hs.Close)
-	ctx := context.Background()
-	id, secret, err := controlplane.CreateOperatorKey(ctx, db, "cptest operator")
+	if mount != nil {
+		served = mount(srv.Handler(), hs.URL)
+	}
+	id, secret, err := controlplane.CreateOperatorKey(context.Background(), db, "cptest operator")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL),
-		MailDir: mailDir, t: t}
-	SeedFleet(t, e.Operator, b)
-	return e
+	return &Env{URL: hs.URL, DB: db, Server: srv, Operator: client.New(hs.URL, client.WithAPIKey(id, secret)), Anon: client.New(hs.URL),
+		OperatorKeyID: id, OperatorSecret: secret, MailDir: mailDir, t: t}
 }
 
 // SeedFleet creates, through the operator client op, the shared pool Pool

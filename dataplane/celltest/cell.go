@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
@@ -351,16 +352,10 @@ func (c *Cell) Close() {
 }
 
 // WaitFor polls cond until it holds or timeout passes, then fails t
-// naming what it waited for.
+// naming what it waited for (testkit.WaitFor, the one bounded wait).
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, timeout, what, cond)
 }
 
 // CrashBroker stops broker b as a power cut would: its committer stops

@@ -2,21 +2,11 @@ package celltest
 
 import (
 	"log/slog"
-	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // Logger returns a logger that sends the lines at level and above to t's
-// log, one t.Log call a line.
-func Logger(t testing.TB, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: level}))
-}
-
-// testLog writes each log line through t.
-type testLog struct{ t testing.TB }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+// log, one t.Log call a line (testkit.Logger, the one test logger).
+func Logger(t testing.TB, level slog.Level) *slog.Logger { return testkit.Logger(t, level) }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,47 +14,6 @@ import (
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/usage"
 )
-
-// usageLog is a usage partition in memory: what a broker's flusher
-// appends.
-type usageLog struct {
-	mu      sync.Mutex
-	batches [][]byte
-}
-
-func (l *usageLog) Produce(_ context.Context, b []byte) (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.batches = append(l.batches, append([]byte(nil), b...))
-	return int64(len(l.batches) - 1), nil
-}
-
-// totals sums the log's entries by meter, each flush once.
-func (l *usageLog) totals(t *testing.T) map[string]int64 {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := map[[3]any]bool{}
-	out := map[string]int64{}
-	for _, b := range l.batches {
-		if _, err := usage.EachValue(b, func(_ int64, v []byte) error {
-			r, err := usage.Decode(v)
-			if err != nil {
-				return err
-			}
-			if k := [3]any{r.Node, r.Boot, r.Seq}; !seen[k] {
-				seen[k] = true
-				for _, e := range r.Entries {
-					out[e.Meter] += e.Value
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
 
 // TestReadMeteredAsStoredBatches: an HTTP read's bytes out are the
 // stored batch bytes of the messages it returns, as a Kafka fetch's are:
@@ -67,9 +25,9 @@ func (l *usageLog) totals(t *testing.T) map[string]int64 {
 // once.
 func TestReadMeteredAsStoredBatches(t *testing.T) {
 	meters := []*usage.Meter{usage.NewMeter(nil), usage.NewMeter(nil), usage.NewMeter(nil)}
-	logs := make([]*usageLog, len(meters))
+	logs := make([]*celltest.UsageLog, len(meters))
 	for i, m := range meters {
-		logs[i] = &usageLog{}
+		logs[i] = &celltest.UsageLog{}
 		f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: i + 1, Meter: m, Interval: time.Hour,
 			Partition: func() (usage.Appender, bool) { return logs[i], true }})
 		if err != nil {
@@ -142,7 +100,7 @@ func TestReadMeteredAsStoredBatches(t *testing.T) {
 			if err := meters[lead].Sync(context.Background()); err != nil {
 				return false
 			}
-			got = logs[lead].totals(t)
+			got = logs[lead].Totals(t)
 			return got[usage.BytesOut] >= bytesOut && got[usage.MessagesOut] >= messagesOut
 		})
 		if got[usage.BytesOut] != bytesOut || got[usage.MessagesOut] != messagesOut {

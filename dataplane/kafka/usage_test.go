@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,52 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/usage"
 )
-
-// usageLog is a usage partition in memory: what a broker's flusher
-// appends.
-type usageLog struct {
-	mu      sync.Mutex
-	batches [][]byte
-}
-
-func (l *usageLog) Produce(_ context.Context, b []byte) (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.batches = append(l.batches, append([]byte(nil), b...))
-	return int64(len(l.batches) - 1), nil
-}
-
-// totals sums the log's entries by meter, each flush (node, boot, seq)
-// once, as the ledger does.
-func (l *usageLog) totals(t *testing.T) map[string]int64 {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := map[[3]any]bool{}
-	out := map[string]int64{}
-	for _, b := range l.batches {
-		if _, err := usage.EachValue(b, func(_ int64, v []byte) error {
-			r, err := usage.Decode(v)
-			if err != nil {
-				return err
-			}
-			if k := [3]any{r.Node, r.Boot, r.Seq}; !seen[k] {
-				seen[k] = true
-				for _, e := range r.Entries {
-					out[e.Meter] += e.Value
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
 
 // TestFetchMeteredOnceWritten: a fetch is counted once its response is
 // written to the connection, and synced before the connection's next
@@ -86,7 +44,7 @@ func TestFetchMeteredOnceWritten(t *testing.T) {
 	}
 
 	m := usage.NewMeter(nil)
-	l := &usageLog{}
+	l := &celltest.UsageLog{}
 	f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: 1, Meter: m, Interval: time.Hour,
 		Partition: func() (usage.Appender, bool) { return l, true }})
 	if err != nil {
@@ -157,7 +115,7 @@ func TestFetchMeteredOnceWritten(t *testing.T) {
 		t.Fatalf("refetch: error %d, %d bytes", p.ErrorCode, len(p.RecordBatches))
 	}
 	apiVersions(t, rc) // served only once the fetch's count is committed
-	got := l.totals(t)
+	got := l.Totals(t)
 	if got[usage.BytesOut] != int64(len(p.RecordBatches)) || got[usage.MessagesOut] != n {
 		t.Fatalf("usage partition holds bytes_out %d, messages_out %d; the client received %d bytes of batches holding %d records",
 			got[usage.BytesOut], got[usage.MessagesOut], len(p.RecordBatches), n)
@@ -208,7 +166,7 @@ func BenchmarkConsumeMetered(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("metering=%v", on), func(b *testing.B) {
 			var o brokerOpts
-			l := &usageLog{}
+			l := &celltest.UsageLog{}
 			if on {
 				o.usage = usage.NewMeter(nil)
 				f, err := usage.NewFlusher(usage.FlusherConfig{NodeID: 1, Meter: o.usage, Interval: time.Hour,

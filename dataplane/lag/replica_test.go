@@ -15,14 +15,7 @@ func TestReplicaPartition(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	leader := c.WaitLeader(0, 30*time.Second)
 	now := time.Now()
-	for i := range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := c.Produce(ctx, 0, batchAt(now.UnixMilli()-int64(5-i)*60_000, 2, 50))
-		cancel()
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-	}
+	produceAged(t, c, now)
 	var ms []Measurement
 	for b := range c.Brokers() {
 		p := ReplicaPartition(c.Replica(b, 0))
@@ -53,14 +46,7 @@ func TestReplicaPartitionAfterDeleteRecords(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	c.WaitLeader(0, 30*time.Second)
 	now := time.Now()
-	for i := range 5 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := c.Produce(ctx, 0, batchAt(now.UnixMilli()-int64(5-i)*60_000, 2, 50))
-		cancel()
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-	}
+	produceAged(t, c, now)
 	lead := c.Replica(c.WaitLeader(0, 30*time.Second), 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -79,6 +65,20 @@ func TestReplicaPartitionAfterDeleteRecords(t *testing.T) {
 		}
 		if !m.Expired || m.LogStartOffset != 6 || m.Records != 4 || m.Seconds != 120 || m.RetentionFraction < 1 {
 			t.Fatalf("broker %d measures %+v; want expired, log start 6, 4 records 120 s old", b, m)
+		}
+	}
+}
+
+// produceAged produces five batches of two 50-byte records to partition
+// 0 of c, stamped five, four, three, two and one minute before now.
+func produceAged(t *testing.T, c *celltest.Cell, now time.Time) {
+	t.Helper()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.Produce(ctx, 0, batchAt(now.UnixMilli()-int64(5-i)*60_000, 2, 50))
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %d: %v", i, err)
 		}
 	}
 }

@@ -66,11 +66,38 @@ func TestCleanCrash(t *testing.T) {
 	newSums := dirSums(t, ref)
 	p := cleanCrashParams(h, upTo)
 	wantNew := h.model(p.Now - p.DeleteRetention.Milliseconds())
+	crashAtEveryStep(t, "TestCleanCrash", "clean", tmpl, func(at int, dir string, l *Log) bool {
+		switch got := dirSums(t, dir); {
+		case reflect.DeepEqual(got, oldSums):
+			if n := len(logRecords(t, l)); n != h.recordCount() {
+				t.Fatalf("crash at step %d: old segments serve %d records, want %d", at, n, h.recordCount())
+			}
+			return true
+		case reflect.DeepEqual(got, newSums):
+			checkRecords(t, logRecords(t, l), wantNew)
+			return false
+		default:
+			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
+			return false
+		}
+	})
+}
+
+// crashAtEveryStep runs test's child in mode on a fresh copy of tmpl,
+// exiting at its first step, then its second, and so on until a child
+// finishes. After each crash it finishes a swap left in the directory in
+// a child that itself crashes at its first step (a crashed recovery),
+// reopens the log, asks check whether the files are the old ones (true)
+// or the rewritten ones, and fails t if a rewritten segment or swap file
+// is left. The crash points must cover both outcomes and a crashed
+// recovery.
+func crashAtEveryStep(t *testing.T, test, mode, tmpl string, check func(at int, dir string, l *Log) (old bool)) {
+	t.Helper()
 	var olds, news, resumed int
 	for at := 1; ; at++ {
 		dir := filepath.Join(t.TempDir(), "run")
 		copyDir(t, tmpl, dir)
-		code := runCleanChild(t, dir, "clean", at)
+		code := runCrashChild(t, test, dir, mode, at)
 		if code == exitFinished {
 			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
 			if olds == 0 || news == 0 || resumed == 0 {
@@ -79,39 +106,26 @@ func TestCleanCrash(t *testing.T) {
 			return
 		}
 		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runCleanChild(t, dir, "reopen", 1); code == exitCrashed {
+			if code := runCrashChild(t, test, dir, "reopen", 1); code == exitCrashed {
 				resumed++
 			}
 		}
 		l := reopen(t, cleanConfig(t, dir))
-		got := dirSums(t, dir)
-		switch {
-		case reflect.DeepEqual(got, oldSums):
+		if check(at, dir, l) {
 			olds++
-			if n := len(logRecords(t, l)); n != h.recordCount() {
-				t.Fatalf("crash at step %d: old segments serve %d records, want %d", at, n, h.recordCount())
-			}
-		case reflect.DeepEqual(got, newSums):
+		} else {
 			news++
-			checkRecords(t, logRecords(t, l), wantNew)
-		default:
-			t.Fatalf("crash at step %d: segment files are neither the old nor the cleaned ones", at)
 		}
 		l.Close()
-		names, _ := os.ReadDir(dir)
-		for _, n := range names {
-			if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
-				t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
-			}
-		}
+		checkNoRewriteLeft(t, dir, at)
 	}
 }
 
-// runCleanChild runs the test binary as a child in mode on dir, exiting
-// at its at-th step, and returns its exit code.
-func runCleanChild(t *testing.T, dir, mode string, at int) int {
+// runCrashChild runs the test binary as a child that runs only test, in
+// mode on dir, exiting at its at-th step, and returns its exit code.
+func runCrashChild(t *testing.T, test, dir, mode string, at int) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCleanCrash$")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
 	cmd.Env = append(os.Environ(), cleanCrashDirEnv+"="+dir, cleanCrashAtEnv+"="+strconv.Itoa(at), cleanCrashModeEnv+"="+mode)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -122,6 +136,18 @@ func runCleanChild(t *testing.T, dir, mode string, at int) int {
 	}
 	t.Fatalf("%s child at step %d: %v; stderr:\n%s", mode, at, err, stderr.String())
 	return 0
+}
+
+// checkNoRewriteLeft fails t if dir, reopened after a crash at step at,
+// still holds a rewritten segment or a swap file.
+func checkNoRewriteLeft(t *testing.T, dir string, at int) {
+	t.Helper()
+	names, _ := os.ReadDir(dir)
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
+			t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
+		}
+	}
 }
 
 // cleanCrashChild cleans (or, in mode reopen, opens) the log in dir and

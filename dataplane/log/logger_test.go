@@ -3,16 +3,9 @@ package log
 import (
 	"log/slog"
 	"testing"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(p))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
+// testLogger is the package's tests' logger: warnings and errors, through t.
+func testLogger(t testing.TB) *slog.Logger { return testkit.Logger(t, slog.LevelWarn) }

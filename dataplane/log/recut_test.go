@@ -1,12 +1,10 @@
 package log
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -188,61 +186,23 @@ func TestRecutCrash(t *testing.T) {
 		enc = append(enc, strconv.FormatInt(b, 10))
 	}
 	t.Setenv(recutCrashBasesEnv, strings.Join(enc, ","))
-	var olds, news, resumed int
-	for at := 1; ; at++ {
-		dir := filepath.Join(t.TempDir(), "run")
-		copyDir(t, tmpl, dir)
-		code := runRecutChild(t, dir, "recut", at)
-		if code == exitFinished {
-			t.Logf("%d crash points: %d left the old segments, %d the new, %d crashed again while finishing the swap", at-1, olds, news, resumed)
-			if olds == 0 || news == 0 || resumed == 0 {
-				t.Fatal("the crash points did not cover both outcomes and a crashed recovery")
-			}
-			return
-		}
-		if _, err := os.Stat(filepath.Join(dir, cleanSwapName)); err == nil {
-			if code := runRecutChild(t, dir, "reopen", 1); code == exitCrashed {
-				resumed++
-			}
-		}
-		l := reopen(t, cleanConfig(t, dir))
+	crashAtEveryStep(t, "TestRecutCrash", "recut", tmpl, func(at int, dir string, l *Log) bool {
 		switch got := dirSums(t, dir); {
 		case reflect.DeepEqual(got, oldSums):
-			olds++
 			if _, err := l.Recut(context.Background(), bases, 0); err != nil {
 				t.Fatalf("crash at step %d: redo the re-cut: %v", at, err)
 			}
 			if !reflect.DeepEqual(dirSums(t, dir), newSums) {
 				t.Fatalf("crash at step %d: the re-cut redone differs", at)
 			}
+			return true
 		case reflect.DeepEqual(got, newSums):
-			news++
+			return false
 		default:
 			t.Fatalf("crash at step %d: segment files are neither the old nor the re-cut ones: %v", at, sortedKeys(got))
+			return false
 		}
-		l.Close()
-		names, _ := os.ReadDir(dir)
-		for _, n := range names {
-			if strings.HasSuffix(n.Name(), cleanedSuffix) || strings.HasPrefix(n.Name(), cleanSwapName) {
-				t.Fatalf("crash at step %d: %s left after reopening", at, n.Name())
-			}
-		}
-	}
-}
-
-func runRecutChild(t *testing.T, dir, mode string, at int) int {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecutCrash$")
-	cmd.Env = append(os.Environ(), cleanCrashDirEnv+"="+dir, cleanCrashAtEnv+"="+strconv.Itoa(at), cleanCrashModeEnv+"="+mode)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && (ee.ExitCode() == exitCrashed || ee.ExitCode() == exitFinished) {
-		return ee.ExitCode()
-	}
-	t.Fatalf("%s child at step %d: %v; stderr:\n%s", mode, at, err, stderr.String())
-	return 0
+	})
 }
 
 // recutCrashChild re-cuts (or, in mode reopen, opens) the log in dir and

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/mail"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
@@ -319,20 +320,15 @@ func getWith(hc *http.Client, u string) error {
 	return nil
 }
 
-// waitFor polls cond until it returns nil, failing the test after limit.
+// waitFor polls cond until it returns nil, failing the test after limit
+// (testkit.WaitFor) with cond's last error logged.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
+	var last error
+	defer func() {
+		if t.Failed() && last != nil {
+			t.Logf("%s: last error: %v", what, last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, limit, err)
-		}
-		<-tick.C
-	}
+	}()
+	testkit.WaitFor(t, limit, what, func() bool { last = cond(); return last == nil })
 }

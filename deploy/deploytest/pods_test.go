@@ -19,6 +19,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // pods runs a rendered chart's containers as local processes, the way a
@@ -323,16 +325,7 @@ func pipe(wg *sync.WaitGroup, dst, src net.Conn) {
 }
 
 // buildTenantd builds the binary the chart's image runs.
-func buildTenantd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tenantd")
-	cmd := exec.Command("go", "build", "-o", bin, "./tenantd")
-	cmd.Dir = repoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildTenantd(t *testing.T) string { return testkit.BuildTenantd(t, t.TempDir()) }
 
 // tenantd runs the binary to completion (an operator's command).
 func tenantd(t *testing.T, bin string, env []string, args ...string) string {

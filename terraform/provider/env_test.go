@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/controlplane/cptest"
-	"github.com/sluicehq/sluice/controlplane/pgtest"
 	"github.com/sluicehq/sluice/terraform/provider"
 )
 
@@ -52,26 +51,11 @@ func newEnv(t *testing.T) *env {
 	}
 	setupTerraform(t)
 
-	db := pgtest.Pool(t)
-	mailer, mailDir := cptest.Mailer(t)
-	srv, err := controlplane.New(controlplane.Config{DB: db, Mailer: mailer,
-		Logger: slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	cp := cptest.Start(t, cptest.TestAddrs, func(c *controlplane.Config) { c.Logger = testkit.Logger(t, slog.LevelWarn) })
 	ctx := context.Background()
-	opID, opSecret, err := controlplane.CreateOperatorKey(ctx, db, "terraform acceptance test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, url: hs.URL, opID: opID, opSecret: opSecret,
-		op: client.New(hs.URL, client.WithAPIKey(opID, opSecret))}
-	cptest.SeedFleet(t, e.op, cptest.TestAddrs)
-
-	anon := client.New(hs.URL)
-	res, err := cptest.SignUp(ctx, anon, mailDir, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
+	e := &env{t: t, url: cp.URL, opID: cp.OperatorKeyID, opSecret: cp.OperatorSecret, op: cp.Operator}
+	anon := cp.Anon
+	res, err := cptest.SignUp(ctx, anon, cp.MailDir, api.SignupRequest{TenantName: "acme", Email: "ops@acme.example", Password: "correct-horse-battery"})
 	if err != nil {
 		t.Fatalf("signup: %v", err)
 	}
@@ -179,14 +163,6 @@ func capture(dst *string) func(string) error {
 		*dst = v
 		return nil
 	}
-}
-
-// tWriter sends the control plane's log lines through t.
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }
 
 // noneLeft is a CheckDestroy: list finds nothing once Terraform has

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -158,11 +159,7 @@ type billingRun struct {
 func newBillingRun(t *testing.T, ctx context.Context) *billingRun {
 	t.Helper()
 	r := &billingRun{t: t, ctx: ctx, want: map[string]string{}}
-	dir := t.TempDir()
-	r.bin = filepath.Join(dir, "tenantd")
-	if out, err := exec.Command("go", "build", "-o", r.bin, "../../../tenantd").CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
+	r.bin = testkit.BuildTenantd(t, t.TempDir())
 	var err error
 	if r.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_billkill_"); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
 
@@ -34,16 +34,6 @@ type procCell struct {
 	bootstrap []string
 }
 
-// buildTenantd builds the tenantd binary into dir.
-func buildTenantd(t testing.TB, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "tenantd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../tenantd").CombinedOutput(); err != nil {
-		t.Fatalf("build tenantd: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func startProcCell(t testing.TB, name string, n int) *procCell {
 	t.Helper()
 	return startProcCellWith(t, name, n, nil)
@@ -55,7 +45,7 @@ func startProcCellWith(t testing.TB, name string, n int, edit func(*launch.Broke
 	t.Helper()
 	ctx := context.Background()
 	c := &procCell{t: t, dir: t.TempDir(), cellID: name + "-cell"}
-	c.bin = buildTenantd(t, c.dir)
+	c.bin = testkit.BuildTenantd(t, c.dir)
 	var err error
 	if c.db, err = launch.CreateDB(ctx, pgtest.AdminURL(), "sluice_"+name+"_"); err != nil {
 		t.Fatal(err)

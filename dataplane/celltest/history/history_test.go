@@ -112,14 +112,7 @@ func TestCheckerProperties(t *testing.T) {
 			c := New()
 			tc.run(c)
 			res := c.Result()
-			for _, p := range Properties {
-				if got, want := res.Counts[p] > 0, p == tc.want; got != want {
-					t.Errorf("%s: %d violations, want them %v: %v", p, res.Counts[p], want, res.Examples[p])
-				}
-			}
-			if res.Valid() != (tc.want == "") {
-				t.Errorf("Valid() = %v", res.Valid())
-			}
+			checkViolated(t, res, tc.want)
 			if (len(res.Errors()) == 0) != (tc.want == "") {
 				t.Errorf("Errors() = %v", res.Errors())
 			}
@@ -294,14 +287,7 @@ func TestCompactedCheckerProperties(t *testing.T) {
 			c.DeleteRetention(time.Hour, func() time.Time { return tombNow })
 			tc.run(c)
 			res := c.Result()
-			for _, p := range Properties {
-				if got, want := res.Counts[p] > 0, p == tc.want; got != want {
-					t.Errorf("%s: %d violations, want them %v: %v", p, res.Counts[p], want, res.Examples[p])
-				}
-			}
-			if res.Valid() != (tc.want == "") {
-				t.Errorf("Valid() = %v", res.Valid())
-			}
+			checkViolated(t, res, tc.want)
 			if tc.want != "" {
 				return
 			}
@@ -329,5 +315,19 @@ func TestTombstoneCounts(t *testing.T) {
 	}
 	if acked, read, expired := c.TombstoneCounts(); acked != 2 || read != 1 || expired != 1 {
 		t.Errorf("tombstone counts %d acknowledged, %d read, %d expired; want 2, 1, 1", acked, read, expired)
+	}
+}
+
+// checkViolated fails t unless res has violations of property violated
+// and of no other (none at all when violated is ""), and Valid says so.
+func checkViolated(t *testing.T, res Result, violated string) {
+	t.Helper()
+	for _, p := range Properties {
+		if got, want := res.Counts[p] > 0, p == violated; got != want {
+			t.Errorf("%s: %d violations, want them %v: %v", p, res.Counts[p], want, res.Examples[p])
+		}
+	}
+	if res.Valid() != (violated == "") {
+		t.Errorf("Valid() = %v", res.Valid())
 	}
 }

@@ -110,29 +110,7 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	}
 
 	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"latest": {0: kgo.NewOffset().AtStart()}}))
-	last := map[string]string{}
-	seen, prev := 0, int64(-1)
-	for len(last) < 10 || !sameMap(last, final) {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			t.Fatalf("consume: %v", err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset <= prev {
-				t.Fatalf("offset %d after %d", r.Offset, prev)
-			}
-			prev = r.Offset
-			if produced[r.Offset] != string(r.Value) {
-				t.Fatalf("offset %d holds %.13q, produced there was %.13q", r.Offset, r.Value, produced[r.Offset])
-			}
-			last[string(r.Key)] = string(r.Value)
-			seen++
-		})
-	}
-	if seen >= n {
-		t.Fatalf("read %d records, as many as produced: nothing was compacted", seen)
-	}
-	t.Logf("read %d of %d records; newest value of every key at its original offset", seen, n)
+	readCompacted(t, ctx, cons, produced, final, n, 10)
 
 	// ListOffsets: the range is the offsets produced, gaps or not; a
 	// timestamp lookup lands inside it.
@@ -161,16 +139,37 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 
 }
 
-func sameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
+// readCompacted consumes through cons, from the start of the one
+// partition it reads, until it has seen at least minKeys keys and the
+// newest value of each is final's. Every record must come at a higher
+// offset than the one before and hold what was produced at its offset;
+// fewer records than the n produced must be read (compaction dropped
+// some).
+func readCompacted(t *testing.T, ctx context.Context, cons *kgo.Client, produced map[int64]string, final map[string]string, n, minKeys int) {
+	t.Helper()
+	last := map[string]string{}
+	seen, prev := 0, int64(-1)
+	for len(last) < minKeys || !maps.Equal(last, final) {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume: %v", err)
 		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset <= prev {
+				t.Fatalf("offset %d after %d", r.Offset, prev)
+			}
+			prev = r.Offset
+			if produced[r.Offset] != string(r.Value) {
+				t.Fatalf("offset %d holds %.13q, produced there was %.13q", r.Offset, r.Value, produced[r.Offset])
+			}
+			last[string(r.Key)] = string(r.Value)
+			seen++
+		})
 	}
-	return true
+	if seen >= n {
+		t.Fatalf("read %d records, as many as produced: nothing was compacted", seen)
+	}
+	t.Logf("read %d of %d records; newest value of every key at its original offset", seen, n)
 }
 
 // closedSums is the SHA-256 of each closed segment file of a replica's log,
@@ -310,29 +309,7 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 	}
 
 	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"switch": {0: kgo.NewOffset().AtStart()}}))
-	last := map[string]string{}
-	seen, prev := 0, int64(-1)
-	for !sameMap(last, final) {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			t.Fatalf("consume: %v", err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset <= prev {
-				t.Fatalf("offset %d after %d", r.Offset, prev)
-			}
-			prev = r.Offset
-			if produced[r.Offset] != string(r.Value) {
-				t.Fatalf("offset %d holds %.13q, produced there was %.13q", r.Offset, r.Value, produced[r.Offset])
-			}
-			last[string(r.Key)] = string(r.Value)
-			seen++
-		})
-	}
-	if seen >= n {
-		t.Fatalf("read %d records, as many as produced: nothing was compacted", seen)
-	}
-	t.Logf("read %d of %d records; newest value of every key at its original offset", seen, n)
+	readCompacted(t, ctx, cons, produced, final, n, 0)
 	starts, err := adm.ListStartOffsets(ctx, "switch")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/controlplane/cptest"
+)
+
+// freeAddr returns a loopback address nothing listens on at the moment.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startBrokerRole runs `tenantd broker` in-process as broker of cp's
+// seeded cell with the cell key ck, its Raft, Kafka and HTTP listeners on
+// free ports, advertising Raft at 127.0.0.1:1, and the listener named by
+// listenFlag (say -health-listen) at a free address, which it returns.
+// stop cancels the broker and fails t unless it stops within 30 s with
+// nothing worse than the cancellation.
+func startBrokerRole(t *testing.T, cp *cptest.Env, ck api.CellKey, broker, listenFlag string) (addr string, stop func()) {
+	t.Helper()
+	addr = freeAddr(t)
+	args := append([]string{"-cell", cptest.Cell, "-broker-id", broker, "-api", cp.URL,
+		"-cell-key", ck.ID + ":" + ck.Secret, "-data-dir", t.TempDir(), listenFlag, addr,
+		"-raft-listen", "127.0.0.1:0", "-raft-advertise", "127.0.0.1:1", "-kafka-listen", "127.0.0.1:0", "-http-listen", "127.0.0.1:0"},
+		peerFiles(t, "1")...)
+	cfg, err := loadConfig("broker", args, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runBrokerRole(ctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	return addr, func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatalf("broker stopped with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the broker did not stop within 30 s")
+		}
+	}
+}
