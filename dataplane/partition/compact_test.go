@@ -159,6 +159,31 @@ func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64
 	}
 }
 
+// compactedAlike runs a compaction pass on every replica (passAll, now
+// the leader's clock) and reports whether every broker's closed segments
+// of partition 0 are byte-identical, the leader's log is closed up to its
+// high watermark, and every replica has compacted up to it.
+func compactedAlike(t *testing.T, c *celltest.Cell, now int64) bool {
+	t.Helper()
+	passAll(t, c, now)
+	want := closedSums(t, c, 0)
+	for b := 1; b < c.Brokers(); b++ {
+		if !sameSums(want, closedSums(t, c, b)) {
+			return false
+		}
+	}
+	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+	if lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
+		return false
+	}
+	for b := range c.Brokers() {
+		if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.HighWatermark() {
+			return false
+		}
+	}
+	return true
+}
+
 // passAll runs a compaction pass on every running replica, the leader
 // first, with now as the leader's clock.
 //
@@ -253,25 +278,7 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 
 	converge := func(what string, now int64) {
 		t.Helper()
-		celltest.WaitFor(t, waitLong, what, func() bool {
-			passAll(t, c, now)
-			want := closedSums(t, c, 0)
-			for b := 1; b < c.Brokers(); b++ {
-				if !sameSums(want, closedSums(t, c, b)) {
-					return false
-				}
-			}
-			lead := c.Replica(c.WaitLeader(0, waitLong), 0)
-			if lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
-				return false
-			}
-			for b := range c.Brokers() {
-				if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.HighWatermark() {
-					return false
-				}
-			}
-			return true
-		})
+		celltest.WaitFor(t, waitLong, what, func() bool { return compactedAlike(t, c, now) })
 	}
 	check := func(tombWanted bool) {
 		t.Helper()
