@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 )
@@ -292,11 +293,11 @@ func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants(nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, c.isClosed, "the revoked cell's connection to close")
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the revoked cell's connection to close", c.isClosed)
+	testkit.WaitFor(t, 10*time.Second, "a new call to fail", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0")
 		return err != nil && !errors.Is(err, ErrClosed)
-	}, "a new call to fail")
+	})
 	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err == nil {
 		t.Fatal("a revoked cell read the state")
 	}
@@ -304,10 +305,10 @@ func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the granted cell to read again", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0")
 		return err == nil
-	}, "the granted cell to read again")
+	})
 }
 
 func TestMirrorGrantTopicRemovedClosesConnection(t *testing.T) {
@@ -325,11 +326,11 @@ func TestMirrorGrantTopicRemovedClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, c.isClosed, "the connection to close when a topic is revoked")
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the connection to close when a topic is revoked", c.isClosed)
+	testkit.WaitFor(t, 10*time.Second, "the revoked topic to be refused", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t2/0")
 		return errors.Is(err, ErrNotGranted)
-	}, "the revoked topic to be refused")
+	})
 }
 
 func TestSetMirrorGrantsChecks(t *testing.T) {
