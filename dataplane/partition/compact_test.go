@@ -82,23 +82,12 @@ func readCompacted(t *testing.T, r *partition.Replica) []readRecord {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for len(b) > 0 {
-			n := int(binary.BigEndian.Uint32(b[8:])) + 12
-			var rb kmsg.RecordBatch
-			if err := rb.ReadFrom(b[:n]); err != nil {
-				t.Fatal(err)
-			}
-			recs := rb.Records
-			for range rb.NumRecords {
-				var rec kmsg.Record
-				l, m := binary.Varint(recs)
-				if err := rec.ReadFrom(recs[:m+int(l)]); err != nil {
-					t.Fatal(err)
-				}
-				recs = recs[m+int(l):]
-				out = append(out, readRecord{offset: rb.FirstOffset + int64(rec.OffsetDelta), key: string(rec.Key), value: string(rec.Value), tomb: rec.Value == nil})
-			}
-			b = b[n:]
+		recs, err := celltest.KeyedRecords(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			out = append(out, readRecord{offset: rec.Offset, key: string(rec.Key), value: string(rec.Value), tomb: rec.Value == nil})
 		}
 		off = next
 	}
