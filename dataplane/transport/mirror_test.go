@@ -125,6 +125,20 @@ func newMirrorCells(t *testing.T) *mirrorCells {
 	return m
 }
 
+// connected makes one state call from cell b to the source (so the
+// mirror connection is open) and returns that connection.
+func (m *mirrorCells) connected(ctx context.Context, t *testing.T) *conn {
+	t.Helper()
+	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.bClient.conn("a1", m.src.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func mirrorCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -227,13 +241,7 @@ func TestMirrorRefusesCellWithoutGrant(t *testing.T) {
 func TestMirrorConnectionRefusesRaftRPCs(t *testing.T) {
 	m := newMirrorCells(t)
 	ctx := mirrorCtx(t)
-	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := m.bClient.conn("a1", m.src.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := m.connected(ctx, t)
 	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("b1"), Addr: []byte(m.b.Addr())}
 	for _, tc := range []struct {
 		name string
@@ -276,13 +284,7 @@ func TestMirrorConnectionRefusesRaftRPCs(t *testing.T) {
 func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	m := newMirrorCells(t)
 	ctx := mirrorCtx(t)
-	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := m.bClient.conn("a1", m.src.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := m.connected(ctx, t)
 	// The same grants again keep the connection.
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
