@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/billing"
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // startStripeMock runs stripe-mock v0.203.0 from .cache/bin (installed by
@@ -44,18 +45,15 @@ func startStripeMock(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.WaitForState(t, 30*time.Second, "stripe-mock to listen on "+httpAddr, func() (bool, string) {
 		c, err := net.Dial("tcp", httpAddr)
-		if err == nil {
-			c.Close()
-			return "http://" + httpAddr
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stripe-mock did not listen on %s: %v", httpAddr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port with a deadline
-	}
+		c.Close()
+		return true, ""
+	})
+	return "http://" + httpAddr
 }
 
 // recorder keeps the meter events that reached stripe-mock, and can lose

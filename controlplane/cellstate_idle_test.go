@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // TestIdleLongPollIsQuiet: an idle cell-state long-poll ends in the
@@ -34,13 +35,10 @@ func TestIdleLongPollIsQuiet(t *testing.T) {
 	if _, _, err := cell.CellState(gone, "cell-1", st.StateVersion, 10*time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("abandoned long-poll: %v, want the caller's deadline", err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !strings.Contains(e.logs.String(), "request abandoned by its caller") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not notice the abandoned poll within 15 s:\n%s", e.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitForState(t, 15*time.Second, "the server to notice the abandoned poll", func() (bool, string) {
+		logs := e.logs.String()
+		return strings.Contains(logs, "request abandoned by its caller"), logs
+	})
 	if strings.Contains(e.logs.String(), "request failed") {
 		t.Fatalf("an abandoned long-poll was logged as a failure:\n%s", e.logs.String())
 	}

@@ -51,13 +51,10 @@ func TestAdminMoves(t *testing.T) {
 	go func() {
 		done <- admin(wctx, []string{"moves", "list", "-state", "running", "-watch", "-interval", "100ms"}, &wout, adminEnv(m.cp.URL, m.cp.OperatorKeyID, m.cp.OperatorSecret))
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(wout.String(), " 1 moves\n") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("moves list -watch did not refresh twice:\n%s", wout.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitForState(t, 20*time.Second, "moves list -watch to refresh twice", func() (bool, string) {
+		out := wout.String()
+		return strings.Count(out, " 1 moves\n") >= 2, out
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("moves list -watch after interruption: %v", err)

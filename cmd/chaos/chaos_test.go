@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,8 +134,8 @@ type shortOutcome struct {
 var tenantd struct {
 	once sync.Once
 	dir  string
+	bin  string
 	err  error
-	out  []byte
 }
 
 func buildTenantd(t *testing.T) string {
@@ -145,12 +144,12 @@ func buildTenantd(t *testing.T) string {
 		if tenantd.dir, tenantd.err = os.MkdirTemp("", "chaos-tenantd-"); tenantd.err != nil {
 			return
 		}
-		tenantd.out, tenantd.err = exec.Command("go", "build", "-o", filepath.Join(tenantd.dir, "tenantd"), "../../tenantd").CombinedOutput()
+		tenantd.bin, tenantd.err = testkit.CompileTenantd(tenantd.dir)
 	})
 	if tenantd.err != nil {
-		t.Fatalf("build tenantd: %v\n%s", tenantd.err, tenantd.out)
+		t.Fatal(tenantd.err)
 	}
-	return filepath.Join(tenantd.dir, "tenantd")
+	return tenantd.bin
 }
 
 func TestMain(m *testing.M) {

@@ -116,3 +116,28 @@ func TestWaitFor(t *testing.T) {
 		t.Fatalf("gave up after %v, before the timeout", waited)
 	}
 }
+
+// TestWaitForState: the failure after the timeout carries the last state
+// cond saw, not an earlier one; a cond that comes to hold returns.
+func TestWaitForState(t *testing.T) {
+	n := 0
+	WaitForState(t, 10*time.Second, "the second call", func() (bool, string) { n++; return n == 2, fmt.Sprint("call ", n) })
+	if n != 2 {
+		t.Fatalf("cond called %d times, want 2", n)
+	}
+	rec := &recordingTB{TB: t}
+	done := make(chan struct{})
+	calls := 0
+	go func() {
+		defer close(done)
+		WaitForState(rec, 50*time.Millisecond, "a ready port", func() (bool, string) {
+			calls++
+			return false, fmt.Sprintf("refused, attempt %d", calls)
+		})
+	}()
+	<-done
+	want := fmt.Sprintf("timed out after 50ms waiting for a ready port; last seen:\nrefused, attempt %d", calls)
+	if calls < 2 || rec.fatal != want {
+		t.Fatalf("after %d calls, failure %q, want %q", calls, rec.fatal, want)
+	}
+}

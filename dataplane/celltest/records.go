@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -104,6 +106,49 @@ func Records(b []byte) ([]Record, error) {
 			out = append(out, Record{Offset: base + delta, LeaderEpoch: epoch, Value: v})
 		}
 		b = b[size:]
+	}
+	return out, nil
+}
+
+// KeyedRecord is one record decoded with its key; a nil Value is a
+// tombstone.
+type KeyedRecord struct {
+	Offset     int64
+	Key, Value []byte
+}
+
+// KeyedRecords decodes uncompressed record batches laid end to end, as a
+// fetch or a log read returns them, through kmsg's decoder: every record
+// at its absolute offset, with its key, tombstones as nil values. Bytes
+// that are not whole batches are an error, never a panic.
+func KeyedRecords(b []byte) ([]KeyedRecord, error) {
+	var out []KeyedRecord
+	for len(b) > 0 {
+		if len(b) < 12 {
+			return nil, errors.New("keyed records: short batch header")
+		}
+		n := int64(binary.BigEndian.Uint32(b[8:])) + 12
+		if n > int64(len(b)) {
+			return nil, fmt.Errorf("keyed records: batch of %d bytes, %d left", n, len(b))
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b[:n]); err != nil {
+			return nil, fmt.Errorf("keyed records: batch at %d: %w", rb.FirstOffset, err)
+		}
+		recs := rb.Records
+		for range rb.NumRecords {
+			l, m := binary.Varint(recs)
+			if m <= 0 || l < 0 || l > int64(len(recs)-m) {
+				return nil, fmt.Errorf("keyed records: bad record length in the batch at %d", rb.FirstOffset)
+			}
+			var rec kmsg.Record
+			if err := rec.ReadFrom(recs[:m+int(l)]); err != nil {
+				return nil, fmt.Errorf("keyed records: record in the batch at %d: %w", rb.FirstOffset, err)
+			}
+			recs = recs[m+int(l):]
+			out = append(out, KeyedRecord{Offset: rb.FirstOffset + int64(rec.OffsetDelta), Key: rec.Key, Value: rec.Value})
+		}
+		b = b[n:]
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package celltest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,7 +25,9 @@ type TransportNetwork struct {
 	brokers int
 	faults  *transport.Faults
 	mod     func(*transport.Config)
-	creds   []peercert.Credentials // per broker, of one cell CA
+	onNode  func(int, *transport.Node)
+	ca      *peercert.CA
+	creds   []peercert.Credentials // per broker, of ca
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -41,18 +44,45 @@ type TransportNetwork struct {
 // Config (ID, ListenAddr, Faults and Credentials are set by the network:
 // every broker has a certificate of one cell CA naming BrokerID(b)).
 func NewTransportNetwork(brokers int, mod func(*transport.Config)) (*TransportNetwork, error) {
+	return NewTransportNetworkFrom(TransportNetworkConfig{Brokers: brokers, Mod: mod})
+}
+
+// TransportNetworkConfig is a TransportNetwork's shape, for tests that
+// need more than NewTransportNetwork's: a cell of its own CA (two cells
+// that mirror one another) or a hook on every Node started.
+type TransportNetworkConfig struct {
+	Brokers int
+	// Cell names the CA that signs every broker's certificate; default
+	// "celltest".
+	Cell string
+	// Mod, if not nil, adjusts each Node's Config, as NewTransportNetwork's
+	// mod does.
+	Mod func(*transport.Config)
+	// OnNode, if not nil, is called with each Node the network starts, the
+	// first time and at every restart of its broker, before any replica
+	// attaches to it. It runs with the network's lock held and must not
+	// call the network.
+	OnNode func(b int, n *transport.Node)
+}
+
+// NewTransportNetworkFrom is NewTransportNetwork with every setting of cfg.
+func NewTransportNetworkFrom(cfg TransportNetworkConfig) (*TransportNetwork, error) {
+	brokers := cfg.Brokers
 	n := &TransportNetwork{
 		brokers:  brokers,
 		faults:   transport.NewFaults(),
-		mod:      mod,
+		mod:      cfg.Mod,
+		onNode:   cfg.OnNode,
 		addrs:    make([]string, brokers),
 		nodes:    make([]*transport.Node, brokers),
 		attached: make([]map[int]bool, brokers),
 	}
-	ca, err := peercert.NewCA("celltest", 0)
+	cell := cmp.Or(cfg.Cell, "celltest")
+	ca, err := peercert.NewCA(cell, 0)
 	if err != nil {
 		return nil, fmt.Errorf("start transport network: %w", err)
 	}
+	n.ca = ca
 	for b := range brokers {
 		cr, err := ca.Credentials(string(BrokerID(b)))
 		if err != nil {
@@ -84,8 +114,14 @@ func (n *TransportNetwork) newNode(b int, listen string) (*transport.Node, error
 	if err != nil {
 		return nil, fmt.Errorf("start transport of broker %d: %w", b, err)
 	}
+	if n.onNode != nil {
+		n.onNode(b, node)
+	}
 	return node, nil
 }
+
+// CA is the cell CA that signed every broker's certificate.
+func (n *TransportNetwork) CA() *peercert.CA { return n.ca }
 
 // Faults is the network's fault injector, for faults beyond Isolate: link
 // partitions, delays, drop rates (broker ids are BrokerID(b)).

@@ -2,13 +2,10 @@ package groups_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/groups"
@@ -46,26 +43,15 @@ func offsetsRecords(t *testing.T, r *partition.Replica) (records, tombstones int
 		if len(b) == 0 {
 			return records, tombstones
 		}
-		for len(b) > 0 {
-			n := int(binary.BigEndian.Uint32(b[8:])) + 12
-			var rb kmsg.RecordBatch
-			if err := rb.ReadFrom(b[:n]); err != nil {
-				t.Fatal(err)
+		recs, err := celltest.KeyedRecords(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			records++
+			if rec.Value == nil {
+				tombstones++
 			}
-			recs := rb.Records
-			for range rb.NumRecords {
-				var rec kmsg.Record
-				l, m := binary.Varint(recs)
-				if err := rec.ReadFrom(recs[:m+int(l)]); err != nil {
-					t.Fatal(err)
-				}
-				recs = recs[m+int(l):]
-				records++
-				if rec.Value == nil {
-					tombstones++
-				}
-			}
-			b = b[n:]
 		}
 		off = next
 	}

@@ -187,6 +187,31 @@ func filledLog(b *testing.B) *Log {
 
 var readSizes = []int{16 << 10, 64 << 10, 1 << 20}
 
+// readLoop reads l sequentially, size bytes per op, wrapping to offset 0
+// at the end, hands each Slice to use and reports the MiB/s read.
+func readLoop(b *testing.B, l *Log, size int, use func(Slice) error) {
+	b.Helper()
+	var off, total int64
+	b.ReportAllocs()
+	for b.Loop() {
+		sl, err := l.Read(off, size, math.MaxInt64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sl.Size == 0 {
+			off = 0
+			continue
+		}
+		if err := use(sl); err != nil {
+			b.Fatal(err)
+		}
+		total += sl.Size
+		off = sl.NextOffset
+		sl.Release()
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds()/(1<<20), "MiB/s")
+}
+
 // BenchmarkReadCopy reads sequentially from the page cache with Read and
 // Slice.ReadAt into a reused buffer (the TLS path), maxBytes per op.
 func BenchmarkReadCopy(b *testing.B) {
@@ -194,25 +219,10 @@ func BenchmarkReadCopy(b *testing.B) {
 		b.Run(sizeName(size), func(b *testing.B) {
 			l := filledLog(b)
 			buf := make([]byte, 2*size)
-			var off, total int64
-			b.ReportAllocs()
-			for b.Loop() {
-				sl, err := l.Read(off, size, math.MaxInt64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if sl.Size == 0 {
-					off = 0
-					continue
-				}
-				if _, err := sl.ReadAt(buf[:sl.Size], 0); err != nil {
-					b.Fatal(err)
-				}
-				total += sl.Size
-				off = sl.NextOffset
-				sl.Release()
-			}
-			b.ReportMetric(float64(total)/b.Elapsed().Seconds()/(1<<20), "MiB/s")
+			readLoop(b, l, size, func(sl Slice) error {
+				_, err := sl.ReadAt(buf[:sl.Size], 0)
+				return err
+			})
 		})
 	}
 }
@@ -242,25 +252,10 @@ func BenchmarkReadSendfile(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var off, total int64
-			b.ReportAllocs()
-			for b.Loop() {
-				sl, err := l.Read(off, size, math.MaxInt64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if sl.Size == 0 {
-					off = 0
-					continue
-				}
-				if _, err := sl.WriteTo(c); err != nil {
-					b.Fatal(err)
-				}
-				total += sl.Size
-				off = sl.NextOffset
-				sl.Release()
-			}
-			b.ReportMetric(float64(total)/b.Elapsed().Seconds()/(1<<20), "MiB/s")
+			readLoop(b, l, size, func(sl Slice) error {
+				_, err := sl.WriteTo(c)
+				return err
+			})
 			c.Close()
 			<-done
 		})

@@ -8,6 +8,25 @@ import (
 	"testing"
 )
 
+// benchKeyedBatches returns the cleaning benchmarks' batches one after
+// another: 10 records each, keys drawn from 10,000 by a fixed seed,
+// 512-byte values, timestamps 10 ms apart; every call of
+// benchKeyedBatches starts the same sequence again.
+func benchKeyedBatches() func() []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 512)
+	ts := int64(1_700_000_000_000)
+	return func() []byte {
+		recs := make([]kv, 10)
+		for i := range recs {
+			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
+		}
+		bt := keyedBatch(ts, recs...)
+		ts += 10
+		return bt
+	}
+}
+
 // BenchmarkClean measures cleaner throughput: MB/s of segment bytes
 // rewritten (the size of the closed segments before cleaning, per second of
 // Clean). The log is 32 MiB in 1 MiB segments of 10-record batches with
@@ -18,16 +37,9 @@ func BenchmarkClean(b *testing.B) {
 	tmpl := filepath.Join(b.TempDir(), "template")
 	cfg := Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)}
 	l := openLog(b, cfg)
-	rng := rand.New(rand.NewPCG(1, 2))
-	val := make([]byte, 512)
-	ts := int64(1_700_000_000_000)
+	next := benchKeyedBatches()
 	for l.Size() < 32<<20 {
-		recs := make([]kv, 10)
-		for i := range recs {
-			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
-		}
-		appendRolling(b, l, keyedBatch(ts, recs...))
-		ts += 10
+		appendRolling(b, l, next())
 	}
 	if err := l.Roll(); err != nil {
 		b.Fatal(err)
@@ -70,18 +82,11 @@ func BenchmarkClean(b *testing.B) {
 // "already-cut" re-cuts the 1 MiB copy itself, which checks the
 // boundaries and writes nothing.
 func BenchmarkRecut(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	val := make([]byte, 512)
+	next := benchKeyedBatches()
 	var batches [][]byte
-	ts := int64(1_700_000_000_000)
 	for size := 0; size < 32<<20; {
-		recs := make([]kv, 10)
-		for i := range recs {
-			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
-		}
-		batches = append(batches, keyedBatch(ts, recs...))
+		batches = append(batches, next())
 		size += len(batches[len(batches)-1])
-		ts += 10
 	}
 	write := func(dir string, segBytes int64) {
 		l := openLog(b, Config{Dir: dir, SegmentBytes: segBytes, Logger: testLogger(b)})
@@ -142,17 +147,10 @@ func BenchmarkRecut(b *testing.B) {
 func BenchmarkCleanAgain(b *testing.B) {
 	tmpl := filepath.Join(b.TempDir(), "template")
 	l := openLog(b, Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)})
-	rng := rand.New(rand.NewPCG(1, 2))
-	val := make([]byte, 512)
-	ts := int64(1_700_000_000_000)
+	next := benchKeyedBatches()
 	var upTo1 int64
 	for l.Size() < 32<<20 {
-		recs := make([]kv, 10)
-		for i := range recs {
-			recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", rng.IntN(10000)), value: val}
-		}
-		appendRolling(b, l, keyedBatch(ts, recs...))
-		ts += 10
+		appendRolling(b, l, next())
 		if upTo1 == 0 && l.Size() >= 29<<20 {
 			if err := l.Roll(); err != nil {
 				b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,129 +15,31 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/mirror"
 	"github.com/sluicehq/sluice/dataplane/partition"
-	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
-// cellNet is a celltest.Network over the real transport for a cell of
-// its own: its own peer CA and cell id, broker b's Node certified as
-// celltest.BrokerID(b) of that cell, on loopback ports. onNode runs on
-// every Node it starts (a restarted broker gets a new one), before any
-// replica uses it.
-type cellNet struct {
-	t      testing.TB
-	ca     *peercert.CA
-	faults *transport.Faults
-	onNode func(b int, n *transport.Node)
-
-	// mu guards the fields below.
-	mu       sync.Mutex
-	addrs    []string
-	nodes    []*transport.Node
-	attached []map[int]bool
-}
-
-func newCellNet(t testing.TB, cell string, brokers int, onNode func(int, *transport.Node)) *cellNet {
+// newCellNet is a network of the real transport for a cell of its own:
+// its own peer CA named cell, broker b's Node certified as
+// celltest.BrokerID(b) of that cell. onNode runs on every Node it starts
+// (a restarted broker gets a new one), before any replica uses it.
+func newCellNet(t testing.TB, cell string, brokers int, onNode func(int, *transport.Node)) *celltest.TransportNetwork {
 	t.Helper()
-	ca, err := peercert.NewCA(cell, 0)
+	n, err := celltest.NewTransportNetworkFrom(celltest.TransportNetworkConfig{Brokers: brokers, Cell: cell, OnNode: onNode})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &cellNet{t: t, ca: ca, faults: transport.NewFaults(), onNode: onNode,
-		addrs: make([]string, brokers), nodes: make([]*transport.Node, brokers), attached: make([]map[int]bool, brokers)}
-	t.Cleanup(n.close)
-	for b := range brokers {
-		n.attached[b] = map[int]bool{}
-		node := n.start(b, "127.0.0.1:0")
-		n.nodes[b], n.addrs[b] = node, string(node.Addr())
-	}
+	t.Cleanup(func() { _ = n.Close() })
 	return n
 }
 
-func (n *cellNet) start(b int, listen string) *transport.Node {
-	n.t.Helper()
-	cr, err := n.ca.Credentials(string(celltest.BrokerID(b)))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	var node *transport.Node
-	deadline := time.Now().Add(5 * time.Second)
-	for { // a restarted broker listens on its old port, which the kernel may hold a moment
-		node, err = transport.New(transport.Config{ID: celltest.BrokerID(b), ListenAddr: listen, Credentials: cr, Faults: n.faults})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	if n.onNode != nil {
-		n.onNode(b, node)
-	}
-	return node
-}
-
-func (n *cellNet) Addr(b, _ int) raft.ServerAddress {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return raft.ServerAddress(n.addrs[b])
-}
-
-func (n *cellNet) Attach(b, part int) (raft.Transport, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.nodes[b] == nil {
-		n.nodes[b] = n.start(b, n.addrs[b])
-	}
-	n.attached[b][part] = true
-	return n.nodes[b].Group(fmt.Sprintf("p%d", part))
-}
-
-func (n *cellNet) Detach(b, part int) {
-	n.mu.Lock()
-	delete(n.attached[b], part)
-	var node *transport.Node
-	if len(n.attached[b]) == 0 {
-		node, n.nodes[b] = n.nodes[b], nil
-	}
-	n.mu.Unlock()
-	if node != nil {
-		_ = node.Close()
-	}
-}
-
-func (n *cellNet) Isolate(b int) { n.faults.Isolate(string(celltest.BrokerID(b))) }
-func (n *cellNet) Heal()         { n.faults.Heal() }
-
-// node is broker b's Node, nil while it is stopped.
-func (n *cellNet) node(b int) *transport.Node {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.nodes[b]
-}
-
-// brokers is the cell's broker list as a destination knows it.
-func (n *cellNet) brokers() []mirror.RemoteBroker {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// remoteBrokers is the source cell's broker list as a destination knows
+// it.
+func (x *crossCells) remoteBrokers() []mirror.RemoteBroker {
 	var out []mirror.RemoteBroker
-	for b, a := range n.addrs {
-		out = append(out, mirror.RemoteBroker{ID: celltest.BrokerID(b), Addr: raft.ServerAddress(a)})
+	for b := range 3 {
+		out = append(out, mirror.RemoteBroker{ID: celltest.BrokerID(b), Addr: x.srcNet.Addr(b, 0)})
 	}
 	return out
-}
-
-func (n *cellNet) close() {
-	n.mu.Lock()
-	nodes := n.nodes
-	n.nodes = make([]*transport.Node, len(nodes))
-	n.mu.Unlock()
-	for _, node := range nodes {
-		if node != nil {
-			_ = node.Close()
-		}
-	}
 }
 
 // crossCells is a source cell "cell-a" serving its partition 0 (topic
@@ -146,7 +47,7 @@ func (n *cellNet) close() {
 // whose replicas mirror it through the source brokers' transport, each
 // cell with its own CA.
 type crossCells struct {
-	srcNet, dstNet *cellNet
+	srcNet, dstNet *celltest.TransportNetwork
 	src, dst       *celltest.Cell
 	grants         atomic.Pointer[[]transport.MirrorGrant]
 }
@@ -168,7 +69,7 @@ func newCrossCells(t *testing.T) *crossCells {
 		}
 	})
 	x.dstNet = newCellNet(t, "cell-b", 3, nil)
-	x.setGrants(t, []transport.MirrorGrant{{Cell: "cell-b", Tenant: "ten", Topics: []string{"topic-a"}, CAs: []*x509.Certificate{x.dstNet.ca.Cert}}})
+	x.setGrants(t, []transport.MirrorGrant{{Cell: "cell-b", Tenant: "ten", Topics: []string{"topic-a"}, CAs: []*x509.Certificate{x.dstNet.CA().Cert}}})
 	x.src = celltest.New(t, celltest.Options{Network: x.srcNet})
 	srcCell.Store(x.src)
 	x.dst = celltest.New(t, celltest.Options{Network: x.dstNet, Mirror: true})
@@ -182,7 +83,7 @@ func (x *crossCells) setGrants(t *testing.T, gs []transport.MirrorGrant) {
 	t.Helper()
 	x.grants.Store(&gs)
 	for b := range 3 {
-		if n := x.srcNet.node(b); n != nil {
+		if n := x.srcNet.Node(b); n != nil {
 			if err := n.SetMirrorGrants(gs); err != nil {
 				t.Fatal(err)
 			}
@@ -194,12 +95,12 @@ func (x *crossCells) setGrants(t *testing.T, gs []transport.MirrorGrant) {
 // broker b's transport.
 func (x *crossCells) remote(t *testing.T, b int) *mirror.RemoteSource {
 	t.Helper()
-	c, err := x.dstNet.node(b).MirrorClient("cell-a", x.srcNet.ca.Pool())
+	c, err := x.dstNet.Node(b).MirrorClient("cell-a", x.srcNet.CA().Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	rs, err := mirror.NewRemoteSource(mirror.RemoteConfig{Client: c, Brokers: x.srcNet.brokers(), Group: "p0", Timeout: 2 * time.Second})
+	rs, err := mirror.NewRemoteSource(mirror.RemoteConfig{Client: c, Brokers: x.remoteBrokers(), Group: "p0", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +204,7 @@ func TestRemoteMirrorAcrossCells(t *testing.T) {
 func TestRemoteSourceRefusedTopic(t *testing.T) {
 	x := newCrossCells(t)
 	fill(t, x.src, 3, func(i int) []byte { return celltest.Batch(fmt.Appendf(nil, "v-%d", i)) })
-	x.setGrants(t, []transport.MirrorGrant{{Cell: "cell-b", Tenant: "ten", Topics: []string{"topic-other"}, CAs: []*x509.Certificate{x.dstNet.ca.Cert}}})
+	x.setGrants(t, []transport.MirrorGrant{{Cell: "cell-b", Tenant: "ten", Topics: []string{"topic-other"}, CAs: []*x509.Certificate{x.dstNet.CA().Cert}}})
 	rs := x.remote(t, 0)
 	ctx := ctxLong(t)
 	if _, err := rs.State(ctx); !errors.Is(err, transport.ErrNotGranted) {
@@ -339,13 +240,13 @@ func TestRemoteSourceFollowsLeaderHint(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	c, err := x.dstNet.node(0).MirrorClient("cell-a", x.srcNet.ca.Pool())
+	c, err := x.dstNet.Node(0).MirrorClient("cell-a", x.srcNet.CA().Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := ctxLong(t)
-	all := x.srcNet.brokers()
+	all := x.remoteBrokers()
 	celltest.WaitFor(t, waitLong, "a state answer through a follower's hint", func() bool {
 		lead := x.src.Leader(0)
 		if lead < 0 {

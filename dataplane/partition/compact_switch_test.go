@@ -101,23 +101,7 @@ func TestCompactionTurnedOnIdenticalOnReplicas(t *testing.T) {
 	produce(500, keyedRec{"k0", []byte("last")})
 
 	celltest.WaitFor(t, 2*waitLong, "closed segments equal on every replica after the re-cut and compaction", func() bool {
-		passAll(t, c, now)
-		want := closedSums(t, c, 0)
-		for b := 1; b < c.Brokers(); b++ {
-			if !sameSums(want, closedSums(t, c, b)) {
-				return false
-			}
-		}
-		lr := c.Replica(c.WaitLeader(0, waitLong), 0)
-		if lr.Store().Log().ClosedEnd() < lr.HighWatermark() {
-			return false
-		}
-		for b := range c.Brokers() {
-			if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lr.HighWatermark() {
-				return false
-			}
-		}
-		return true
+		return compactedAlike(t, c, now)
 	})
 	recut := 0
 	for b := range c.Brokers() {

@@ -82,23 +82,12 @@ func readCompacted(t *testing.T, r *partition.Replica) []readRecord {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for len(b) > 0 {
-			n := int(binary.BigEndian.Uint32(b[8:])) + 12
-			var rb kmsg.RecordBatch
-			if err := rb.ReadFrom(b[:n]); err != nil {
-				t.Fatal(err)
-			}
-			recs := rb.Records
-			for range rb.NumRecords {
-				var rec kmsg.Record
-				l, m := binary.Varint(recs)
-				if err := rec.ReadFrom(recs[:m+int(l)]); err != nil {
-					t.Fatal(err)
-				}
-				recs = recs[m+int(l):]
-				out = append(out, readRecord{offset: rb.FirstOffset + int64(rec.OffsetDelta), key: string(rec.Key), value: string(rec.Value), tomb: rec.Value == nil})
-			}
-			b = b[n:]
+		recs, err := celltest.KeyedRecords(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			out = append(out, readRecord{offset: rec.Offset, key: string(rec.Key), value: string(rec.Value), tomb: rec.Value == nil})
 		}
 		off = next
 	}
@@ -157,6 +146,31 @@ func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64
 			return off, err
 		}
 	}
+}
+
+// compactedAlike runs a compaction pass on every replica (passAll, now
+// the leader's clock) and reports whether every broker's closed segments
+// of partition 0 are byte-identical, the leader's log is closed up to its
+// high watermark, and every replica has compacted up to it.
+func compactedAlike(t *testing.T, c *celltest.Cell, now int64) bool {
+	t.Helper()
+	passAll(t, c, now)
+	want := closedSums(t, c, 0)
+	for b := 1; b < c.Brokers(); b++ {
+		if !sameSums(want, closedSums(t, c, b)) {
+			return false
+		}
+	}
+	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
+	if lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
+		return false
+	}
+	for b := range c.Brokers() {
+		if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.HighWatermark() {
+			return false
+		}
+	}
+	return true
 }
 
 // passAll runs a compaction pass on every running replica, the leader
@@ -253,25 +267,7 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 
 	converge := func(what string, now int64) {
 		t.Helper()
-		celltest.WaitFor(t, waitLong, what, func() bool {
-			passAll(t, c, now)
-			want := closedSums(t, c, 0)
-			for b := 1; b < c.Brokers(); b++ {
-				if !sameSums(want, closedSums(t, c, b)) {
-					return false
-				}
-			}
-			lead := c.Replica(c.WaitLeader(0, waitLong), 0)
-			if lead.Store().Log().ClosedEnd() < lead.HighWatermark() {
-				return false
-			}
-			for b := range c.Brokers() {
-				if upTo, ok := c.Replica(b, 0).CompactedTo(); !ok || upTo < lead.HighWatermark() {
-					return false
-				}
-			}
-			return true
-		})
+		celltest.WaitFor(t, waitLong, what, func() bool { return compactedAlike(t, c, now) })
 	}
 	check := func(tombWanted bool) {
 		t.Helper()

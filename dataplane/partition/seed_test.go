@@ -24,6 +24,20 @@ import (
 // test batches carry timestamp 0: any retention by age deletes them all).
 var seedLog = log.Config{SegmentBytes: 8 << 10, RetentionBytes: 64 << 10, RetentionAge: -1}
 
+// stopAppliedFollower produces 5 KiB to partition 0, waits for a
+// follower to apply it and stops that follower's broker, which it returns.
+func stopAppliedFollower(t *testing.T, c *celltest.Cell) int {
+	t.Helper()
+	leadB := c.WaitLeader(0, waitLong)
+	produceKiB(t, c, 5)
+	down := (leadB + 1) % c.Brokers()
+	celltest.WaitFor(t, waitLong, "the follower to apply", func() bool {
+		return c.Replica(down, 0).HighWatermark() == c.Replica(leadB, 0).HighWatermark()
+	})
+	c.StopBroker(down)
+	return down
+}
+
 // produceKiB produces n batches of one 1 KiB record each to partition 0.
 func produceKiB(t *testing.T, c *celltest.Cell, n int) {
 	t.Helper()
@@ -165,13 +179,7 @@ func checkSeeded(t *testing.T, c *celltest.Cell, b, minSegs int) {
 // entries again and, leading, serves the same records.
 func TestFollowerSeededFromSegments(t *testing.T) {
 	c := celltest.New(t, celltest.Options{Log: seedLog})
-	leadB := c.WaitLeader(0, waitLong)
-	produceKiB(t, c, 5)
-	down := (leadB + 1) % c.Brokers()
-	celltest.WaitFor(t, waitLong, "the follower to apply", func() bool {
-		return c.Replica(down, 0).HighWatermark() == c.Replica(leadB, 0).HighWatermark()
-	})
-	c.StopBroker(down)
+	down := stopAppliedFollower(t, c)
 	produceKiB(t, c, 200)
 	lead := retainUntil(t, c, 10)
 
@@ -290,13 +298,7 @@ func TestFollowerSeededAfterTimeRetention(t *testing.T) {
 	now := time.UnixMilli(0).Add(time.Second) // the test batches carry timestamp 0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	c := celltest.New(t, celltest.Options{Log: log.Config{SegmentBytes: 8 << 10, RetentionAge: 2 * time.Second, Now: clock}})
-	leadB := c.WaitLeader(0, waitLong)
-	produceKiB(t, c, 5)
-	down := (leadB + 1) % c.Brokers()
-	celltest.WaitFor(t, waitLong, "the follower to apply", func() bool {
-		return c.Replica(down, 0).HighWatermark() == c.Replica(leadB, 0).HighWatermark()
-	})
-	c.StopBroker(down)
+	down := stopAppliedFollower(t, c)
 	produceKiB(t, c, 60)
 	mu.Lock()
 	now = now.Add(3 * time.Second)

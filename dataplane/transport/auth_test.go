@@ -283,7 +283,7 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatal("vote to a broker with another CA's certificate succeeded")
 	}
 	cert.Set(certOf(t, testCredentials(t, "b2")))
-	waitFor(t, 10*time.Second, func() bool { return vote() == nil }, "a vote once the certificate is replaced")
+	testkit.WaitFor(t, 10*time.Second, "a vote once the certificate is replaced", func() bool { return vote() == nil })
 	if seen.Load() == 0 {
 		t.Fatal("the group saw no RPC")
 	}

@@ -10,20 +10,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-)
 
-// waitFor polls cond every 10ms until it holds, failing the test after
-// timeout with the message.
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, fmt.Sprintf(format, args...))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/sluicehq/sluice/contract/testkit"
+)
 
 // countFSM records the commands applied to it.
 type countFSM struct {
@@ -210,14 +199,14 @@ func (c *cell) settle(timeout time.Duration) bool {
 
 func (c *cell) waitLeaders(timeout time.Duration, skip ...int) {
 	c.t.Helper()
-	waitFor(c.t, timeout, func() bool {
+	testkit.WaitFor(c.t, timeout, fmt.Sprintf("every group to have one leader (skipping nodes %v)", skip), func() bool {
 		for _, g := range c.groups {
 			if c.leader(g, skip...) < 0 {
 				return false
 			}
 		}
 		return true
-	}, "every group to have one leader (skipping nodes %v)", skip)
+	})
 }
 
 // converged reports whether group g has one leader that every node knows.

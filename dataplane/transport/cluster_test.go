@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // TestCellRaftGroups runs 30 real hashicorp/raft groups on three Nodes over
@@ -53,14 +55,14 @@ func TestCellRaftGroups(t *testing.T) {
 		c.faults.Isolate(id)
 		t.Cleanup(c.faults.Heal)
 		// Every group the isolated broker led gets a leader among the others.
-		waitFor(t, 60*time.Second, func() bool {
+		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("new leaders for the %d groups %s led", len(led), id), func() bool {
 			for _, gg := range led {
 				if c.leader(gg, old) < 0 {
 					return false
 				}
 			}
 			return true
-		}, "new leaders for the %d groups %s led", len(led), id)
+		})
 		// The majority side still commits.
 		for _, gg := range led[:min(3, len(led))] {
 			l := c.leader(gg, old)
@@ -69,14 +71,14 @@ func TestCellRaftGroups(t *testing.T) {
 			}
 		}
 		c.faults.Heal()
-		waitFor(t, 60*time.Second, func() bool {
+		testkit.WaitFor(t, 60*time.Second, "every group to converge on one leader after healing", func() bool {
 			for _, gg := range c.groups {
 				if !c.converged(gg) {
 					return false
 				}
 			}
 			return true
-		}, "every group to converge on one leader after healing")
+		})
 		c.applyAll(t, led, "after-", 30*time.Second)
 		for _, gg := range led[:min(3, len(led))] {
 			for i, f := range c.fsms[gg] {

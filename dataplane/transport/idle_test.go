@@ -7,6 +7,8 @@ import (
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // keySink records the go-metrics keys hashicorp/raft reports.
@@ -53,10 +55,10 @@ func TestRaftConfigNoPerPeerTelemetry(t *testing.T) {
 	c := newCell(t, 3, 1, 0, nil)
 	c.waitLeaders(time.Minute)
 	// The first heartbeats follow the election within HeartbeatTimeout/5.
-	waitFor(t, time.Minute, func() bool {
+	testkit.WaitFor(t, time.Minute, "heartbeat and append timings", func() bool {
 		return len(sink.has(func(k string) bool { return k == "raft.replication.heartbeat" })) > 0 &&
 			len(sink.has(func(k string) bool { return k == "raft.replication.appendEntries.rpc" })) > 0
-	}, "heartbeat and append timings")
+	})
 	var peers []string
 	for _, n := range c.nodes {
 		peers = append(peers, string(n.ID()))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // countingRaft answers GetConfiguration with servers and counts the calls.
@@ -104,7 +106,7 @@ func TestMembersReadWhileRaftStores(t *testing.T) {
 	if err := r.BootstrapCluster(raft.Configuration{Servers: self}).Error(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool { return r.State() == raft.Leader }, "single voter elected")
+	testkit.WaitFor(t, 10*time.Second, "single voter elected", func() bool { return r.State() == raft.Leader })
 	if err := r.Barrier(10 * time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}

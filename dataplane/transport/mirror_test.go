@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 )
@@ -124,6 +125,20 @@ func newMirrorCells(t *testing.T) *mirrorCells {
 	return m
 }
 
+// connected makes one state call from cell b to the source (so the
+// mirror connection is open) and returns that connection.
+func (m *mirrorCells) connected(ctx context.Context, t *testing.T) *conn {
+	t.Helper()
+	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.bClient.conn("a1", m.src.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func mirrorCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -226,13 +241,7 @@ func TestMirrorRefusesCellWithoutGrant(t *testing.T) {
 func TestMirrorConnectionRefusesRaftRPCs(t *testing.T) {
 	m := newMirrorCells(t)
 	ctx := mirrorCtx(t)
-	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := m.bClient.conn("a1", m.src.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := m.connected(ctx, t)
 	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("b1"), Addr: []byte(m.b.Addr())}
 	for _, tc := range []struct {
 		name string
@@ -275,13 +284,7 @@ func TestMirrorConnectionRefusesRaftRPCs(t *testing.T) {
 func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	m := newMirrorCells(t)
 	ctx := mirrorCtx(t)
-	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := m.bClient.conn("a1", m.src.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := m.connected(ctx, t)
 	// The same grants again keep the connection.
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
@@ -292,11 +295,11 @@ func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants(nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, c.isClosed, "the revoked cell's connection to close")
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the revoked cell's connection to close", c.isClosed)
+	testkit.WaitFor(t, 10*time.Second, "a new call to fail", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0")
 		return err != nil && !errors.Is(err, ErrClosed)
-	}, "a new call to fail")
+	})
 	if _, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0"); err == nil {
 		t.Fatal("a revoked cell read the state")
 	}
@@ -304,10 +307,10 @@ func TestMirrorRevokedGrantClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the granted cell to read again", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t1/0")
 		return err == nil
-	}, "the granted cell to read again")
+	})
 }
 
 func TestMirrorGrantTopicRemovedClosesConnection(t *testing.T) {
@@ -325,11 +328,11 @@ func TestMirrorGrantTopicRemovedClosesConnection(t *testing.T) {
 	if err := m.src.SetMirrorGrants([]MirrorGrant{m.grantB}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, c.isClosed, "the connection to close when a topic is revoked")
-	waitFor(t, 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the connection to close when a topic is revoked", c.isClosed)
+	testkit.WaitFor(t, 10*time.Second, "the revoked topic to be refused", func() bool {
 		_, err := m.bClient.State(ctx, "a1", m.src.Addr(), "t2/0")
 		return errors.Is(err, ErrNotGranted)
-	}, "the revoked topic to be refused")
+	})
 }
 
 func TestSetMirrorGrantsChecks(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // fastRaft shortens a group's Raft timeouts so that a test sees many
@@ -40,7 +42,7 @@ func TestQuiescedGroupsKeepLeaders(t *testing.T) {
 	q0, sent0 := quiesced()
 	// At least five heartbeat timeouts' worth of heartbeats (about 10 per
 	// follower per timeout, 8 followers).
-	waitFor(t, 2*time.Minute, func() bool { q, _ := quiesced(); return q-q0 >= 400 }, "heartbeats quiesced")
+	testkit.WaitFor(t, 2*time.Minute, "heartbeats quiesced", func() bool { q, _ := quiesced(); return q-q0 >= 400 })
 	q, sent := quiesced()
 	t.Logf("quiesced %d, heartbeats sent %d", q-q0, sent-sent0)
 	if q-q0 <= sent-sent0 {
@@ -66,15 +68,15 @@ func TestQuiescedLeaderCutOffStepsDown(t *testing.T) {
 	c.waitLeaders(time.Minute)
 	g := c.groups[0]
 	// Let quiescing start.
-	waitFor(t, time.Minute, func() bool { return c.nodes[c.leader(g)].Stats().Quiesced > 10 }, "heartbeats quiesced")
+	testkit.WaitFor(t, time.Minute, "heartbeats quiesced", func() bool { return c.nodes[c.leader(g)].Stats().Quiesced > 10 })
 	old := c.leader(g)
 	term := c.rafts[g][old].CurrentTerm()
 	c.faults.Isolate(string(c.nodes[old].ID()))
-	waitFor(t, time.Minute, func() bool { return c.rafts[g][old].State() != raft.Leader }, "the cut-off leader to step down")
-	waitFor(t, time.Minute, func() bool {
+	testkit.WaitFor(t, time.Minute, "the cut-off leader to step down", func() bool { return c.rafts[g][old].State() != raft.Leader })
+	testkit.WaitFor(t, time.Minute, "a new leader among the others", func() bool {
 		l := c.leader(g, old)
 		return l >= 0 && c.rafts[g][l].CurrentTerm() > term
-	}, "a new leader among the others")
+	})
 	c.faults.Heal()
 	c.waitLeaders(time.Minute)
 	if err := c.apply(g, "after-heal", time.Minute); err != nil {
@@ -100,7 +102,7 @@ func TestQuiesceOff(t *testing.T) {
 		return sent, quiesced
 	}
 	s0, q0 := count()
-	waitFor(t, time.Minute, func() bool { s, _ := count(); return s-s0 >= 50 }, "heartbeats sent")
+	testkit.WaitFor(t, time.Minute, "heartbeats sent", func() bool { s, _ := count(); return s-s0 >= 50 })
 	if _, q := count(); q != q0 {
 		t.Fatalf("quiesced %d with quiescing off", q-q0)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // fakeRaft answers a group's RPCs like a follower would, without Raft: it
@@ -260,7 +262,7 @@ func TestCloseWaitsForGoroutines(t *testing.T) {
 		var resp raft.AppendEntriesResponse
 		errc <- g.AppendEntries(b.ID(), b.Addr(), bigAppend(1, 1, 1, 10), &resp)
 	}()
-	waitFor(t, 10*time.Second, func() bool { return b.Stats().Received["append_entries"] == 1 }, "append to arrive")
+	testkit.WaitFor(t, 10*time.Second, "append to arrive", func() bool { return b.Stats().Received["append_entries"] == 1 })
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}

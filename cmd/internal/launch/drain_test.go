@@ -2,10 +2,7 @@ package launch_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,69 +45,10 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 		t.Fatalf("no partition has a replica on broker 1 (%+v): the drain would prove nothing", tp.Assignments)
 	}
 
-	chk := history.New()
-	prod := c.kgo(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(2*time.Minute), kgo.ProducerLinger(5*time.Millisecond))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var produceErr error
-	var mu sync.Mutex // guards produceErr and ackTimes
-	var ackTimes []time.Time
-	wg.Add(1)
-	go func() { // the producer: one unique value after another, acks recorded
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := fmt.Sprintf("v%07d", i)
-			r, err := prod.ProduceSync(ctx, &kgo.Record{Key: []byte(v[len(v)-2:]), Value: []byte(v)}).First()
-			if err != nil {
-				mu.Lock()
-				produceErr = errors.Join(produceErr, fmt.Errorf("produce %s: %w", v, err))
-				mu.Unlock()
-				continue // indeterminate: it may have been appended
-			}
-			chk.Acked(r.Partition, r.Offset, v)
-			mu.Lock()
-			ackTimes = append(ackTimes, time.Now())
-			mu.Unlock()
-		}
-	}()
-	wg.Add(1)
-	go func() { // one group member, polling in order
-		defer wg.Done()
-		g := c.kgo(kgo.ConsumerGroup("drain-group"), kgo.ConsumeTopics(topic),
-			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				for _, p := range m[topic] {
-					chk.StartSessionAnywhere("member", p)
-				}
-			}),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				for _, p := range m[topic] {
-					chk.EndSession("member", p)
-				}
-			}))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			fs := g.PollFetches(pctx)
-			pcancel()
-			var recs []history.Record
-			fs.EachRecord(func(r *kgo.Record) {
-				recs = append(recs, history.Record{Part: r.Partition, Offset: r.Offset, Value: string(r.Value)})
-			})
-			chk.Polled("member", recs)
-		}
-	}()
+	tr := c.startTraffic(ctx, topic, "drain-group", 2*time.Minute)
 
 	// Traffic first, then the drain.
-	waitAcks(ctx, t, chk, 200)
+	waitAcks(ctx, t, tr.chk, 200)
 	drain, err := c.cp.Operator.AdminDrainBroker(ctx, "b1")
 	if err != nil {
 		t.Fatal(err)
@@ -145,23 +83,12 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	}
 	finished := time.Now()
 	t.Logf("the drain's %d moves completed in %v", len(drain.Moves), finished.Sub(started).Round(10*time.Millisecond))
-	waitAcks(ctx, t, chk, chk.Result().Acks+100) // the producer goes on after the moves
-	close(stop)
-	wg.Wait()
+	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+100) // the producer goes on after the moves
+	tr.halt()
 
 	// Broker 1's replicas of the topic are gone from its disk, and it can
 	// be deleted.
-	err = launch.WaitFor(ctx, "broker 1's partition data deleted", time.Minute, func() error {
-		dirs, err := filepath.Glob(filepath.Join(c.specs[0].DataDir, c.specs[0].ID, "replicas", topicID, "*"))
-		if err != nil {
-			return err
-		}
-		if len(dirs) > 0 {
-			return fmt.Errorf("broker 1 still holds %v", dirs)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := c.waitNoReplica(ctx, 0, topicID); err != nil {
 		t.Error(err)
 	}
 	c.procs[0].Stop(15 * time.Second)
@@ -170,22 +97,9 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	}
 
 	// The final read, through the brokers left.
-	fin := c.kgo(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	finalRead(ctx, t, fin, chk, topic, parts)
-	res := chk.Result()
-	mu.Lock()
-	if produceErr != nil {
-		t.Logf("produces that failed (indeterminate, checked as such): %v", produceErr)
-	}
-	mu.Unlock()
+	res := tr.check(ctx, t, c, topic, parts)
 	t.Logf("%d acknowledged, %d polled by the group; longest wait for an acknowledgement during the drain %v (one producer, one record at a time)",
-		res.Acks, res.GroupRecords, longestGap(ackTimes, started, finished).Round(time.Millisecond))
-	if !res.Valid() {
-		t.Fatalf("the history violates the delivery contract: %+v", res.Examples)
-	}
-	if res.GroupRecords == 0 {
-		t.Error("the group polled nothing")
-	}
+		res.Acks, res.GroupRecords, tr.longestGap(started, finished).Round(time.Millisecond))
 }
 
 // longestGap is the longest interval without an acknowledgement between

@@ -49,7 +49,7 @@ func TestMoveReplicasOneTwoThreeToFourFiveSix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c, topicID := moveCell(t, ctx, "move", topic)
-	tr := c.startTraffic(ctx, topic, "move-group")
+	tr := c.startTraffic(ctx, topic, "move-group", 3*time.Minute)
 	waitAcks(ctx, t, tr.chk, 200)
 
 	started := time.Now()
@@ -114,7 +114,7 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 		}
 	}
 	bulk.Close()
-	tr := c.startTraffic(ctx, topic, "movekill-group")
+	tr := c.startTraffic(ctx, topic, "movekill-group", 3*time.Minute)
 	waitAcks(ctx, t, tr.chk, 200)
 
 	started := time.Now()

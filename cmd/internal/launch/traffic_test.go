@@ -29,10 +29,11 @@ type traffic struct {
 	produceErr error
 }
 
-// startTraffic starts the producer and the group member (group) on topic.
-func (c *procCell) startTraffic(ctx context.Context, topic, group string) *traffic {
+// startTraffic starts the producer, whose records each have delivery to
+// be acknowledged, and the group member (group) on topic.
+func (c *procCell) startTraffic(ctx context.Context, topic, group string, delivery time.Duration) *traffic {
 	tr := &traffic{chk: history.New(), stop: make(chan struct{})}
-	prod := c.kgo(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(3*time.Minute), kgo.ProducerLinger(5*time.Millisecond))
+	prod := c.kgo(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(delivery), kgo.ProducerLinger(5*time.Millisecond))
 	tr.wg.Add(2)
 	go func() {
 		defer tr.wg.Done()

@@ -74,6 +74,29 @@ func benchCell(b *testing.B) (*cell, *kgo.Client, func(...kgo.Opt) *kgo.Client) 
 	return c, prod, mk
 }
 
+// produceMeasured warms prod up (connect, init the producer id, 2000
+// records), then times b.N records through it with the benchmark's timer
+// running, and returns each record's latency and the elapsed time.
+func produceMeasured(b *testing.B, prod *kgo.Client) ([]time.Duration, time.Duration) {
+	b.Helper()
+	produceTimed(b, prod, 2000)
+	b.SetBytes(int64(len(benchValue)))
+	b.ResetTimer()
+	start := time.Now()
+	lat := produceTimed(b, prod, b.N)
+	el := time.Since(start)
+	b.StopTimer()
+	return lat, el
+}
+
+// reportProduce reports the records a second and the p50 and p99 of lat.
+func reportProduce(b *testing.B, lat []time.Duration, el time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
 // BenchmarkProduceReplicated: franz-go, idempotent (its default), acks=all,
 // no compression, default batching (linger 10 ms, batches up to 1 MB),
 // 1 KiB records round-robin over 3 partitions of a 3-broker Raft cell in
@@ -88,17 +111,8 @@ func BenchmarkProduceReplicated(b *testing.B) {
 			prod := mk(kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(kgo.AllISRAcks()),
 				kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(buf),
 				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-			produceTimed(b, prod, 2000) // connect, init the producer id, warm up
-			b.SetBytes(int64(len(benchValue)))
-			b.ResetTimer()
-			start := time.Now()
-			lat := produceTimed(b, prod, b.N)
-			el := time.Since(start)
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			lat, el := produceMeasured(b, prod)
+			reportProduce(b, lat, el)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package replicated
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -84,13 +83,7 @@ func BenchmarkProduceMetered(b *testing.B) {
 			prod := c.client(b, tn, kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(kgo.AllISRAcks()),
 				kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(1000),
 				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-			produceTimed(b, prod, 2000) // connect, init the producer id, warm up
-			b.SetBytes(int64(len(benchValue)))
-			b.ResetTimer()
-			start := time.Now()
-			lat := produceTimed(b, prod, b.N)
-			el := time.Since(start)
-			b.StopTimer()
+			lat, el := produceMeasured(b, prod)
 			if on {
 				// Metering ran: every bench partition closes (and
 				// records) all it holds within a few intervals.
@@ -104,10 +97,7 @@ func BenchmarkProduceMetered(b *testing.B) {
 					return true
 				})
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			reportProduce(b, lat, el)
 		})
 	}
 }
