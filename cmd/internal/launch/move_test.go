@@ -98,9 +98,7 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 	c, topicID := moveCell(t, ctx, "movekill", topic, "-seed-rate", "262144")
 
 	// A few MiB first, so that seeding a joiner takes several seconds.
-	// Uncompressed: the padding compresses to almost nothing, and a
-	// joiner seeded in a moment was promoted, and led, before the test
-	// could find a source broker leading.
+	// Uncompressed, so that the seed is as large as the records.
 	bulk := c.kgo(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	// Unique values: the group and the final read check them too.
 	pad := strings.Repeat("x", 1024)
@@ -114,7 +112,19 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 		}
 	}
 	bulk.Close()
+	// Deleting the first record moves the log start past 0, so a joiner
+	// is behind it and is seeded from segments, at the seed rate; with
+	// the whole log still in Raft it would catch up by AppendEntries in
+	// a moment, and the move could finish before the test finds a
+	// source broker leading.
+	adm := kadm.NewClient(c.kgo())
+	var trim kadm.Offsets
+	trim.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1})
+	if rs, err := adm.DeleteRecords(ctx, trim); err != nil || rs.Error() != nil {
+		t.Fatalf("delete the first record: %v, %v", err, rs.Error())
+	}
 	tr := c.startTraffic(ctx, topic, "movekill-group", 3*time.Minute)
+	tr.chk.MayTrim(0, 1) // the deleted first record
 	waitAcks(ctx, t, tr.chk, 200)
 
 	started := time.Now()
