@@ -29,7 +29,8 @@ import (
 func BenchmarkIdleCell(b *testing.B) {
 	for _, groups := range []int{300, 1000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			c := newCell(b, 3, groups, 0, nil)
+			ev := newEventLog()
+			c := newCell(b, 3, groups, 0, ev.nodeLogger, ev.raftLogger)
 			// A cell that never settles is reported, not failed: its
 			// CPU and leaderless-groups figures are the finding.
 			if c.settle(3 * time.Minute) {
@@ -62,6 +63,7 @@ func BenchmarkIdleCell(b *testing.B) {
 			writeAllocs(b, "IDLE_ALLOCPROFILE", ".start")
 			defer writeAllocs(b, "IDLE_ALLOCPROFILE", ".end")
 			gc0 := readGC()
+			ev.on.Store(true)
 			before, start := cpuTime(b), time.Now()
 			b.ResetTimer()
 			for range b.N {
@@ -69,6 +71,8 @@ func BenchmarkIdleCell(b *testing.B) {
 			}
 			b.StopTimer()
 			used, wall := cpuTime(b)-before, time.Since(start)
+			ev.on.Store(false)
+			events := ev.snapshot()
 			gc := readGC()
 			var sent uint64
 			kinds := map[string]uint64{}
@@ -87,6 +91,11 @@ func BenchmarkIdleCell(b *testing.B) {
 			b.ReportMetric(float64(slices.Min(spread)), "min-leaders/node")
 			b.ReportMetric(float64(slices.Max(spread)), "max-leaders/node")
 			b.ReportMetric(float64(c.leaderless()), "leaderless-groups")
+			b.Logf("raft and transport warnings in the idle interval: %v", events)
+			b.ReportMetric(float64(count(events, msgFollowerTimeout)), "follower-timeouts")
+			b.ReportMetric(float64(count(events, msgLeaseStepDown)), "lease-stepdowns")
+			b.ReportMetric(float64(count(events, msgHeartbeatFailed)), "failed-heartbeats")
+			b.ReportMetric(float64(count(events, msgPeerDown)), "peers-down")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
