@@ -76,6 +76,9 @@ type fsm struct {
 	// moving is set while the state holds a fence or an unpromoted mirror
 	// (mirror.go, noteMove), so produce checks a move without mu.
 	moving atomic.Bool
+	// epochBase is a promoted mirror's epoch base, else 0 (mirror_epoch.go,
+	// set by noteMove), so produce and fetch read it without mu.
+	epochBase atomic.Int32
 
 	// mu guards the field below.
 	mu sync.Mutex

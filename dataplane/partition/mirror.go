@@ -203,9 +203,14 @@ func (f *fsm) applyMove(l *raft.Log) interface{} {
 	}
 }
 
-// noteMove sets f.moving from the state; f.mu is held.
+// noteMove sets f.moving and f.epochBase from the state; f.mu is held.
 func (f *fsm) noteMove() {
 	f.moving.Store(f.st.Fence != nil || (f.st.Mirror != nil && !f.st.Mirror.Promoted))
+	var base int32
+	if m := f.st.Mirror; m != nil && m.Promoted {
+		base = m.EpochBase
+	}
+	f.epochBase.Store(base)
 }
 
 func (f *fsm) move() (*mirrorState, *fenceState) {

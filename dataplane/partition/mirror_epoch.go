@@ -22,16 +22,6 @@ import (
 // never a mirror, or not yet promoted, has base 0: its epochs are its
 // terms, as before.
 
-// epochBase is the promoted mirror's epoch base, 0 otherwise.
-func (f *fsm) epochBase() int32 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if m := f.st.Mirror; m != nil && m.Promoted {
-		return m.EpochBase
-	}
-	return 0
-}
-
 // lastEpoch is the newest leader epoch of the applied batches (-1 if
 // none); f.mu is held.
 func (f *fsm) lastEpoch() int32 {
@@ -45,7 +35,7 @@ func (f *fsm) lastEpoch() int32 {
 // base, or -1 if that no longer fits an int32 (the store refuses such
 // entries).
 func (r *Replica) epochAt(t uint64) int32 {
-	base := uint64(r.fsm.epochBase())
+	base := uint64(r.fsm.epochBase.Load())
 	if t > math.MaxInt32-base {
 		return -1
 	}
@@ -55,7 +45,7 @@ func (r *Replica) epochAt(t uint64) int32 {
 // applyBatch hands a produced batch to Raft: plain, or with the epoch
 // base in its Extensions once the partition is a promoted mirror.
 func (r *Replica) applyBatch(batch []byte, timeout time.Duration) raft.ApplyFuture {
-	if base := r.fsm.epochBase(); base > 0 {
+	if base := r.fsm.epochBase.Load(); base > 0 {
 		return r.raft.ApplyLog(raft.Log{Data: batch, Extensions: raftlog.EpochExt(base)}, timeout)
 	}
 	return r.raft.Apply(batch, timeout)

@@ -23,14 +23,14 @@ func TestEpochBaseInSnapshot(t *testing.T) {
 	if res := f.Apply(m).(applyResult); res.err != nil {
 		t.Fatal(res.err)
 	}
-	if f.epochBase() != 0 {
-		t.Fatalf("epoch base %d before the promotion, want 0", f.epochBase())
+	if f.epochBase.Load() != 0 {
+		t.Fatalf("epoch base %d before the promotion, want 0", f.epochBase.Load())
 	}
 	if res := f.Apply(ctl(3, raftlog.EncodePromote(raftlog.MirrorPromote{End: 1, EpochBase: 50}))).(applyResult); res.err != nil {
 		t.Fatal(res.err)
 	}
-	if f.epochBase() != 50 {
-		t.Fatalf("epoch base %d after the promotion, want 50", f.epochBase())
+	if f.epochBase.Load() != 50 {
+		t.Fatalf("epoch base %d after the promotion, want 50", f.epochBase.Load())
 	}
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -44,8 +44,8 @@ func TestEpochBaseInSnapshot(t *testing.T) {
 	if err := g.Restore(&sink); err != nil {
 		t.Fatal(err)
 	}
-	if g.epochBase() != 50 || g.moving.Load() {
-		t.Fatalf("restored: epoch base %d, moving %v; want 50, not moving", g.epochBase(), g.moving.Load())
+	if g.epochBase.Load() != 50 || g.moving.Load() {
+		t.Fatalf("restored: epoch base %d, moving %v; want 50, not moving", g.epochBase.Load(), g.moving.Load())
 	}
 	if eps := g.epochs(); len(eps) != 1 || eps[0] != (EpochStart{Epoch: 41}) {
 		t.Fatalf("restored epochs %+v", eps)
