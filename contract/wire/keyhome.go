@@ -40,6 +40,10 @@ type KeyHome struct {
 type HomeNode struct {
 	NodeID    int    `json:"node_id"`
 	KafkaAddr string `json:"kafka_addr"`
+	// HTTPAddr is the broker's HTTP data API address, and HTTPScheme its
+	// scheme, so another cell's HTTP data API can follow the tenant.
+	HTTPAddr   string `json:"http_addr,omitempty"`
+	HTTPScheme string `json:"http_scheme,omitempty"`
 }
 
 // HomeTopic is one of the tenant's topics. Describable says whether the

@@ -11,4 +11,9 @@ type Registration struct {
 	KafkaAddr string `json:"kafka_addr,omitempty"`
 	HTTPAddr  string `json:"http_addr,omitempty"`
 	RaftAddr  string `json:"raft_addr,omitempty"`
+	// PeerCA is the broker's Raft transport CA certificate in PEM (the
+	// cell's peer CA), which the control plane publishes to other cells
+	// for tenant moves; empty from a broker without transport TLS. Every
+	// broker of a cell must register the same one.
+	PeerCA string `json:"peer_ca,omitempty"`
 }

@@ -175,6 +175,8 @@ type Tenant struct {
 	Status string `json:"status"` // active or suspended
 	Plan   string `json:"plan"`
 	Quotas Quotas `json:"quotas"`
+	// Move marks a tenant in a move to or from another cell (tenantmove.go).
+	Move *TenantMove `json:"move,omitempty"`
 }
 
 // Quotas are a tenant's cell-wide limits.
@@ -234,6 +236,13 @@ type Topic struct {
 	Name       string            `json:"name"`
 	Config     map[string]string `json:"config"`
 	Partitions []Partition       `json:"partitions"`
+	// Mirror, on a destination cell, makes the partitions mirrors of the
+	// same topic on another cell (tenantmove.go).
+	Mirror *TopicMirror `json:"mirror,omitempty"`
+	// Fenced, on a source cell, makes each partition's leader fence it
+	// (refuse produce for good, and record its final end); false after
+	// true, before the destination promoted, unfences (a rollback).
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // Partition lists a partition's replicas by broker node id; the first is the
@@ -296,6 +305,15 @@ type Report struct {
 	// do not report it (taken as http). /v1/cluster lists its endpoints
 	// with it.
 	HTTPScheme string `json:"http_scheme,omitempty"`
+	// StateVersion is the cell state version this broker had applied
+	// when it made the report; 0 from brokers that do not report it.
+	StateVersion int64 `json:"state_version,omitempty"`
+	// Moves: this broker takes part in tenant moves (serves mirrors,
+	// fences, promotes, reports PartitionStatus.Mirror).
+	Moves bool `json:"moves,omitempty"`
+	// OffsetsImported acknowledges a moving tenant's GroupOffsets in the
+	// offsets partitions this broker leads.
+	OffsetsImported []OffsetsImport `json:"offsets_imported,omitempty"`
 }
 
 // PartitionStatus is one replica's view of its partition.
@@ -320,6 +338,8 @@ type PartitionStatus struct {
 	// Joining is, on the leader only, how far each non-voter (a replica
 	// being added by a move) is behind it.
 	Joining []JoinStatus `json:"joining,omitempty"`
+	// Mirror is, on the leader only, the partition's part in a tenant move.
+	Mirror *MirrorStatus `json:"mirror,omitempty"`
 }
 
 // JoinStatus is one joining replica's distance from the leader.
