@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,20 +86,43 @@ func (l *rangeLog) has(b int, end int64) bool {
 }
 
 // produced counts what a test produced: bytes (whole batches) and records.
-type produced struct{ bytes, records int64 }
+// Its batches come from one idempotent producer, so a batch whose outcome
+// is unknown (its leader lost leadership while committing it, as happens
+// on a busy machine when a broker stops) is sent again and lands once.
+type produced struct {
+	bytes, records int64
+	pid            int64 // its producer id, taken at its first batch
+	seq            int32
+}
+
+// meterPIDs hands each produced its own producer id.
+var meterPIDs atomic.Int64
+
+func init() { meterPIDs.Store(9090) }
 
 func (p *produced) produce(t *testing.T, c *celltest.Cell, n int) {
 	t.Helper()
+	if p.pid == 0 {
+		p.pid = meterPIDs.Add(1)
+	}
 	for i := 0; i < n; i++ {
-		b := celltest.Batch([]byte(fmt.Sprintf("value-%d-%d", p.records, i)), []byte("x"))
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		_, err := c.Produce(ctx, 0, b)
-		cancel()
-		if err != nil {
-			t.Fatalf("produce: %v", err)
+		b := celltest.IdempotentBatch(p.pid, 0, p.seq, []byte(fmt.Sprintf("value-%d-%d", p.records, i)), []byte("x"))
+		deadline := time.Now().Add(waitLong)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			_, err := c.Produce(ctx, 0, slices.Clone(b))
+			cancel()
+			if err == nil {
+				break
+			}
+			if errors.Is(err, partition.ErrOutOfOrderSequence) || time.Now().After(deadline) {
+				t.Fatalf("produce: %v", err)
+			}
+			t.Logf("produce of sequence %d: %v; sending it again", p.seq, err)
 		}
 		p.bytes += int64(len(b))
 		p.records += 2
+		p.seq += 2
 	}
 }
 
