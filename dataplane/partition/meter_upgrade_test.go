@@ -153,3 +153,7 @@ func TestMeterStateWithoutFlag(t *testing.T) {
 		t.Fatalf("restored meter %+v", f.st.Meter)
 	}
 }
+
+// MeterNeedsStart reports whether r's meter state asks its leader for a
+// start (meterState.FromLog), for the upgrade tests outside the package.
+func MeterNeedsStart(r *Replica) bool { return r.fsm.meterNeedsStart() }
