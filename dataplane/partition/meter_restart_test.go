@@ -83,7 +83,7 @@ func TestMeterUpgradeFromFrontDoorMetering(t *testing.T) {
 		}
 		return rl.sink(b, part)
 	}})
-	c.WaitLeader(0, waitLong)
+	celltest.WaitFor(t, waitLong, "the preferred leader (broker 0) to lead", func() bool { return c.Leader(0) == 0 })
 	var before produced
 	for b := 0; b < c.Brokers(); b++ {
 		before.produce(t, c, 10)
@@ -106,9 +106,10 @@ func TestMeterUpgradeFromFrontDoorMetering(t *testing.T) {
 	for b := 0; b < c.Brokers(); b++ {
 		c.StartBroker(b)
 	}
-	celltest.WaitFor(t, waitLong, "the new leader's start to apply on every replica", func() bool {
-		lb := c.Leader(0)
-		if lb < 0 {
+	// The preferred leader (broker 0) leads, so no transfer ends a
+	// leadership while the test produces, and the start has applied.
+	celltest.WaitFor(t, waitLong, "the preferred leader to lead and the start to apply on every replica", func() bool {
+		if c.Leader(0) != 0 {
 			return false
 		}
 		for b := 0; b < c.Brokers(); b++ {
