@@ -297,9 +297,10 @@ func refusedUnsent(err error) bool {
 // the event's hour, in which this event is the only one: the event's value
 // there means Stripe has it (the row is marked sent); nothing there means
 // it never arrived, and the caller sends it (done false) as if for the
-// first time; anything else, or a summary that cannot be read, holds the row
-// ('held', with the reason) for an operator: `tenantd admin billing
-// reconcile` lists it.
+// first time; anything else holds the row ('held', with the reason) for
+// an operator: `tenantd admin billing reconcile` lists it. A summary that
+// cannot be read is an error: the row is retried with backoff, and not
+// sent.
 func (r *Reporter) resendOrSettle(ctx context.Context, d *due, cust string) (done bool, err error) {
 	var meterID string
 	if err := r.cfg.DB.QueryRow(ctx, `SELECT stripe_meter_id FROM billing_meters WHERE meter = $1`, d.meter).Scan(&meterID); err != nil {
@@ -311,11 +312,11 @@ func (r *Reporter) resendOrSettle(ctx context.Context, d *due, cust string) (don
 	for it.Next() {
 		inStripe += it.BillingMeterEventSummary().AggregatedValue
 	}
+	if err := it.Err(); err != nil {
+		return false, fmt.Errorf("read Stripe's summary of the hour, to settle an event first sent over %s ago: %w", ResendWindow, err)
+	}
 	hold := ""
 	switch {
-	case it.Err() != nil:
-		hold = fmt.Sprintf("first sent %s, over %s ago, and Stripe's summary of the hour cannot be read: %v",
-			d.first.UTC().Format(time.RFC3339), ResendWindow, it.Err())
 	case inStripe == float64(d.value):
 		r.cfg.Logger.Info("meter event first sent over the resend window ago is in Stripe; marked sent", "identifier", d.id)
 		if _, err := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET state = 'sent', sent_at = now(), last_error = '' WHERE identifier = $1`, d.id); err != nil {
