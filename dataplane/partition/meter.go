@@ -114,7 +114,9 @@ func (m *meterState) add(h log.Header, n int) {
 
 // close moves the pending sums into a range ending at end, billed in the
 // hour of atMillis (or the previous range's hour, if later). With nothing
-// pending it changes nothing: two closes in a row make one range.
+// pending it closes no range: two closes in a row make one range. Only a
+// leader metering from the log closes, so after a close so does this
+// state.
 func (m *meterState) close(end, atMillis int64) {
 	m.FromLog = true
 	if m.PendingBytes == 0 && m.PendingRecords == 0 {
