@@ -164,8 +164,8 @@ func TestMoveImportsOffsets(t *testing.T) {
 		{Group: g1, TopicID: "topic-x", Partition: 0, Offset: 10, Metadata: "m"},
 		{Group: g1, TopicID: "topic-x", Partition: 1, Offset: 11},
 		{Group: g2, TopicID: "topic-y", Partition: 0, Offset: 5},
-		{Group: g2, TopicID: "topic-y", Partition: 0, Offset: 7}, // the last of a partition wins
-		{Group: "", TopicID: "topic-y", Partition: 0, Offset: 7}, // dropped: no group
+		{Group: g2, TopicID: "topic-y", Partition: 0, Offset: 7},  // the last of a partition wins
+		{Group: "", TopicID: "topic-y", Partition: 0, Offset: 7},  // dropped: no group
 		{Group: g2, TopicID: "topic-y", Partition: -1, Offset: 7}, // dropped: no partition
 	}
 	if imp := imported(coords); len(imp) != 0 {
