@@ -2,6 +2,7 @@ package groups_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -335,5 +336,39 @@ func TestMoveImportSurvivesLeaderChange(t *testing.T) {
 	}
 	if total != n {
 		t.Fatalf("%d offsets imported, want %d", total, n)
+	}
+}
+
+// TestMoveImportsNothing: a state listing an empty import (a tenant
+// without committed offsets on its source, as JSON carries it) is
+// acknowledged for every partition without a write; one listing none
+// (null) is not acknowledged at all.
+func TestMoveImportsNothing(t *testing.T) {
+	cell, coords := movingCell(t, nil)
+	waitCoordinator(t, coords, movingTenant, groupIn(0, 0), -1)
+	waitCoordinator(t, coords, movingTenant, groupIn(1, 0), -1)
+	for _, tc := range []struct {
+		name, json string
+		want       []int
+	}{
+		{"null", `{"role":"destination","peer":"cell-a","hold_groups":true,"group_offsets":null}`, nil},
+		{"empty", `{"role":"destination","peer":"cell-a","hold_groups":true,"group_offsets":[]}`, []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mv wire.TenantMove
+			if err := json.Unmarshal([]byte(tc.json), &mv); err != nil {
+				t.Fatal(err)
+			}
+			setMoves(coords, []wire.Tenant{{ID: movingTenant, Move: &mv}})
+			settle(t, coords)
+			if got := imported(coords); !slices.Equal(got, tc.want) {
+				t.Fatalf("imported partitions %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for p := range 2 {
+		if hw := cell.Replica(cell.Leader(p), p).HighWatermark(); hw != 0 {
+			t.Fatalf("offsets partition %d holds %d records", p, hw)
+		}
 	}
 }
