@@ -37,5 +37,3 @@ func newHomeCache(h Homes, l HomeLimits, now func() time.Time) *homeCache {
 func (h *homeCache) lookup(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
 	return h.c.Lookup(ctx, keyID, secret)
 }
-
-func (h *homeCache) size() int { return h.c.Size() }
