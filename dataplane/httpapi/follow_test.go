@@ -37,7 +37,7 @@ type second struct {
 	lookup func(ctx context.Context, keyID, secret string) (wire.KeyHome, error)
 }
 
-func (c *cell) startSecondCell(t *testing.T) *second {
+func (c *cell) startSecondCell(t testing.TB) *second {
 	t.Helper()
 	ctx := context.Background()
 	op := c.cp.Operator
@@ -88,7 +88,7 @@ func (c *cell) startSecondCell(t *testing.T) *second {
 
 // serve starts a cell-2 HTTP data API whose key-home answers pass through
 // rewrite (nil: as they are) and returns its address.
-func (o *second) serve(t *testing.T, c *cell, maxBody int64, rewrite func(wire.KeyHome) wire.KeyHome) string {
+func (o *second) serve(t testing.TB, c *cell, maxBody int64, rewrite func(wire.KeyHome) wire.KeyHome) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -119,7 +119,7 @@ func (f keyHomes) KeyHome(ctx context.Context, keyID, secret string) (wire.KeyHo
 }
 
 // callAt is one HTTP request to addr as id:secret.
-func callAt(t *testing.T, addr, method, path, id, secret string, body []byte, hdr ...string) (int, http.Header, []byte) {
+func callAt(t testing.TB, addr, method, path, id, secret string, body []byte, hdr ...string) (int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -274,5 +274,27 @@ func TestHTTPFollowsTenantHome(t *testing.T) {
 	if status, _, raw := callAt(t, noAddr, http.MethodPost, publishPath("orders"), acme.KeyID, acme.Secret, pub); status != http.StatusServiceUnavailable ||
 		!strings.Contains(decodeError(t, raw).Message, "no known HTTP data API address") {
 		t.Fatalf("a home without HTTP addresses: %d %s", status, raw)
+	}
+}
+
+// BenchmarkFollowedPublish compares a one-message publish sent to the
+// tenant's home cell with the same publish sent to another cell, which
+// proxies it home.
+func BenchmarkFollowedPublish(b *testing.B) {
+	c := startCell(b, cellOpts{})
+	acme := c.tenant("acme")
+	c.topic(acme, "orders", 1, nil)
+	o := c.startSecondCell(b)
+	addr := o.serve(b, c, 0, nil)
+	pub, _ := json.Marshal(publishReq{Messages: []msg{{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 100)}}})
+	leader, _ := c.leader(c.brokers[0].syncer.View().CellState.Topics[0].ID, 0)
+	for _, bc := range []struct{ name, addr string }{{"home", c.brokers[leader].httpAddr}, {"followed", addr}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if st, _, raw := callAt(b, bc.addr, http.MethodPost, publishPath("orders"), acme.KeyID, acme.Secret, pub); st != http.StatusOK {
+					b.Fatalf("publish: %d %s", st, raw)
+				}
+			}
+		})
 	}
 }
