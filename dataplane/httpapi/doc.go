@@ -25,6 +25,13 @@
 // none right now. With Config.TLS the API serves HTTPS only, and forwards
 // dial https, verifying the other broker against Config.ForwardCAs.
 //
+// Any cell answers any tenant's request: with Config.Homes, a valid key of
+// a tenant homed on another cell has its request proxied to a broker of
+// that cell (follow.go), whose answer is returned with a Sluice-Home-Cell
+// header naming it; a retriable 503 unavailable when that cell cannot be
+// reached. While a tenant moving to this cell has its groups held, the
+// group endpoints answer a retriable 503 coordinator_loading.
+//
 // # Topics and partitions
 //
 //	POST /v1/topics/{topic}/messages:publish

@@ -1,4 +1,4 @@
-package kafka
+package keyhome
 
 import (
 	"context"
@@ -41,9 +41,9 @@ func (h *scriptedHomes) KeyHome(ctx context.Context, keyID, secret string) (wire
 func TestHomeCache(t *testing.T) {
 	ctx := context.Background()
 	valid := wire.KeyHome{Status: wire.KeyValid, TenantID: "tn_b", Cell: "cell-2"}
-	newCache := func(h Homes, clk *testkit.Clock) *homeCache {
-		l := HomeLimits{TTL: 2 * time.Second, MissTTL: 10 * time.Second, PerSecond: 1000, Burst: 1000, MaxEntries: 4}
-		return newHomeCache(h, l, clk.Now)
+	newCache := func(h Homes, clk *testkit.Clock) *Cache {
+		l := Limits{TTL: 2 * time.Second, MissTTL: 10 * time.Second, PerSecond: 1000, Burst: 1000, MaxEntries: 4}
+		return NewCache(h, l, clk.Now)
 	}
 
 	t.Run("ttl and stale answers", func(t *testing.T) {
@@ -51,24 +51,24 @@ func TestHomeCache(t *testing.T) {
 		h := &scriptedHomes{answer: valid}
 		c := newCache(h, clk)
 		for i := 0; i < 3; i++ {
-			if got, err := c.lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
+			if got, err := c.Lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
 				t.Fatalf("lookup: %+v %v", got, err)
 			}
 		}
 		if h.calls.Load() != 1 {
 			t.Fatalf("%d calls within the TTL", h.calls.Load())
 		}
-		if _, err := c.lookup(ctx, "k", "other secret"); err != nil || h.calls.Load() != 2 {
+		if _, err := c.Lookup(ctx, "k", "other secret"); err != nil || h.calls.Load() != 2 {
 			t.Fatalf("another secret is another entry: %v, %d calls", err, h.calls.Load())
 		}
 		// The control plane fails: the valid answer stands in for a minute.
 		h.err = errors.New("control plane down")
 		clk.Advance(30 * time.Second)
-		if got, err := c.lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
+		if got, err := c.Lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
 			t.Fatalf("stale within a minute: %+v %v", got, err)
 		}
 		clk.Advance(31 * time.Second)
-		if _, err := c.lookup(ctx, "k", "s"); err == nil {
+		if _, err := c.Lookup(ctx, "k", "s"); err == nil {
 			t.Fatal("a stale answer over a minute old was used")
 		}
 	})
@@ -77,16 +77,16 @@ func TestHomeCache(t *testing.T) {
 		clk := testkit.NewClock(time.Unix(1_000_000, 0))
 		h := &scriptedHomes{answer: wire.KeyHome{Status: wire.KeyInvalid}}
 		c := newCache(h, clk)
-		c.lookup(ctx, "k", "s")
+		c.Lookup(ctx, "k", "s")
 		clk.Advance(9 * time.Second)
-		if got, _ := c.lookup(ctx, "k", "s"); got.Status != wire.KeyInvalid || h.calls.Load() != 1 {
+		if got, _ := c.Lookup(ctx, "k", "s"); got.Status != wire.KeyInvalid || h.calls.Load() != 1 {
 			t.Fatalf("miss within MissTTL: %+v, %d calls", got, h.calls.Load())
 		}
 		// A revoked key's stale valid answer is never used once a miss
 		// replaced it.
 		clk.Advance(2 * time.Second)
 		h.err = errors.New("down")
-		if _, err := c.lookup(ctx, "k", "s"); err == nil {
+		if _, err := c.Lookup(ctx, "k", "s"); err == nil {
 			t.Fatal("an expired miss answered when the lookup failed")
 		}
 	})
@@ -101,7 +101,7 @@ func TestHomeCache(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if got, err := c.lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
+				if got, err := c.Lookup(ctx, "k", "s"); err != nil || got.Status != wire.KeyValid {
 					errs <- errors.New("bad answer")
 				}
 			}()
@@ -126,10 +126,10 @@ func TestHomeCache(t *testing.T) {
 		h := &scriptedHomes{answer: wire.KeyHome{Status: wire.KeyInvalid}}
 		c := newCache(h, clk)
 		for i := 0; i < 20; i++ {
-			c.lookup(ctx, string(rune('a'+i)), "s")
+			c.Lookup(ctx, string(rune('a'+i)), "s")
 			clk.Advance(3 * time.Second) // older than the TTL, younger than MissTTL
 		}
-		if n := c.size(); n > 4 {
+		if n := c.Size(); n > 4 {
 			t.Fatalf("%d entries, limit 4", n)
 		}
 	})
