@@ -86,7 +86,11 @@ func (s *Server) lookupKeyHome(ctx context.Context, keyID, secret string) (wire.
 		var err error
 		if home.Brokers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.HomeNode, error) {
 			var b wire.HomeNode
-			return b, r.Scan(&b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.HTTPScheme)
+			err := r.Scan(&b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.HTTPScheme)
+			if b.HTTPAddr == "" {
+				b.HTTPScheme = "" // no data API to follow the tenant to
+			}
+			return b, err
 		}); err != nil {
 			return err
 		}
