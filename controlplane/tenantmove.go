@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
@@ -411,9 +410,6 @@ func committedOffsets(b []byte) ([]wire.CommittedOffset, error) {
 	}
 	return out, nil
 }
-
-// now as Postgres stores it.
-func pgNow(now time.Time) time.Time { return now.Truncate(time.Microsecond) }
 
 // refuseWhileMoving refuses a change of a tenant's topics or partitions
 // while it has an unfinished move: the move's destination placement and
