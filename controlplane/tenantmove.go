@@ -295,6 +295,11 @@ func pickMoveCell(ctx context.Context, tx pgx.Tx, pool, kind string) (string, er
 		}
 		return cell, err
 	}
+	// Two moves to one dedicated pool at once take turns here: the row
+	// lock alone would let the second still see the first's cell free.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice.tenant_moves'), hashtext($1))`, pool); err != nil {
+		return "", err
+	}
 	var cell string
 	err := tx.QueryRow(ctx, `SELECT c.id FROM cells c WHERE c.pool_id = $1 AND c.status = 'active'
 		AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.home_cell_id = c.id)
@@ -425,4 +430,23 @@ func refuseWhileMoving(ctx context.Context, tx pgx.Tx, tenant string) error {
 		return err
 	}
 	return catalog.Unavailable.Newf("the tenant is moving to another cell (move %d, %s); topic and partition changes wait until it is done", id, state)
+}
+
+// refuseTenantMoving refuses a replica move of a topic partition whose
+// tenant moves to another cell: the move's destination placement was
+// fixed when it started, and the switch replaces the partition's replicas.
+func refuseTenantMoving(ctx context.Context, tx pgx.Tx, topicID string) error {
+	if topicID == offsetsTopicID {
+		return nil
+	}
+	var id int64
+	err := tx.QueryRow(ctx, `SELECT m.id FROM tenant_moves m JOIN topics x ON x.tenant_id = m.tenant_id
+		WHERE x.id = $1 AND `+tmUnfinished, topicID).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	}
+	return catalog.Unavailable.Newf("topic %s belongs to a tenant moving to another cell (tenant move %d); its replicas move once that is done", topicID, id)
 }

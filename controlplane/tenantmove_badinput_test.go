@@ -128,7 +128,9 @@ func TestTenantMoveBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := m.signup("other")
-	m.reportAs("cell-1", wire.Report{BrokerID: "cell-1-b1"})
+	for _, b := range moveBrokers["cell-1"] {
+		m.reportAs("cell-1", wire.Report{BrokerID: b})
+	}
 	check([]refusal{
 		{"already moving", move(tid, "dedicated-1"), "already_exists", fmt.Sprintf("already has move %d (mirroring)", mv.ID)},
 		{"destination taken", move(other.Tenant.ID, "dedicated-1"), "no_capacity", "has no free cell"},
@@ -136,6 +138,10 @@ func TestTenantMoveBadInput(t *testing.T) {
 			_, err := m.tn.key.CreateTopic(ctx, api.CreateTopicRequest{Name: "new", Partitions: 1})
 			return err
 		}, "unavailable", fmt.Sprintf("moving to another cell (move %d, mirroring)", mv.ID)},
+		{"replica move while moving", func() error {
+			_, err := m.op.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: m.topic, Partition: 1, Replicas: []int{3, 2, 1}})
+			return err
+		}, "unavailable", fmt.Sprintf("moving to another cell (tenant move %d)", mv.ID)},
 		{"partitions added while moving", func() error {
 			n := 4
 			_, err := m.tn.key.UpdateTopic(ctx, "orders", api.UpdateTopicRequest{Partitions: &n})

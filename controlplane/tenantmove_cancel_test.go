@@ -167,3 +167,42 @@ func TestTenantMoveTwoControlPlanes(t *testing.T) {
 		t.Fatalf("source state %d (switch %d) after the concurrent reports", src.StateVersion, *got.SwitchVersion)
 	}
 }
+
+// TestTenantMovesRaceForOneDedicatedCell: two tenants moved at once, each
+// through its own control plane, to a dedicated pool with one free cell:
+// one move gets the cell, the other is refused no_capacity.
+func TestTenantMovesRaceForOneDedicatedCell(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	other := m.signup("rival")
+	second := m.secondOperator()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, c := range []struct {
+		op     *client.Client
+		tenant string
+	}{{m.op, m.tn.Tenant.ID}, {second, other.Tenant.ID}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.op.AdminMoveTenant(ctx, c.tenant, "dedicated-1")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var ok, refused int
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case client.IsCode(err, "no_capacity"):
+			refused++
+		default:
+			t.Fatalf("concurrent move: %v", err)
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Fatalf("%d moves started and %d refused, want one of each", ok, refused)
+	}
+}

@@ -205,3 +205,20 @@ func testCA(t *testing.T, cell string) string {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
+
+// secondOperator is an operator client of another control plane on the
+// same database.
+func (m *tenantMoveEnv) secondOperator() *client.Client {
+	m.t.Helper()
+	srv, err := controlplane.New(controlplane.Config{DB: m.db, Now: m.now.Now})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	m.t.Cleanup(hs.Close)
+	id, secret, err := controlplane.CreateOperatorKey(context.Background(), m.db, "second operator")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return client.New(hs.URL, client.WithAPIKey(id, secret))
+}
