@@ -3,10 +3,12 @@ package controlplane_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
 )
@@ -204,5 +206,40 @@ func TestTenantMovesRaceForOneDedicatedCell(t *testing.T) {
 	}
 	if ok != 1 || refused != 1 {
 		t.Fatalf("%d moves started and %d refused, want one of each", ok, refused)
+	}
+}
+
+// TestTenantMoveToSharedPool: a shared pool takes several moving tenants,
+// each on its least loaded cell, as signup places them, counting the
+// tenants moving in.
+func TestTenantMoveToSharedPool(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	resident, second := m.signup("resident"), m.signup("second") // on cell-1, the only shared cell yet
+	m.must(m.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-2", Kind: "shared"}))
+	for _, cell := range []string{"cell-3", "cell-4"} {
+		m.must(m.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: cell, PoolID: "shared-2"}))
+		m.cells[cell] = m.cellKey(cell)
+		ca := testCA(t, cell)
+		for i := range 3 {
+			b := fmt.Sprintf("%s-b%d", cell, i+1)
+			m.register(cell, b, wire.Registration{NodeID: i + 1, RaftAddr: b + ":7000", PeerCA: ca})
+			m.reportAs(cell, wire.Report{BrokerID: b})
+		}
+	}
+	// cell-3 gets a tenant of its own first, so the move picks cell-4.
+	if _, err := m.db.Exec(ctx, `UPDATE tenants SET home_cell_id = 'cell-3', pool_id = 'shared-2' WHERE id = $1`, resident.Tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "shared-2")
+	if err != nil || mv.DestCellID != "cell-4" {
+		t.Fatalf("move to shared-2: %+v, %v", mv, err)
+	}
+	if g := m.state("cell-1").MirrorGrants; len(g) != 1 || g[0].Cell != "cell-4" {
+		t.Fatalf("grants %+v", g)
+	}
+	// cell-3 and cell-4 now have one tenant each (one homed, one coming).
+	if mv, err := m.op.AdminMoveTenant(ctx, second.Tenant.ID, "shared-2"); err != nil || mv.State != "mirroring" || mv.DestCellID != "cell-3" {
+		t.Fatalf("a second tenant's move to the shared pool: %+v, %v", mv, err)
 	}
 }
