@@ -314,17 +314,21 @@ func pickMoveCell(ctx context.Context, tx pgx.Tx, pool, kind string) (string, er
 // checkCellTenantMovable refuses a move from or to a cell with fewer than
 // minLiveBrokers live brokers, a live broker whose reports do not say it
 // takes part in tenant moves (it would ignore the mirror, the fence or
-// the promotion), or no peer CA (no other cell could authenticate its
-// brokers, nor it the other's).
+// the promotion), a broker without a Raft address (the other cell's
+// mirrors could not dial it, and a mirror naming no source broker is a
+// state the brokers refuse), or no peer CA (no other cell could
+// authenticate its brokers, nor it the other's).
 func checkCellTenantMovable(ctx context.Context, tx pgx.Tx, cell string) error {
 	var live int
-	var old []string
+	var old, noRaft []string
 	var ca string
 	err := tx.QueryRow(ctx, `SELECT c.peer_ca, (SELECT count(*) FROM brokers b WHERE b.cell_id = c.id AND b.status <> 'offline'
 			AND b.last_seen_at > now() - interval '`+liveBrokerWindow+`'),
 		(SELECT coalesce(array_agg(b.id ORDER BY b.id), '{}') FROM brokers b WHERE b.cell_id = c.id AND b.status <> 'offline'
-			AND b.last_seen_at > now() - interval '`+liveBrokerWindow+`' AND NOT b.reports_moves)
-		FROM cells c WHERE c.id = $1`, cell).Scan(&ca, &live, &old)
+			AND b.last_seen_at > now() - interval '`+liveBrokerWindow+`' AND NOT b.reports_moves),
+		(SELECT coalesce(array_agg(b.id ORDER BY b.id), '{}') FROM brokers b WHERE b.cell_id = c.id AND b.status <> 'offline'
+			AND b.raft_addr = '')
+		FROM cells c WHERE c.id = $1`, cell).Scan(&ca, &live, &old, &noRaft)
 	if err != nil {
 		return err
 	}
@@ -335,6 +339,8 @@ func checkCellTenantMovable(ctx context.Context, tx pgx.Tx, cell string) error {
 	case len(old) > 0:
 		return catalog.Unavailable.Newf("broker %s of cell %s does not report tenant moves (a broker without them); upgrade it before moving a tenant from or to the cell",
 			old[0], cell)
+	case len(noRaft) > 0:
+		return catalog.Unavailable.Newf("broker %s of cell %s has no Raft address registered; the other cell's mirrors could not reach it", noRaft[0], cell)
 	case ca == "":
 		return catalog.Unavailable.Newf("cell %s has no peer CA: its brokers registered without transport TLS, so no other cell can authenticate them; a tenant moves only between cells with one", cell)
 	}

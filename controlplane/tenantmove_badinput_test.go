@@ -99,6 +99,9 @@ func TestTenantMoveBadInput(t *testing.T) {
 	m.must(m.op.AdminUpdateBroker(ctx, "cell-2-b3", api.UpdateBrokerRequest{Status: &off}))
 	check([]refusal{{"too few live brokers", move(tid, "dedicated-1"), "not_enough_replicas", "cell cell-2 has 2 live brokers"}})
 	m.must(m.op.AdminUpdateBroker(ctx, "cell-2-b3", api.UpdateBrokerRequest{Status: &active}))
+	m.must(m.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-1-b9", CellID: "cell-1", NodeID: 9}))
+	check([]refusal{{"broker without a Raft address", move(tid, "dedicated-1"), "unavailable", "broker cell-1-b9 of cell cell-1 has no Raft address"}})
+	m.must(nil, m.op.AdminDeleteBroker(ctx, "cell-1-b9"))
 	if _, err := m.db.Exec(ctx, `UPDATE cells SET peer_ca = '' WHERE id = 'cell-1'`); err != nil {
 		t.Fatal(err)
 	}
