@@ -243,3 +243,38 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 		t.Fatalf("a second tenant's move to the shared pool: %+v, %v", mv, err)
 	}
 }
+
+// TestTenantMoveKeyChangesReachBothCells: while a tenant moves, both
+// cells serve its keys, so a key created or revoked meanwhile reaches the
+// destination's state as well as the source's at once.
+func TestTenantMoveKeyChangesReachBothCells(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	if _, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "dedicated-1"); err != nil {
+		t.Fatal(err)
+	}
+	has := func(cell, key string) bool {
+		for _, k := range m.state(cell).Keys {
+			if k.ID == key {
+				return true
+			}
+		}
+		return false
+	}
+	v := m.state("cell-2").StateVersion
+	k, err := m.tn.key.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "mid-move", Role: "client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.state("cell-2").StateVersion <= v || !has("cell-2", k.ID) || !has("cell-1", k.ID) {
+		t.Fatalf("a key created mid-move: destination version %d (was %d), on the destination %v, on the source %v",
+			m.state("cell-2").StateVersion, v, has("cell-2", k.ID), has("cell-1", k.ID))
+	}
+	v = m.state("cell-2").StateVersion
+	if _, err := m.tn.key.RevokeAPIKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m.state("cell-2").StateVersion <= v || has("cell-2", k.ID) || has("cell-1", k.ID) {
+		t.Fatal("a key revoked mid-move is still served")
+	}
+}
