@@ -21,16 +21,29 @@ func audit(ctx context.Context, tx pgx.Tx, p *principal, action, target string, 
 }
 
 // bumpTenantCell advances the desired-state version of the tenant's home
-// cell, so its brokers pick up the change, and wakes long-polls.
+// cell, so its brokers pick up the change, and wakes long-polls; while the
+// tenant moves, the destination serves its keys, ACLs and quotas too, so
+// its cell is bumped with it.
 func bumpTenantCell(ctx context.Context, tx pgx.Tx, tenantID string) error {
-	var cell string
-	err := tx.QueryRow(ctx, `UPDATE cells SET state_version = state_version + 1
-		WHERE id = (SELECT home_cell_id FROM tenants WHERE id = $1) RETURNING id`, tenantID).Scan(&cell)
+	rows, err := tx.Query(ctx, `UPDATE cells SET state_version = state_version + 1
+		WHERE id = (SELECT home_cell_id FROM tenants WHERE id = $1)
+		   OR id IN (SELECT m.dest_cell_id FROM tenant_moves m WHERE m.tenant_id = $1 AND `+tmUnfinished+`) RETURNING id`, tenantID)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cell)
-	return err
+	cells, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(cells) == 0 {
+		return pgx.ErrNoRows // no such tenant, as before
+	}
+	for _, cell := range cells {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cell); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bumpAndAudit ends a transaction that changed what the tenant's cell

@@ -34,6 +34,7 @@ func FuzzBind(f *testing.F) {
 		`{"name":"a"} {"name":"b"}`,
 		`{"name":"a","bogus":1}`,
 		`{"partitions":"3"}`,
+		`{"pool":"dedicated-1"}`,
 		`[1,2]`, ``, `{`, `null`, `{"name":"\ud800"}`,
 	} {
 		f.Add([]byte(s), uint8(0))
@@ -48,6 +49,7 @@ func FuzzBind(f *testing.F) {
 		func() any { return new(api.CreateACLRequest) },
 		func() any { return new(api.CreateAPIKeyRequest) },
 		func() any { return new(api.Quotas) },
+		func() any { return new(api.MoveTenantRequest) },
 	}
 	bind := func(body []byte, v any) error {
 		req := httptest.NewRequest(http.MethodPost, "/v1/x", bytes.NewReader(body))
