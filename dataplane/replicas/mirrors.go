@@ -84,7 +84,7 @@ type mirrors struct {
 	// fenced (moveloop.go).
 	doomedAt  map[key]time.Time
 	cancelled map[key]bool // as in cancelledDir
-	version   int64        // the state version last applied without error
+	version   int64        // the state version last applied
 }
 
 func newMirrors() mirrors {
@@ -92,8 +92,11 @@ func newMirrors() mirrors {
 		served: map[key]bool{}, doomedAt: map[key]time.Time{}, cancelled: map[key]bool{}}
 }
 
-// AppliedVersion is the version of the last cell state Apply applied
-// without an error (wire.Report.StateVersion).
+// AppliedVersion is the version of the last cell state Apply reconciled
+// the replicas with (wire.Report.StateVersion). A partition that failed
+// to open does not hold it back: Apply tries it again, /readyz says so,
+// and each step of a move shows in the partitions' own reports, never in
+// the version alone.
 func (m *Manager) AppliedVersion() int64 {
 	m.mir.mu.Lock()
 	defer m.mir.mu.Unlock()

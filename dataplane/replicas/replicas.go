@@ -368,9 +368,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	}
 	m.forgetCancelled(moves)
 	m.kickMoves()
-	if len(errs) == 0 {
-		m.noteApplied(v.StateVersion)
-	}
+	m.noteApplied(v.StateVersion)
 	return errors.Join(errs...)
 }
 
