@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/peercert"
