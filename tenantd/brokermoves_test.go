@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/replicas"
 )
 
 // TestBrokerReportsMoves: a broker registers its peer CA (the CA file's
@@ -114,5 +115,33 @@ func TestPeerCAPEMRefusesNonCA(t *testing.T) {
 	}
 	if got, err := peerCAPEM(peer[1]); err != nil || !strings.Contains(got, "BEGIN CERTIFICATE") {
 		t.Fatalf("peer CA: %q, %v", got, err)
+	}
+}
+
+// A broker's mirror rate defaults to replicas.DefaultMirrorRate, comes
+// from the config file or the flag (0 unlimited) into the broker's
+// config, and a negative one is refused.
+func TestBrokerMirrorRateConfig(t *testing.T) {
+	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int64
+	}{
+		{"default", nil, replicas.DefaultMirrorRate},
+		{"unlimited", []string{"-mirror-rate", "0"}, 0},
+		{"file", []string{"-config", configFile(t, `{"mirror_rate": 4096}`)}, 4096},
+		{"flag over file", []string{"-config", configFile(t, `{"mirror_rate": 4096}`), "-mirror-rate", "1048576"}, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig("broker", append(append([]string{}, base...), tc.args...), none)
+			if err != nil || cfg.MirrorRate != tc.want || brokerConfigOf(cfg).MirrorRate != tc.want {
+				t.Fatalf("mirror rate %d (broker %d), want %d: %v", cfg.MirrorRate, brokerConfigOf(cfg).MirrorRate, tc.want, err)
+			}
+		})
+	}
+	if _, err := loadConfig("broker", append(append([]string{}, base...), "-mirror-rate", "-5"), none); err == nil || !strings.Contains(err.Error(), "mirror rate") {
+		t.Fatalf("a negative mirror rate: %v, want refused", err)
 	}
 }

@@ -303,7 +303,8 @@ func (m *Manager) syncMirrors(v *cellview.View, moves map[string]topicMove) erro
 	var stop []*pull
 	for k, p := range m.mir.pulls {
 		mv := moves[k.topic]
-		if r := open[k]; r != p.replica || mv.mirror == nil || mv.bad != nil || mirrorSig(mv.mirror) != p.sig || !r.Mirroring() {
+		r := open[k]
+		if r != p.replica || mv.mirror == nil || mv.bad != nil || mirrorSig(mv.mirror) != p.sig || !r.Mirroring() || fencedMirror(r) {
 			stop = append(stop, p)
 			delete(m.mir.pulls, k)
 		}
@@ -327,7 +328,7 @@ func (m *Manager) syncMirrors(v *cellview.View, moves map[string]topicMove) erro
 		if running {
 			continue
 		}
-		if _, fenced := r.Fenced(); fenced {
+		if fencedMirror(r) {
 			continue // a cancelled destination that the move loop deletes
 		}
 		p, err := m.startPull(k, r, mv.mirror)
@@ -341,6 +342,13 @@ func (m *Manager) syncMirrors(v *cellview.View, moves map[string]topicMove) erro
 		m.cfg.Logger.Info("mirror started beside replica", "topic_id", k.topic, "partition", k.part, "source_cell", mv.mirror.SourceCell)
 	}
 	return errors.Join(errs...)
+}
+
+// fencedMirror reports whether r is a mirror its group abandoned (a
+// cancelled move, moveloop.go).
+func fencedMirror(r *partition.Replica) bool {
+	_, fenced := r.Fenced()
+	return fenced && r.Mirroring()
 }
 
 // leadReplica is the replica mirror.Serve answers from: this broker's
