@@ -64,10 +64,20 @@ func (x *move) mirrorOf(promote bool) *wire.TopicMirror {
 	return &wire.TopicMirror{SourceCell: "cell-a", SourceBrokers: x.src.mirrorBrokers(), SourcePeerCA: string(x.src.ca.CertPEM()), Promote: promote}
 }
 
-// produce sends the idempotent producer's next batch of two records to c.
+// produce sends the idempotent producer's next batch of two records to c,
+// again while a lost leader left its outcome unknown, as an idempotent
+// client does (a batch that got in is answered as a duplicate).
 func (x *move) produce(ctx context.Context, c *cellOf) error {
 	vals := [][]byte{fmt.Appendf(nil, "s%d", x.seq), fmt.Appendf(nil, "s%d", x.seq+1)}
-	base, err := c.Produce(ctx, 0, celltest.IdempotentBatch(mvPID, 0, x.seq, vals...))
+	var base int64
+	var err error
+	for {
+		base, err = c.Produce(ctx, 0, celltest.IdempotentBatch(mvPID, 0, x.seq, vals...))
+		var nl *partition.NotLeaderError
+		if err == nil || !errors.As(err, &nl) || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -95,6 +105,23 @@ func (x *move) mirrored(hw int64) {
 		}
 		return true
 	})
+}
+
+// lead is c's serving leader, once there is one.
+func (x *move) lead(c *cellOf) *partition.Replica {
+	x.t.Helper()
+	var r *partition.Replica
+	celltest.WaitFor(x.t, waitMove, "a leader of "+c.name, func() bool {
+		r = c.leader()
+		return r != nil
+	})
+	return r
+}
+
+// srcHW is the source leader's high watermark, once there is one.
+func (x *move) srcHW() int64 {
+	x.t.Helper()
+	return x.lead(x.src).HighWatermark()
 }
 
 func moveCtx(t *testing.T) context.Context {
@@ -128,7 +155,7 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 		return s != nil && s.Mirroring && !s.Promoted && !s.Fenced
 	})
 	x.mirrored(40)
-	if _, err := x.dst.leader().Produce(ctx, celltest.Batch([]byte("early"))); !errors.Is(err, partition.ErrMirroring) {
+	if _, err := x.lead(x.dst).Produce(ctx, celltest.Batch([]byte("early"))); !errors.Is(err, partition.ErrMirroring) {
 		t.Fatalf("produce to the destination while mirroring: %v, want ErrMirroring", err)
 	}
 	if st, _ := x.src.mirrorStatus(); st != nil {
@@ -145,7 +172,7 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 		t.Fatalf("restarted destination node %d: replica %v, not mirroring", restarted, r)
 	}
 	x.produceN(ctx, x.src, 10)
-	hw := x.src.leader().HighWatermark()
+	hw := x.srcHW()
 	x.mirrored(hw)
 	x.dst.waitStatus("lag 0", func(s *wire.MirrorStatus) bool { return s != nil && s.Mirroring && s.Lag == 0 })
 
@@ -163,7 +190,7 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	old := x.src.Leader(0) + 1
 	x.src.stop(old)
 	celltest.WaitFor(t, waitMove, "a new source leader", func() bool { return x.src.leader() != nil })
-	if e, ok := x.src.leader().Fenced(); !ok || e != end {
+	if e, ok := x.lead(x.src).Fenced(); !ok || e != end {
 		t.Fatalf("new source leader: fenced %v at %d, want at %d", ok, e, end)
 	}
 	x.src.start(old)
@@ -171,8 +198,12 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	// Step 3: promote.
 	x.dst.publish(x.dstState(x.mirrorOf(true)))
 	x.dst.waitStatus("the destination leader to report its promotion", func(s *wire.MirrorStatus) bool { return s != nil && s.Promoted })
-	dst, src := x.dst.leader(), x.src.leader()
-	if dst == nil || src == nil || dst.HighWatermark() != end {
+	var dst, src *partition.Replica
+	celltest.WaitFor(t, waitMove, "leaders of both cells", func() bool {
+		dst, src = x.dst.leader(), x.src.leader()
+		return dst != nil && src != nil
+	})
+	if dst.HighWatermark() != end {
 		t.Fatalf("after the promotion: destination %v, source %v, want both; destination at %d", dst, src, end)
 	}
 	sameBelow(t, src, dst, end)
@@ -198,7 +229,7 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	if base, err := x.dst.Produce(ctx, 0, dup); err != nil || base != retry {
 		t.Fatalf("retry of the batch at %d: %d, %v; want the duplicate's offset", retry, base, err)
 	}
-	if hw := x.dst.leader().HighWatermark(); hw != end+2 {
+	if hw := x.lead(x.dst).HighWatermark(); hw != end+2 {
 		t.Fatalf("destination high watermark %d, want %d", hw, end+2)
 	}
 	for n := 1; n <= 3; n++ {
@@ -248,7 +279,7 @@ func TestTenantMoveCancelled(t *testing.T) {
 	// A new move of the topic starts over and mirrors everything.
 	x.src.publish(x.srcState(false, true))
 	x.dst.publish(x.dstState(x.mirrorOf(false)))
-	x.mirrored(x.src.leader().HighWatermark())
+	x.mirrored(x.srcHW())
 	x.dst.waitStatus("the new mirror", func(s *wire.MirrorStatus) bool { return s != nil && s.Mirroring && s.Lag == 0 })
 }
 
@@ -272,7 +303,7 @@ func TestTopicMirrorRefused(t *testing.T) {
 			if !st.Mirroring || st.Lag != 0 {
 				t.Fatalf("status %+v", st)
 			}
-			if hw := x.dst.leader().HighWatermark(); hw != 0 {
+			if hw := x.lead(x.dst).HighWatermark(); hw != 0 {
 				t.Fatalf("the refused mirror copied up to %d", hw)
 			}
 		})
