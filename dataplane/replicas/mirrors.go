@@ -84,12 +84,13 @@ type mirrors struct {
 	// fenced (moveloop.go).
 	doomedAt  map[key]time.Time
 	cancelled map[key]bool // as in cancelledDir
+	unmarked  map[key]bool // promoted replicas whose marker is gone
 	version   int64        // the state version last applied
 }
 
 func newMirrors() mirrors {
 	return mirrors{topics: map[string]topicMove{}, pulls: map[key]*pull{}, clients: map[string]*sharedClient{},
-		served: map[key]bool{}, doomedAt: map[key]time.Time{}, cancelled: map[key]bool{}}
+		served: map[key]bool{}, doomedAt: map[key]time.Time{}, cancelled: map[key]bool{}, unmarked: map[key]bool{}}
 }
 
 // AppliedVersion is the version of the last cell state Apply reconciled
@@ -318,7 +319,7 @@ func (m *Manager) syncMirrors(v *cellview.View, moves map[string]topicMove) erro
 		mv := moves[k.topic]
 		if mv.mirror == nil || mv.bad != nil || !r.Mirroring() {
 			if r.MirrorStarted() && !r.Mirroring() {
-				m.unmark(k) // promoted: an ordinary partition from now on
+				m.unmarkOnce(k) // promoted: an ordinary partition from now on
 			}
 			continue
 		}
@@ -360,12 +361,22 @@ func (m *Manager) leadReplica(k key) func() *partition.Replica {
 	}
 }
 
-// unmark removes the mirror marker of a promoted replica, so it opens as
-// any other after a restart.
-func (m *Manager) unmark(k key) {
+// unmarkOnce removes the mirror marker of a promoted replica, so it opens
+// as any other after a restart.
+func (m *Manager) unmarkOnce(k key) {
+	m.mir.mu.Lock()
+	done := m.mir.unmarked[k]
+	m.mir.mu.Unlock()
+	if done {
+		return
+	}
 	if err := os.Remove(filepath.Join(m.dir(k), mirrorMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		m.cfg.Logger.Warn("remove mirror marker of a promoted replica", "topic_id", k.topic, "partition", k.part, "err", err)
+		return
 	}
+	m.mir.mu.Lock()
+	m.mir.unmarked[k] = true
+	m.mir.mu.Unlock()
 }
 
 // startPull starts a puller beside r over the source tm names, dialled
@@ -454,6 +465,7 @@ func (m *Manager) dropMirror(k key) {
 	p := m.mir.pulls[k]
 	delete(m.mir.pulls, k)
 	delete(m.mir.doomedAt, k)
+	delete(m.mir.unmarked, k)
 	if m.mir.served[k] {
 		m.cfg.Transport.SetMirrorSource(GroupID(k.topic, k.part), "", "", nil)
 		delete(m.mir.served, k)

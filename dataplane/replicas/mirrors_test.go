@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -232,11 +234,23 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	if hw := x.lead(x.dst).HighWatermark(); hw != end+2 {
 		t.Fatalf("destination high watermark %d, want %d", hw, end+2)
 	}
-	for n := 1; n <= 3; n++ {
-		if r := x.dst.Replica(n-1, 0); r == nil || r.Mirroring() {
-			t.Fatalf("destination node %d: replica %v still mirroring after the switch", n, r)
+	// Followers apply the promotion in their own time.
+	celltest.WaitFor(t, waitMove, "every destination replica promoted", func() bool {
+		for n := 1; n <= 3; n++ {
+			if r := x.dst.Replica(n-1, 0); r == nil || r.Mirroring() {
+				return false
+			}
 		}
-	}
+		return true
+	})
+	celltest.WaitFor(t, waitMove, "the mirror markers to go", func() bool {
+		for n := 1; n <= 3; n++ {
+			if _, err := os.Stat(filepath.Join(x.dst.dirs[n-1], mvTopic, "0", "mirror.destination")); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestTenantMoveCancelled: a move fenced and then rolled back before any

@@ -93,10 +93,15 @@ func (m *Manager) driveMoves() {
 					return err
 				})
 			}
+		case !mirroring && r.MirrorStarted():
+			m.unmarkOnce(k) // promoted, maybe after the Apply that saw it mirroring
 		case mirroring:
 			if mv.mirror.Promote && mv.bad == nil && r.IsLeader() && r.MirrorStarted() {
 				m.promote(k, r)
 			}
+		}
+		switch {
+		case mirroring:
 		case mv.fenced && !fenced && r.IsLeader():
 			m.leaderStep(k, "fence for a tenant move", func(ctx context.Context) error {
 				_, err := r.Fence(ctx)
