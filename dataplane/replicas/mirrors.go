@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -183,10 +184,12 @@ func (m *Manager) loadCancelled() error {
 		return fmt.Errorf("list cancelled mirrors: %w", err)
 	}
 	for _, n := range names {
-		t, p, ok := strings.Cut(n.Name(), "@")
-		var part int32
-		if _, err := fmt.Sscan(p, &part); ok && err == nil {
-			m.mir.cancelled[key{t, part}] = true
+		i := strings.LastIndexByte(n.Name(), '@')
+		if i <= 0 {
+			continue // not one of ours
+		}
+		if part, err := strconv.ParseInt(n.Name()[i+1:], 10, 32); err == nil {
+			m.mir.cancelled[key{n.Name()[:i], int32(part)}] = true
 		}
 	}
 	return nil
