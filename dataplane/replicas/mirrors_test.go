@@ -179,8 +179,10 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	x.dst.waitStatus("lag 0", func(s *wire.MirrorStatus) bool { return s != nil && s.Mirroring && s.Lag == 0 })
 
 	// Step 2: fence.
+	fenceAt := time.Now()
 	x.src.publish(x.srcState(true, true))
 	st := x.src.waitStatus("the source leader to report its fence", func(s *wire.MirrorStatus) bool { return s != nil && s.Fenced })
+	t.Logf("fence: reported %v after its state", time.Since(fenceAt))
 	end := st.FencedEnd
 	if end != x.lastBase+2 {
 		t.Fatalf("fenced end %d, want after the producer's last batch at %d", end, x.lastBase)
@@ -198,8 +200,10 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	x.src.start(old)
 
 	// Step 3: promote.
+	promoteAt := time.Now()
 	x.dst.publish(x.dstState(x.mirrorOf(true)))
 	x.dst.waitStatus("the destination leader to report its promotion", func(s *wire.MirrorStatus) bool { return s != nil && s.Promoted })
+	t.Logf("promotion: reported %v after its state", time.Since(promoteAt))
 	var dst, src *partition.Replica
 	celltest.WaitFor(t, waitMove, "leaders of both cells", func() bool {
 		dst, src = x.dst.leader(), x.src.leader()

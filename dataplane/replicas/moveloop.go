@@ -34,14 +34,20 @@ const moveTimeout = 10 * time.Second
 // of the fence from this one (a leader) before it goes.
 const cancelGrace = 2 * time.Second
 
-// moveLoop runs driveMoves until Close.
+// promotePoll is how often the move loop looks again while a promotion
+// waits for its puller to see the fence or copy the last batches: the
+// producers of a moving tenant wait from the fence to the promotion.
+const promotePoll = 20 * time.Millisecond
+
+// moveLoop runs driveMoves until Close: every check interval, at once
+// after an Apply, and every promotePoll while a promotion waits.
 func (m *Manager) moveLoop() {
 	defer m.wg.Done()
 	every := m.cfg.CheckInterval
 	if every <= 0 {
 		every = time.Second
 	}
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
@@ -50,7 +56,16 @@ func (m *Manager) moveLoop() {
 		case <-t.C:
 		case <-m.moveKick:
 		}
-		m.driveMoves()
+		next := every
+		if m.driveMoves() {
+			next = min(every, promotePoll)
+		}
+		t.Stop()
+		select { // a kick may have fired the timer meanwhile
+		case <-t.C:
+		default:
+		}
+		t.Reset(next)
 	}
 }
 
@@ -62,8 +77,9 @@ func (m *Manager) kickMoves() {
 	}
 }
 
-// driveMoves is one pass of the move loop.
-func (m *Manager) driveMoves() {
+// driveMoves is one pass of the move loop. waiting says a promotion is
+// due but not done yet.
+func (m *Manager) driveMoves() (waiting bool) {
 	m.mu.RLock()
 	open := make(map[key]*partition.Replica, len(m.replicas))
 	for k, r := range m.replicas {
@@ -97,7 +113,7 @@ func (m *Manager) driveMoves() {
 			m.unmarkOnce(k) // promoted, maybe after the Apply that saw it mirroring
 		case mirroring:
 			if mv.mirror.Promote && mv.bad == nil && r.IsLeader() && r.MirrorStarted() {
-				m.promote(k, r)
+				waiting = !m.promote(k, r) || waiting
 			}
 		}
 		switch {
@@ -112,7 +128,7 @@ func (m *Manager) driveMoves() {
 		}
 	}
 	if len(doomed) == 0 {
-		return
+		return waiting
 	}
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
@@ -132,6 +148,7 @@ func (m *Manager) driveMoves() {
 			m.cfg.Logger.Warn("delete cancelled mirror replica", "topic_id", k.topic, "partition", k.part, "err", err)
 		}
 	}
+	return waiting
 }
 
 // doomed reports whether a fenced mirror has waited cancelGrace since this
@@ -163,17 +180,17 @@ func (m *Manager) leaderStep(k key, what string, step func(context.Context) erro
 }
 
 // promote promotes k's mirror once its puller saw the source fenced and
-// mirrored everything below the fenced end.
-func (m *Manager) promote(k key, r *partition.Replica) {
+// mirrored everything below the fenced end, and reports whether it did.
+func (m *Manager) promote(k key, r *partition.Replica) bool {
 	m.mir.mu.Lock()
 	p := m.mir.pulls[k]
 	m.mir.mu.Unlock()
 	if p == nil || p.replica != r {
-		return
+		return false
 	}
 	st := p.puller.Status()
 	if !st.SourceFenced || r.HighWatermark() < st.FencedEnd {
-		return // not yet: the puller is still copying, or the source not fenced
+		return false // not yet: the puller is still copying, or the source not fenced
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), moveTimeout)
 	defer cancel()
@@ -192,4 +209,5 @@ func (m *Manager) promote(k key, r *partition.Replica) {
 	m.mir.mu.Lock()
 	p.promoteErr = msg
 	m.mir.mu.Unlock()
+	return err == nil
 }
