@@ -204,10 +204,13 @@ func (m *Manager) promote(k key, r *partition.Replica) bool {
 		// A pull is still applying, or leadership moved: the next pass.
 	default:
 		msg = err.Error()
-		m.cfg.Logger.Warn("promote mirror; will retry", "topic_id", k.topic, "partition", k.part, "err", err)
 	}
 	m.mir.mu.Lock()
+	changed := p.promoteErr != msg
 	p.promoteErr = msg
 	m.mir.mu.Unlock()
+	if msg != "" && changed { // once per distinct failure: the loop retries every promotePoll
+		m.cfg.Logger.Warn("promote mirror; will retry", "topic_id", k.topic, "partition", k.part, "err", err)
+	}
 	return err == nil
 }
