@@ -61,6 +61,8 @@ type brokerConfig struct {
 	HealthListen string
 	// SeedRate is replicas.Config.SeedRate.
 	SeedRate int64
+	// MirrorRate is replicas.Config.MirrorRate.
+	MirrorRate int64
 	// UsageSample is the usage sampler's interval (0: its default).
 	UsageSample time.Duration
 	// CompactInterval is replicas.Config.CompactInterval.
@@ -83,6 +85,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 	return brokerConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, APIURL: cfg.APIURL, CellKeyID: id, CellKeySecret: secret,
 		DataDir: cfg.DataDir, RaftListen: cfg.RaftListen, RaftAdvertise: cfg.RaftAdvertise,
 		KafkaListen: cfg.KafkaListen, HTTPListen: cfg.HTTPListen, DebugListen: cfg.DebugListen, HealthListen: cfg.HealthListen, SeedRate: cfg.SeedRate,
+		MirrorRate:      cfg.MirrorRate,
 		UsageSample:     cfg.usageSample(),
 		CompactInterval: cfg.CompactInterval,
 		Register:        wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
@@ -149,7 +152,16 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		KeysUsed:  syncer.TakeKeysUsed,
 		// The HTTP data API serves TLS exactly when the listeners do.
 		HTTPScheme: cfg.TLS.scheme(),
-		Partitions: partitions})
+		Partitions: partitions,
+		// This broker takes part in tenant moves, and says which state
+		// its replicas applied last (the control plane waits for it).
+		Moves: true,
+		StateVersion: func() int64 {
+			if m := manager.Load(); m != nil {
+				return m.AppliedVersion()
+			}
+			return 0
+		}})
 	if err != nil {
 		return err
 	}
@@ -157,6 +169,9 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) },
 		func(ctx context.Context) error { return watchMoves(ctx, partitions, gl.soon) }}
 	if cfg.Register.NodeID > 0 {
+		if cfg.Register.PeerCA, err = peerCAPEM(cfg.Peer.CA); err != nil {
+			return err
+		}
 		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
 	}
 	if cfg.HealthListen != "" {
@@ -225,7 +240,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	defer unobserve()
 	// The meter before the replicas: their leaders record produce into it.
 	meter := metering.NewMeter(nil)
-	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, CompactInterval: cfg.CompactInterval, Usage: meter, Logger: log})
+	m, err := replicas.New(replicas.Config{NodeID: self.NodeID, DataDir: filepath.Join(cfg.DataDir, "replicas"), Transport: node, Committer: com, SeedRate: cfg.SeedRate, MirrorRate: cfg.MirrorRate, CompactInterval: cfg.CompactInterval, Usage: meter, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // registerRetry bounds how often a broker retries its registration while
@@ -45,4 +47,25 @@ func registerBroker(ctx context.Context, c *client.Client, cfg brokerConfig, log
 		}
 		wait = min(2*wait, registerRetry)
 	}
+}
+
+// peerCAPEM is the cell's peer CA certificate as the broker registers it
+// (wire.Registration.PeerCA): the control plane publishes it to the other
+// cell of a tenant move, whose brokers then admit this one's mirror reads
+// (as a destination) or check its certificate (as a source). A file that
+// is not a PEM CA certificate fails the start: the control plane would
+// refuse it.
+func peerCAPEM(file string) (string, error) {
+	if file == "" {
+		return "", nil // no transport TLS: nothing to publish
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read peer CA for registration: %w", err)
+	}
+	pem := string(b)
+	if _, err := (wire.MirrorGrant{Cell: "-", TenantID: "-", Topics: []string{"-"}, PeerCA: pem}).CAs(); err != nil {
+		return "", fmt.Errorf("peer CA %s: %w", file, err)
+	}
+	return pem, nil
 }

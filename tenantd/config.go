@@ -143,7 +143,11 @@ type Config struct {
 	// SeedRate bounds how fast a broker's replicas copy segment files
 	// from peers when seeded (replicas.Config.SeedRate), in bytes a
 	// second; 0 is unlimited (default 64 MiB/s).
-	SeedRate    int64  `json:"seed_rate"`
+	SeedRate int64 `json:"seed_rate"`
+	// MirrorRate bounds each partition's pull on a destination broker of
+	// a tenant move whose topic sets no rate (replicas.Config.MirrorRate),
+	// in bytes a second; 0 is unlimited (default 8 MiB/s).
+	MirrorRate  int64  `json:"mirror_rate"`
 	UsageSample string `json:"usage_sample"`
 	// BillingWorker, for controlplane and dev: run the billing worker
 	// (ledger pruning, Stripe reporting) inside this process too. Default
@@ -190,7 +194,7 @@ func (c Config) billingInterval() time.Duration {
 
 func defaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate,
-		BillingWorker: true}
+		MirrorRate: replicas.DefaultMirrorRate, BillingWorker: true}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -220,6 +224,9 @@ func (c *Config) validate(cmd string) error {
 	}
 	if c.SeedRate < 0 {
 		return fmt.Errorf("seed rate must not be negative (0 is unlimited), got %d", c.SeedRate)
+	}
+	if c.MirrorRate < 0 {
+		return fmt.Errorf("mirror rate must not be negative (0 is unlimited), got %d", c.MirrorRate)
 	}
 	if c.UsageSample != "" {
 		d, err := time.ParseDuration(c.UsageSample)
@@ -354,6 +361,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	mailDir := fs.String("mail-dir", "", "controlplane, dev: also write every mail the control plane sends (it has no mailer: they are logged, not sent) as a file in this directory (env SLUICE_MAIL_DIR; dev default <data-dir>/mail)")
 	egress := fs.Int64("egress-bytes-per-sec", 0, "broker, dev: fetch egress budget per broker for fair egress (default 256 MiB/s)")
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
+	mirrorRate := fs.Int64("mirror-rate", -1, "broker, dev: bytes a second each partition of a tenant move may pull from the source cell when its topic sets no rate; 0 is unlimited (default 8 MiB/s)")
 	usageSample := fs.String("usage-sample", "", "broker, dev: how often a broker samples the partitions it leads for partition-hours and storage byte-hours, a Go duration (env SLUICE_USAGE_SAMPLE; default 10s)")
 	billingWorker := fs.Bool("billing-worker", true, "controlplane, dev: also run the billing worker in this process; set false where the billing role (tenantd billing) runs (env SLUICE_BILLING_WORKER; default true)")
 	billingInterval := fs.String("billing-interval", "", "billing, controlplane, dev: how often the billing worker prunes the ledger and reports to Stripe, a Go duration (env SLUICE_BILLING_INTERVAL; default 30s); the Stripe key is env SLUICE_STRIPE_KEY only (none: the ledger is kept and nothing is sent)")
@@ -480,6 +488,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	}
 	if *seedRate != -1 {
 		cfg.SeedRate = *seedRate
+	}
+	if *mirrorRate != -1 {
+		cfg.MirrorRate = *mirrorRate
 	}
 	if *compactInterval != 0 {
 		cfg.CompactInterval = *compactInterval

@@ -158,7 +158,7 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 		for _, b := range devBrokers {
 			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
 				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
-				Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt, SeedRate: cfg.SeedRate,
+				Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt, SeedRate: cfg.SeedRate, MirrorRate: cfg.MirrorRate,
 				UsageSample: cfg.usageSample(), CompactInterval: cfg.CompactInterval}
 			bc.Metrics = metrics(b.ID)
 			if bc.Metrics == nil {

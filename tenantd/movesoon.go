@@ -17,7 +17,8 @@ const moveSoonEvery = 200 * time.Millisecond
 // watchMoves asks the reporter for a report soon (on soon, which never
 // blocks) whenever a replica's leader or Raft configuration changes: a
 // step of a replica move (a joiner added or promoted, leadership handed
-// over, an old replica removed) or an election. The control plane then
+// over, an old replica removed), an election, or a step of a tenant move
+// (a fence, a mirror's start or promotion). The control plane then
 // sees a move's progress, and its end, within the reporter's MinGap
 // rather than at its interval; a drain no longer waits a report interval
 // per step. status is the broker's replicas' report (cheap: no I/O).
@@ -42,17 +43,22 @@ func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon 
 	}
 }
 
-// configurations is a canonical text of every replica's leader, voters
-// and non-voters (not how far joiners are behind, which changes all the
-// time), skipping replicas without a configuration yet.
+// configurations is a canonical text of every replica's leader, voters,
+// non-voters and tenant-move step (not how far joiners or a mirror are
+// behind, which changes all the time), skipping replicas without a
+// configuration yet.
 func configurations(ps []wire.PartitionStatus) string {
 	lines := make([]string, 0, len(ps))
 	for _, p := range ps {
 		if len(p.Voters) == 0 && len(p.Nonvoters) == 0 {
 			continue // no configuration yet: its first one asks
 		}
-		lines = append(lines, fmt.Sprintf("%s/%d %d %d %v %v", p.TopicID, p.Partition, p.LeaderNode, p.LeaderEpoch,
-			slices.Sorted(slices.Values(p.Voters)), slices.Sorted(slices.Values(p.Nonvoters))))
+		step := ""
+		if m := p.Mirror; m != nil {
+			step = fmt.Sprintf(" fenced=%v@%d mirroring=%v promoted=%v", m.Fenced, m.FencedEnd, m.Mirroring, m.Promoted)
+		}
+		lines = append(lines, fmt.Sprintf("%s/%d %d %d %v %v%s", p.TopicID, p.Partition, p.LeaderNode, p.LeaderEpoch,
+			slices.Sorted(slices.Values(p.Voters)), slices.Sorted(slices.Values(p.Nonvoters)), step))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")

@@ -9,12 +9,13 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
-// TestWatchMovesAsksForReports: a change of a replica's leader, voters or
-// non-voters asks for a report; a joiner's distance alone does not.
+// TestWatchMovesAsksForReports: a change of a replica's leader, voters,
+// non-voters or tenant-move step asks for a report; a joiner's or a
+// mirror's distance alone does not.
 func TestWatchMovesAsksForReports(t *testing.T) {
 	var mu sync.Mutex
 	cur := []wire.PartitionStatus{{TopicID: "tp", Partition: 0, LeaderNode: 1, LeaderEpoch: 2, Voters: []int{1, 2, 3}, Nonvoters: []int{4},
-		Joining: []wire.JoinStatus{{Node: 4, BytesBehind: 100}}}}
+		Joining: []wire.JoinStatus{{Node: 4, BytesBehind: 100}}, Mirror: &wire.MirrorStatus{Mirroring: true, Lag: 100}}}
 	set := func(f func(p *wire.PartitionStatus)) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -36,9 +37,12 @@ func TestWatchMovesAsksForReports(t *testing.T) {
 		<-done
 	}()
 
-	// A joiner's distance changes: no report asked for over several
+	// A joiner's and a mirror's distance change: no report asked for over several
 	// comparisons (the one case checked by waiting, bounded).
-	set(func(p *wire.PartitionStatus) { p.Joining = []wire.JoinStatus{{Node: 4, BytesBehind: 10}} })
+	set(func(p *wire.PartitionStatus) {
+		p.Joining = []wire.JoinStatus{{Node: 4, BytesBehind: 10}}
+		p.Mirror = &wire.MirrorStatus{Mirroring: true, Lag: 10}
+	})
 	select {
 	case <-soon:
 		t.Fatal("a joiner's distance asked for a report")
@@ -51,6 +55,8 @@ func TestWatchMovesAsksForReports(t *testing.T) {
 		{"promoted", func(p *wire.PartitionStatus) { p.Voters, p.Nonvoters = []int{1, 2, 3, 4}, nil }},
 		{"leader handed over", func(p *wire.PartitionStatus) { p.LeaderNode, p.LeaderEpoch = 4, 3 }},
 		{"old replica removed", func(p *wire.PartitionStatus) { p.Voters = []int{4, 2, 3} }},
+		{"mirror promoted", func(p *wire.PartitionStatus) { p.Mirror = &wire.MirrorStatus{Promoted: true} }},
+		{"fenced", func(p *wire.PartitionStatus) { p.Mirror = &wire.MirrorStatus{Fenced: true, FencedEnd: 9} }},
 	} {
 		set(tc.f)
 		select {

@@ -29,7 +29,12 @@ import (
 //     destination's state sets Mirror.Promote; each destination leader
 //     promotes once it holds everything up to the fenced end, and reports
 //     MirrorStatus.Promoted. The tenant's groups are held on the
-//     destination (TenantMove.HoldGroups) from step 1 on.
+//     destination (TenantMove.HoldGroups) from step 1 on. Once a state
+//     with Promote is published the move can no longer be rolled back:
+//     a destination leader may promote at any moment from then on.
+//     Dropping Mirror before that cancels the destination: its replicas
+//     delete their data (they stay deleted while the topic is listed
+//     without a mirror).
 //  4. Switch: the tenant's home becomes the destination. The source's
 //     state drops the tenant, its keys, ACLs and topics (its brokers then
 //     redirect the tenant's clients through the key-home lookup); the

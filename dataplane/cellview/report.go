@@ -43,6 +43,11 @@ type ReporterConfig struct {
 	// "https"), reported so the control plane lists usable endpoints;
 	// empty reports none (taken as http).
 	HTTPScheme string
+	// StateVersion, when set, is the cell state version the broker's
+	// replicas applied last (wire.Report.StateVersion).
+	StateVersion func() int64
+	// Moves: the broker takes part in tenant moves (wire.Report.Moves).
+	Moves bool
 	// Every is the reporting interval (default 5 s).
 	Every time.Duration
 	// Soon, when set, asks for a report before the interval ends: each
@@ -121,7 +126,10 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 		return err
 	}
 	rep := wire.Report{Version: wire.Version, BrokerID: r.cfg.BrokerID, DiskUsedBytes: used, DiskTotalBytes: total,
-		Partitions: []wire.PartitionStatus{}, HTTPScheme: r.cfg.HTTPScheme}
+		Partitions: []wire.PartitionStatus{}, HTTPScheme: r.cfg.HTTPScheme, Moves: r.cfg.Moves}
+	if r.cfg.StateVersion != nil {
+		rep.StateVersion = r.cfg.StateVersion()
+	}
 	if r.cfg.Partitions != nil {
 		rep.Partitions = r.cfg.Partitions()
 	}

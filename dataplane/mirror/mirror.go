@@ -8,8 +8,8 @@
 // fenced and the mirror is promoted. The Source is the source leader
 // replica in process (ReplicaSource) or, across cells, the source brokers'
 // transport (RemoteSource, remote.go). It imports dataplane/partition,
-// dataplane/raftlog, dataplane/log and dataplane/transport; tenantd is to
-// wire it.
+// dataplane/raftlog, dataplane/log and dataplane/transport; the replica
+// manager (dataplane/replicas, mirrors.go) runs it as the cell state says.
 package mirror
 
 import (

@@ -81,6 +81,11 @@ type Config struct {
 	// negative is refused. tenantd's -seed-rate defaults to
 	// DefaultSeedRate.
 	SeedRate int64
+	// MirrorRate bounds, in bytes a second, each destination partition's
+	// pull in a tenant move whose topic mirror sets no rate of its own
+	// (wire.TopicMirror.BytesPerSec 0). 0 is unlimited; negative is
+	// refused. tenantd's -mirror-rate defaults to DefaultMirrorRate.
+	MirrorRate int64
 	// Usage, if set, is the broker's meter: the leaders of the tenants'
 	// partitions record their closed produce ranges into it (usage.go).
 	Usage *usage.Meter
@@ -116,6 +121,9 @@ func (c *Config) validate() error {
 	}
 	if c.SeedRate < 0 {
 		return fmt.Errorf("replicas config: SeedRate %d is negative: bytes a second, 0 for unlimited", c.SeedRate)
+	}
+	if c.MirrorRate < 0 {
+		return fmt.Errorf("replicas config: MirrorRate %d is negative: bytes a second, 0 for unlimited", c.MirrorRate)
 	}
 	if c.Raft == nil {
 		c.Raft = partition.DefaultRaftConfig
@@ -186,6 +194,11 @@ type Manager struct {
 	// cleaner is the cleaner's broker-wide totals (compact.go).
 	cleaner cleanerTotals
 
+	// mir is the replicas' part in tenant moves (mirrors.go); moveKick
+	// wakes the move loop (moveloop.go).
+	mir      mirrors
+	moveKick chan struct{}
+
 	// mu guards the fields below.
 	mu       sync.RWMutex
 	replicas map[key]*partition.Replica
@@ -210,11 +223,16 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("create replicas dir: %w", err)
 	}
 	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate),
-		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{}}
-	m.wg.Add(3)
+		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{},
+		mir: newMirrors(), moveKick: make(chan struct{}, 1)}
+	if err := m.loadCancelled(); err != nil {
+		return nil, err
+	}
+	m.wg.Add(4)
 	go m.retentionLoop()
 	go m.leaveLoop()
 	go m.compactLoop() // compact.go
+	go m.moveLoop()    // moveloop.go
 	return m, nil
 }
 
@@ -255,6 +273,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 			}
 		}
 	}
+	moves := topicMoves(v) // mirrors.go
 	m.offsetsWanted(v, want)
 	m.usageWanted(v, want, settings, planMax)
 	settings[groups.OffsetsTopicID] = offsetsSettings
@@ -324,7 +343,15 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 			}
 			continue
 		}
-		r, err := m.open(ctx, v, k, p, settings[k.topic], planMax[k.topic])
+		if m.skipOpen(k, moves) {
+			continue // a cancelled move's destination, deleted (mirrors.go)
+		}
+		asMirror, err := m.openAsMirror(k, moves[k.topic])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("open replica of %s partition %d: %w", k.topic, k.part, err))
+			continue
+		}
+		r, err = m.open(ctx, v, k, p, settings[k.topic], planMax[k.topic], asMirror)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("open replica of %s partition %d: %w", k.topic, k.part, err))
 			continue
@@ -334,8 +361,14 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 		delete(m.rejoin, k)
 		m.mu.Unlock()
 		m.setTarget(v, k, p, r)
-		m.cfg.Logger.Info("replica opened", "topic_id", k.topic, "partition", k.part, "replicas", p.Replicas, "joining", m.joining(p))
+		m.cfg.Logger.Info("replica opened", "topic_id", k.topic, "partition", k.part, "replicas", p.Replicas, "joining", m.joining(p), "mirror", asMirror)
 	}
+	if err := m.syncMirrors(v, moves); err != nil {
+		errs = append(errs, err)
+	}
+	m.forgetCancelled(moves)
+	m.kickMoves()
+	m.noteApplied(v.StateVersion)
 	return errors.Join(errs...)
 }
 
@@ -344,8 +377,9 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 // order, so the first is the preferred leader); hashicorp/raft accepts
 // identical bootstraps on all voters, and a replica with existing state
 // ignores it. A replica of a broker the partition's move adds joins the
-// group instead (partition.Config.Join): it never bootstraps.
-func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition, s partition.Settings, planMax int) (*partition.Replica, error) {
+// group instead (partition.Config.Join): it never bootstraps. asMirror
+// opens the destination of a tenant move (partition.Config.Mirror).
+func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Partition, s partition.Settings, planMax int, asMirror bool) (*partition.Replica, error) {
 	peers := make([]raft.Server, 0, len(p.Replicas))
 	for _, node := range p.Replicas {
 		b, ok := v.Broker(node)
@@ -380,6 +414,7 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Raft:          rc,
 		CheckInterval: m.cfg.CheckInterval,
 		Seeder:        m.seeder,
+		Mirror:        asMirror,
 		Meter:         m.produceMeter(v, k),
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
 	})
@@ -392,6 +427,7 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 
 // remove closes the replica of k and deletes its directory.
 func (m *Manager) remove(k key) error {
+	m.dropMirror(k) // its puller and serving use the replica
 	m.mu.Lock()
 	r := m.replicas[k]
 	delete(m.replicas, k)
@@ -477,6 +513,7 @@ func (m *Manager) status(offsets bool) []wire.PartitionStatus {
 		st.LogStartOffset, st.LogEndOffset, st.SizeBytes = r.LogStartOffset(), l.NextOffset(), l.Size()
 		st.BehindLogStart = r.BehindLogStart()
 		moveStatus(r, &st)
+		st.Mirror = m.mirrorStatus(k, r) // mirrors.go
 		out = append(out, st)
 	}
 	return out
@@ -503,6 +540,7 @@ func (m *Manager) Close() error {
 	m.wg.Wait()
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	m.closeMirrors()
 	m.mu.Lock()
 	m.closed = true
 	reps := m.replicas
