@@ -167,7 +167,10 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	}
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
 	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) },
-		func(ctx context.Context) error { return watchMoves(ctx, partitions, gl.soon) }}
+		func(ctx context.Context) error { return watchMoves(ctx, partitions, gl.soon) },
+		func(ctx context.Context) error {
+			return watchChanges(ctx, func() string { return tenantMoveSteps(syncer.View().Tenants, cfg.parts.offsetsImported()) }, gl.soon)
+		}}
 	if cfg.Register.NodeID > 0 {
 		if cfg.Register.PeerCA, err = peerCAPEM(cfg.Peer.CA); err != nil {
 			return err

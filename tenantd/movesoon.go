@@ -23,16 +23,22 @@ const moveSoonEvery = 200 * time.Millisecond
 // rather than at its interval; a drain no longer waits a report interval
 // per step. status is the broker's replicas' report (cheap: no I/O).
 func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon chan<- struct{}) error {
+	return watchChanges(ctx, func() string { return configurations(status()) }, soon)
+}
+
+// watchChanges asks for a report soon whenever text's answer changes,
+// compared every moveSoonEvery.
+func watchChanges(ctx context.Context, text func() string, soon chan<- struct{}) error {
 	t := time.NewTicker(moveSoonEvery)
 	defer t.Stop()
-	last := configurations(status())
+	last := text()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
-		now := configurations(status())
+		now := text()
 		if now != last {
 			select {
 			case soon <- struct{}{}:
@@ -41,6 +47,28 @@ func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon 
 		}
 		last = now
 	}
+}
+
+// tenantMoveSteps is a canonical text of the tenant moves this broker
+// takes part in: each moving tenant of the applied state with its role,
+// whether its groups are held and whether an import was asked, and the
+// offsets partitions whose import is acknowledged. It changes when a
+// source's state drops a tenant at the switch (the control plane waits
+// for a report of that state), when an import is asked, and when one is
+// durable, so each of those steps reaches the control plane within the
+// reporter's MinGap rather than its interval.
+func tenantMoveSteps(tenants []wire.Tenant, imported []wire.OffsetsImport) string {
+	var lines []string
+	for _, t := range tenants {
+		if m := t.Move; m != nil {
+			lines = append(lines, fmt.Sprintf("%s %s %s hold=%v import=%v", t.ID, m.Role, m.Peer, m.HoldGroups, m.GroupOffsets != nil))
+		}
+	}
+	for _, i := range imported {
+		lines = append(lines, fmt.Sprintf("imported %s %v", i.TenantID, slices.Sorted(slices.Values(i.Partitions))))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 // configurations is a canonical text of every replica's leader, voters,

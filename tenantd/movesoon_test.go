@@ -66,3 +66,24 @@ func TestWatchMovesAsksForReports(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantMoveStepsText: the text changes at each tenant-move step a
+// broker's report must carry soon (a source tenant dropped at the switch,
+// an import asked, an import durable) and not otherwise.
+func TestTenantMoveStepsText(t *testing.T) {
+	moving := []wire.Tenant{{ID: "t1", Move: &wire.TenantMove{Role: wire.MoveSource, Peer: "c2"}}, {ID: "t2"}}
+	base := tenantMoveSteps(moving, nil)
+	if got := tenantMoveSteps([]wire.Tenant{{ID: "t2"}, moving[0]}, nil); got != base {
+		t.Errorf("the same moves in another order changed the text: %q vs %q", got, base)
+	}
+	for name, got := range map[string]string{
+		"switched (source tenant dropped)": tenantMoveSteps([]wire.Tenant{{ID: "t2"}}, nil),
+		"import asked": tenantMoveSteps([]wire.Tenant{{ID: "t1", Move: &wire.TenantMove{Role: wire.MoveSource, Peer: "c2",
+			GroupOffsets: []wire.CommittedOffset{}}}, {ID: "t2"}}, nil),
+		"import durable": tenantMoveSteps(moving, []wire.OffsetsImport{{TenantID: "t1", Partitions: []int{0}}}),
+	} {
+		if got == base {
+			t.Errorf("%s: the text did not change", name)
+		}
+	}
+}
