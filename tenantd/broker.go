@@ -171,11 +171,26 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		func(ctx context.Context) error {
 			return watchChanges(ctx, func() string { return tenantMoveSteps(syncer.View().Tenants, cfg.parts.offsetsImported()) }, gl.soon)
 		}}
-	if cfg.Register.NodeID > 0 {
-		if cfg.Register.PeerCA, err = peerCAPEM(cfg.Peer.CA); err != nil {
-			return err
-		}
+	if cfg.Register.PeerCA, err = peerCAPEM(cfg.Peer.CA); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Register.NodeID > 0:
 		runs = append(runs, func(ctx context.Context) error { return registerBroker(ctx, api, cfg, log) })
+	case cfg.Register.PeerCA != "":
+		// A broker the operator created registers only its cell's peer
+		// CA (its node id from the state, no addresses: they stay as the
+		// operator set them), so the control plane can publish it to the
+		// other cell of a tenant move.
+		runs = append(runs, func(ctx context.Context) error {
+			self, err := waitForSelf(ctx, syncer, cfg.BrokerID, log)
+			if err != nil {
+				return err
+			}
+			rc := cfg
+			rc.Register = wire.Registration{NodeID: self.NodeID, PeerCA: cfg.Register.PeerCA}
+			return registerBroker(ctx, api, rc, log)
+		})
 	}
 	if cfg.HealthListen != "" {
 		runs = append(runs, func(ctx context.Context) error { return serveHealth(ctx, cfg.HealthListen, &manager, cfg.applied, log) })

@@ -48,7 +48,6 @@ func (c *procCell) addCell(ctx context.Context, pool, kind, cellID string, n int
 		a := addrs[3*i:]
 		b := &launch.Broker{ID: fmt.Sprintf("%s-b%d", cellID, i+1), NodeID: i + 1, Kafka: a[0], Raft: a[1], HTTP: a[2],
 			DataDir: dir, Peer: peers[nodes[i]]}
-		registerArgs(b)
 		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: b.ID, CellID: cellID, NodeID: b.NodeID,
 			KafkaAddr: b.Kafka, HTTPAddr: b.HTTP, RaftAddr: b.Raft}); err != nil {
 			c.t.Fatalf("create broker %s: %v", b.ID, err)
@@ -77,12 +76,6 @@ func (c *procCell) addCell(ctx context.Context, pool, kind, cellID string, n int
 	return specs
 }
 
-// registerArgs makes a broker register itself at start, which sends the
-// control plane its cell's peer CA.
-func registerArgs(b *launch.Broker) {
-	b.Args = append(b.Args, "-node-id", strconv.Itoa(b.NodeID), "-kafka-advertise", b.Kafka, "-http-advertise", b.HTTP, "-raft-advertise", b.Raft)
-}
-
 // TestTenantMoveUnderTraffic moves a tenant from its shared cell to a
 // cell of a dedicated pool while a franz-go idempotent producer and a
 // consumer group run against the shared cell's bootstrap addresses: the
@@ -97,7 +90,7 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	const topic, parts = "moving", 3
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	c := startProcCellWith(t, "tmove", 3, registerArgs)
+	c := startProcCell(t, "tmove", 3)
 	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
 		t.Fatal(err)
 	}
