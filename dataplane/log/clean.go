@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,6 +90,10 @@ type CleanResult struct {
 	// MappedFrom is where the key map started: the end of the log's last
 	// cleaning, or the first segment's base.
 	MappedFrom int64
+	// Skipped says the log's last cleaning had the same deciding
+	// parameters and left these very segments, so nothing was read or
+	// written (its checkpoint, also across a restart).
+	Skipped bool
 }
 
 // cleanSeg is one segment being cleaned: the live segment it came from and
@@ -125,9 +130,18 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 	}
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
-	segs, gen, mapFrom, err := l.cleanable(p)
+	segs, gen, mapFrom, done, err := l.cleanable(p)
 	if err != nil {
 		return CleanResult{}, fmt.Errorf("clean: %w", err)
+	}
+	if done {
+		// This very cleaning already ran on these segments: doing it again
+		// would write the same bytes (clean_checkpoint.go).
+		end := segsEnd(l, segs)
+		for _, c := range segs {
+			c.seg.unref()
+		}
+		return CleanResult{End: end, MappedFrom: mapFrom, Skipped: true}, nil
 	}
 	defer func() {
 		for _, c := range segs {
@@ -160,7 +174,7 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 		return res, fmt.Errorf("clean: %w", err)
 	}
 	hook("passes done")
-	if err := l.swapCleaned(segs, gen, &res); err != nil {
+	if err := l.swapCleaned(segs, gen, p, &res); err != nil {
 		cl.removeOutputs()
 		return res, fmt.Errorf("clean: %w", err)
 	}
@@ -186,14 +200,17 @@ func segsEnd(l *Log, segs []*cleanSeg) int64 {
 
 // cleanable picks the segments to clean and takes a reference on each,
 // and says where the key map starts: the end of the last cleaning, if the
-// log was not truncated or replaced since, else the start.
-func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, int64, error) {
+// log was not truncated or replaced since, else the start. done says that
+// the last cleaning had the same deciding parameters and the picked
+// segments are exactly the ones it left (its checkpoint), so cleaning them
+// again would change nothing.
+func (l *Log) cleanable(p CleanParams) (segs []*cleanSeg, gen uint64, mapFrom int64, done bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.usable(); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, false, err
 	}
-	mapFrom := int64(-1)
+	mapFrom = -1
 	if l.cleanedGen == l.gen {
 		mapFrom = l.cleanedTo
 	}
@@ -207,7 +224,14 @@ func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, int64, error) {
 		s.ref()
 		out = append(out, &cleanSeg{seg: s, size: s.size})
 	}
-	return out, l.gen, mapFrom, nil
+	if ck := l.lastClean; ck != nil && mapFrom == ck.End && ck.Params == paramsOf(p) && len(out) > 0 {
+		picked := make([]checkpointSeg, len(out))
+		for i, c := range out {
+			picked[i] = checkpointSeg{Base: c.seg.base, Size: c.size}
+		}
+		done = slices.Equal(picked, l.closedBelow(ck.End)) && ck.matches(picked)
+	}
+	return out, l.gen, mapFrom, done, nil
 }
 
 // cleaner runs the passes of one Clean.
