@@ -203,7 +203,8 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *Clea
 	now := l.cfg.Now()
 	for _, cs := range segs {
 		if cs.file == nil {
-			fresh = append(fresh, cs.seg)
+			fresh = append(fresh, cs.seg) // unchanged by the cleaning
+			res.BytesAfter += cs.size
 			continue
 		}
 		if cs.size == 0 && cs.seg != segs[0].seg {
