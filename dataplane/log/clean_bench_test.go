@@ -187,6 +187,7 @@ func BenchmarkCleanAgain(b *testing.B) {
 			upTo2 := l.NextOffset()
 			l.Close()
 			var read, written int64
+			var segsRewritten int
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				dir := filepath.Join(b.TempDir(), "run")
@@ -215,11 +216,12 @@ func BenchmarkCleanAgain(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(res.BytesBefore)
-				read, written = res.BytesRead, res.BytesWritten
+				read, written, segsRewritten = res.BytesRead, res.BytesWritten, res.Segments+res.SegmentsRemoved
 				l.Close()
 			}
 			b.ReportMetric(float64(read)/(1<<20), "MiB-read")
 			b.ReportMetric(float64(written)/(1<<20), "MiB-written")
+			b.ReportMetric(float64(segsRewritten), "segments-rewritten")
 		})
 	}
 }
