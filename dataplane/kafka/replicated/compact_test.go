@@ -404,3 +404,100 @@ func alterTopic(ctx context.Context, adm *kadm.Client, topic string, configs ...
 	}
 	return r.Err
 }
+
+// TestCompactedConsumerKeepsUp: Kafka's first compaction promise, that a
+// consumer keeping up with the head of the log sees every record. A
+// franz-go consumer tails a compacted topic while 4 MiB of updates of 10
+// keys are produced in rounds and the brokers' cleaners (every 100 ms)
+// roll and compact behind it: after each round it reads up to the round's
+// last offset, and it must have seen every offset produced, in order,
+// each with its value, although the log was compacted meanwhile (a fresh
+// consumer from the start then reads fewer records).
+func TestCompactedConsumerKeepsUp(t *testing.T) {
+	m := startLifecycleCell(t, func(c *replicas.Config) { c.CompactInterval = 100 * time.Millisecond })
+	tn := m.tenant("tail")
+	cl := m.client(tn, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
+		topicspec.CleanupPolicy: kadm.StringPtr("compact"), topicspec.SegmentBytes: kadm.StringPtr("1048576"),
+		topicspec.MinCleanableDirtyRatio: kadm.StringPtr("0.01"),
+	}, "tail")
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("create compacted topic: %v", err)
+	}
+	tail := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tail": {0: kgo.NewOffset().AtStart()}}))
+	produced := map[int64]string{}
+	final := map[string]string{}
+	next := int64(0) // the next offset the tail must see
+	val := make([]byte, 1000)
+	const rounds, per = 40, 100
+	compactedAt := -1 // the first round after which the leader had compacted
+	for round := range rounds {
+		recs := make([]*kgo.Record, per)
+		for i := range recs {
+			copy(val, fmt.Sprintf("update %03d/%03d", round, i))
+			recs[i] = &kgo.Record{Topic: "tail", Key: []byte(fmt.Sprintf("key-%d", i%10)), Value: append([]byte(nil), val...)}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce round %d: %v", round, err)
+		}
+		for _, r := range recs {
+			produced[r.Offset] = string(r.Value)
+			final[string(r.Key)] = string(r.Value)
+		}
+		end := recs[per-1].Offset + 1
+		for next < end {
+			fs := tail.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				t.Fatalf("tail: %v", err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset != next {
+					t.Fatalf("round %d: the tail read offset %d, want %d: a record it kept up with is missing", round, r.Offset, next)
+				}
+				if string(r.Value) != produced[r.Offset] {
+					t.Fatalf("offset %d holds another value than was produced", r.Offset)
+				}
+				next++
+			})
+		}
+		if compactedAt < 0 {
+			if tp, ok := m.syncers[0].View().Topic(tn.Tenant.ID, "tail"); ok {
+				for b := range m.mgrs {
+					if r := m.replica(b, tp.ID, 0); r != nil && r.IsLeader() {
+						if upTo, ok := r.CompactedTo(); ok && upTo > 0 {
+							compactedAt = round
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("the leader had compacted after round %d of %d", compactedAt, rounds)
+	if compactedAt < 0 || compactedAt == rounds-1 {
+		t.Fatalf("the cleaner did not compact while the tail kept up (first seen after round %d of %d)", compactedAt, rounds)
+	}
+	tp, ok := m.syncers[0].View().Topic(tn.Tenant.ID, "tail")
+	if !ok {
+		t.Fatal("the topic is not in the cell state")
+	}
+	celltest.WaitFor(t, 60*time.Second, "every replica to compact the closed segments", func() bool {
+		for b := range m.mgrs {
+			r := m.replica(b, tp.ID, 0)
+			if r == nil {
+				return false
+			}
+			if upTo, ok := r.CompactedTo(); !ok || upTo < 1<<20/1100 {
+				return false
+			}
+		}
+		return true
+	})
+	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tail": {0: kgo.NewOffset().AtStart()}}))
+	readCompacted(t, ctx, cons, produced, final, rounds*per, 10)
+}
