@@ -310,6 +310,16 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 		t.Fatalf("the replicas' segments start at the same offsets before the switch: %v", before)
 	}
 	t.Logf("segment bases before the switch: %v", before)
+	series := tn.Tenant.ID + "/switch/0"
+	hasSeries := func(b int) bool {
+		_, ok := cleanerMetrics(t, m.mgrs[b])["sluice_cleaner_partition_dirty_ratio"][series]
+		return ok
+	}
+	for b := range m.mgrs {
+		if hasSeries(b) {
+			t.Fatalf("broker %d exports cleaner series for a delete topic", b)
+		}
+	}
 
 	err := alterTopic(ctx, adm, "switch",
 		kadm.AlterConfig{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")},
@@ -355,6 +365,11 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 	if recut == 0 {
 		t.Fatal("no replica re-cut its segments")
 	}
+	for b := range m.mgrs {
+		if !hasSeries(b) {
+			t.Fatalf("broker %d exports no cleaner series for the partition it compacted", b)
+		}
+	}
 
 	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"switch": {0: kgo.NewOffset().AtStart()}}))
 	readCompacted(t, ctx, cons, produced, final, n, 0)
@@ -380,6 +395,14 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 		return true
 	})
 	produce(100)
+	celltest.WaitFor(t, 30*time.Second, "the cleaner series to go with the policy", func() bool {
+		for b := range m.mgrs {
+			if hasSeries(b) {
+				return false
+			}
+		}
+		return true
+	})
 
 	// And retention deletes again: with retention.ms lowered, the closed
 	// segments go, to the same log start on every replica.
