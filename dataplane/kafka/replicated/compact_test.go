@@ -430,9 +430,10 @@ func alterTopic(ctx context.Context, adm *kadm.Client, topic string, configs ...
 
 // TestCompactedConsumerKeepsUp: Kafka's first compaction promise, that a
 // consumer keeping up with the head of the log sees every record. A
-// franz-go consumer tails a compacted topic while 4 MiB of updates of 10
-// keys are produced in rounds and the brokers' cleaners (every 100 ms)
-// roll and compact behind it: after each round it reads up to the round's
+// franz-go consumer tails a compacted topic while updates of 10 keys are
+// produced in rounds of 100 KB (at least 40, and 5 more after the leader
+// first compacted) and the brokers' cleaners (every 100 ms) roll and
+// compact behind it: after each round it reads up to the round's
 // last offset, and it must have seen every offset produced, in order,
 // each with its value, although the log was compacted meanwhile (a fresh
 // consumer from the start then reads fewer records).
@@ -458,9 +459,17 @@ func TestCompactedConsumerKeepsUp(t *testing.T) {
 	final := map[string]string{}
 	next := int64(0) // the next offset the tail must see
 	val := make([]byte, 1000)
-	const rounds, per = 40, 100
+	// At least 40 rounds, and on until 5 rounds after the leader first
+	// compacted: the cleaner's pace depends on the machine, the test's
+	// point is that it compacts while the tail keeps up.
+	const per = 100
 	compactedAt := -1 // the first round after which the leader had compacted
-	for round := range rounds {
+	rounds := 0
+	for round := 0; round < 40 || compactedAt < 0 || round <= compactedAt+5; round++ {
+		if ctx.Err() != nil {
+			t.Fatalf("the cleaner did not compact while the tail kept up, in %d rounds", round)
+		}
+		rounds = round + 1
 		recs := make([]*kgo.Record, per)
 		for i := range recs {
 			copy(val, fmt.Sprintf("update %03d/%03d", round, i))
@@ -502,9 +511,6 @@ func TestCompactedConsumerKeepsUp(t *testing.T) {
 		}
 	}
 	t.Logf("the leader had compacted after round %d of %d", compactedAt, rounds)
-	if compactedAt < 0 || compactedAt == rounds-1 {
-		t.Fatalf("the cleaner did not compact while the tail kept up (first seen after round %d of %d)", compactedAt, rounds)
-	}
 	tp, ok := m.syncers[0].View().Topic(tn.Tenant.ID, "tail")
 	if !ok {
 		t.Fatal("the topic is not in the cell state")
