@@ -38,8 +38,9 @@ func cleanCrashHistory() history { return randomHistory(9, 250, 80, true) }
 // second child reopens the log and exits in the middle of finishing the
 // swap. The parent then reopens the log and checks that it holds either
 // exactly the old segment files or exactly those a clean run produces
-// (SHA-256 compared), that it serves the records the model says, and that
-// no file of the cleaning is left.
+// (SHA-256 compared), that it serves the records the model says, that
+// no file of the cleaning is left, and that cleaning again (with whatever
+// the crash left of the cleaner's checkpoint) gives the clean run's files.
 func TestCleanCrash(t *testing.T) {
 	if dir := os.Getenv(cleanCrashDirEnv); dir != "" {
 		cleanCrashChild(dir)
@@ -67,6 +68,16 @@ func TestCleanCrash(t *testing.T) {
 	p := cleanCrashParams(h, upTo)
 	wantNew := h.model(p.Now - p.DeleteRetention.Milliseconds())
 	crashAtEveryStep(t, "TestCleanCrash", "clean", tmpl, func(at int, dir string, l *Log) bool {
+		// Whatever the crash left of the checkpoint, cleaning again ends
+		// with the reference files.
+		defer func() {
+			if _, err := l.Clean(context.Background(), p); err != nil {
+				t.Fatalf("crash at step %d: clean again: %v", at, err)
+			}
+			if !reflect.DeepEqual(dirSums(t, dir), newSums) {
+				t.Fatalf("crash at step %d: cleaning again did not give the reference files", at)
+			}
+		}()
 		switch got := dirSums(t, dir); {
 		case reflect.DeepEqual(got, oldSums):
 			if n := len(logRecords(t, l)); n != h.recordCount() {

@@ -92,17 +92,22 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	})
 
 	var written float64
-	for _, mgr := range m.mgrs {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(replicas.NewCompactionMetrics(func() *replicas.Manager { return mgr })...)
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
+	for b, mgr := range m.mgrs {
+		fams := cleanerMetrics(t, mgr)
+		if f := fams["sluice_cleaner_written_bytes_total"]; f != nil {
+			written += f[""]
 		}
-		for _, mf := range mfs {
-			if mf.GetName() == "sluice_cleaner_written_bytes_total" {
-				written += mf.GetMetric()[0].GetCounter().GetValue()
-			}
+		// The partition's own series, labelled by tenant, topic and
+		// partition: scraped after its cleaning on every broker.
+		series := tn.Tenant.ID + "/latest/0"
+		if got := fams["sluice_cleaner_partition_cleaned_bytes_total"][series]; got == 0 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_cleaned_bytes_total{%s} = 0 after its cleaning: %v", b, series, fams)
+		}
+		if got := fams["sluice_cleaner_partition_seconds_total"][series]; got == 0 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_seconds_total{%s} = 0 after its cleaning", b, series)
+		}
+		if got, ok := fams["sluice_cleaner_partition_dirty_ratio"][series]; !ok || got < 0 || got > 1 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_dirty_ratio{%s} = %v (exported %v), want within [0, 1]", b, series, got, ok)
 		}
 	}
 	if written == 0 {
@@ -137,6 +142,49 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		t.Fatalf("offset for timestamp %d: %d, %v", mid, o.Offset, o.Err)
 	}
 
+	// The partition's cleaner series go with the topic.
+	if _, err := adm.DeleteTopics(ctx, "latest"); err != nil {
+		t.Fatalf("delete topic: %v", err)
+	}
+	celltest.WaitFor(t, 60*time.Second, "the deleted topic's cleaner series to go on every broker", func() bool {
+		for _, mgr := range m.mgrs {
+			for _, name := range []string{"sluice_cleaner_partition_dirty_ratio", "sluice_cleaner_partition_cleaned_bytes_total", "sluice_cleaner_partition_seconds_total"} {
+				if _, ok := cleanerMetrics(t, mgr)[name][tn.Tenant.ID+"/latest/0"]; ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// cleanerMetrics scrapes the cleaner metrics of mgr: by metric name, by
+// "tenant/topic/partition" ("" for a series without labels), the value.
+func cleanerMetrics(t *testing.T, mgr *replicas.Manager) map[string]map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(replicas.NewCompactionMetrics(func() *replicas.Manager { return mgr })...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = map[string]float64{}
+		for _, mt := range mf.GetMetric() {
+			lv := map[string]string{}
+			for _, lp := range mt.GetLabel() {
+				lv[lp.GetName()] = lp.GetValue()
+			}
+			k := ""
+			if len(lv) > 0 {
+				k = lv["tenant"] + "/" + lv["topic"] + "/" + lv["partition"]
+			}
+			v := mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+			out[mf.GetName()][k] = v
+		}
+	}
+	return out
 }
 
 // readCompacted consumes through cons, from the start of the one
@@ -262,6 +310,16 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 		t.Fatalf("the replicas' segments start at the same offsets before the switch: %v", before)
 	}
 	t.Logf("segment bases before the switch: %v", before)
+	series := tn.Tenant.ID + "/switch/0"
+	hasSeries := func(b int) bool {
+		_, ok := cleanerMetrics(t, m.mgrs[b])["sluice_cleaner_partition_dirty_ratio"][series]
+		return ok
+	}
+	for b := range m.mgrs {
+		if hasSeries(b) {
+			t.Fatalf("broker %d exports cleaner series for a delete topic", b)
+		}
+	}
 
 	err := alterTopic(ctx, adm, "switch",
 		kadm.AlterConfig{Name: topicspec.CleanupPolicy, Value: kadm.StringPtr("compact")},
@@ -307,6 +365,11 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 	if recut == 0 {
 		t.Fatal("no replica re-cut its segments")
 	}
+	for b := range m.mgrs {
+		if !hasSeries(b) {
+			t.Fatalf("broker %d exports no cleaner series for the partition it compacted", b)
+		}
+	}
 
 	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"switch": {0: kgo.NewOffset().AtStart()}}))
 	readCompacted(t, ctx, cons, produced, final, n, 0)
@@ -332,6 +395,14 @@ func TestCompactionTurnedOnEndToEnd(t *testing.T) {
 		return true
 	})
 	produce(100)
+	celltest.WaitFor(t, 30*time.Second, "the cleaner series to go with the policy", func() bool {
+		for b := range m.mgrs {
+			if hasSeries(b) {
+				return false
+			}
+		}
+		return true
+	})
 
 	// And retention deletes again: with retention.ms lowered, the closed
 	// segments go, to the same log start on every replica.
@@ -355,4 +426,107 @@ func alterTopic(ctx context.Context, adm *kadm.Client, topic string, configs ...
 		return err
 	}
 	return r.Err
+}
+
+// TestCompactedConsumerKeepsUp: Kafka's first compaction promise, that a
+// consumer keeping up with the head of the log sees every record. A
+// franz-go consumer tails a compacted topic while updates of 10 keys are
+// produced in rounds of 100 KB (at least 40, and 5 more after the leader
+// first compacted) and the brokers' cleaners (every 100 ms) roll and
+// compact behind it: after each round it reads up to the round's
+// last offset, and it must have seen every offset produced, in order,
+// each with its value, although the log was compacted meanwhile (a fresh
+// consumer from the start then reads fewer records).
+func TestCompactedConsumerKeepsUp(t *testing.T) {
+	m := startLifecycleCell(t, func(c *replicas.Config) { c.CompactInterval = 100 * time.Millisecond })
+	tn := m.tenant("tail")
+	cl := m.client(tn, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	res, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
+		topicspec.CleanupPolicy: kadm.StringPtr("compact"), topicspec.SegmentBytes: kadm.StringPtr("1048576"),
+		topicspec.MinCleanableDirtyRatio: kadm.StringPtr("0.01"),
+	}, "tail")
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("create compacted topic: %v", err)
+	}
+	tail := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tail": {0: kgo.NewOffset().AtStart()}}))
+	produced := map[int64]string{}
+	final := map[string]string{}
+	next := int64(0) // the next offset the tail must see
+	val := make([]byte, 1000)
+	// At least 40 rounds, and on until 5 rounds after the leader first
+	// compacted: the cleaner's pace depends on the machine, the test's
+	// point is that it compacts while the tail keeps up.
+	const per = 100
+	compactedAt := -1 // the first round after which the leader had compacted
+	rounds := 0
+	for round := 0; round < 40 || compactedAt < 0 || round <= compactedAt+5; round++ {
+		if ctx.Err() != nil {
+			t.Fatalf("the cleaner did not compact while the tail kept up, in %d rounds", round)
+		}
+		rounds = round + 1
+		recs := make([]*kgo.Record, per)
+		for i := range recs {
+			copy(val, fmt.Sprintf("update %03d/%03d", round, i))
+			recs[i] = &kgo.Record{Topic: "tail", Key: []byte(fmt.Sprintf("key-%d", i%10)), Value: append([]byte(nil), val...)}
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce round %d: %v", round, err)
+		}
+		for _, r := range recs {
+			produced[r.Offset] = string(r.Value)
+			final[string(r.Key)] = string(r.Value)
+		}
+		end := recs[per-1].Offset + 1
+		for next < end {
+			fs := tail.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				t.Fatalf("tail: %v", err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset != next {
+					t.Fatalf("round %d: the tail read offset %d, want %d: a record it kept up with is missing", round, r.Offset, next)
+				}
+				if string(r.Value) != produced[r.Offset] {
+					t.Fatalf("offset %d holds another value than was produced", r.Offset)
+				}
+				next++
+			})
+		}
+		if compactedAt < 0 {
+			if tp, ok := m.syncers[0].View().Topic(tn.Tenant.ID, "tail"); ok {
+				for b := range m.mgrs {
+					if r := m.replica(b, tp.ID, 0); r != nil && r.IsLeader() {
+						if upTo, ok := r.CompactedTo(); ok && upTo > 0 {
+							compactedAt = round
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("the leader had compacted after round %d of %d", compactedAt, rounds)
+	tp, ok := m.syncers[0].View().Topic(tn.Tenant.ID, "tail")
+	if !ok {
+		t.Fatal("the topic is not in the cell state")
+	}
+	celltest.WaitFor(t, 60*time.Second, "every replica to compact the closed segments", func() bool {
+		for b := range m.mgrs {
+			r := m.replica(b, tp.ID, 0)
+			if r == nil {
+				return false
+			}
+			if upTo, ok := r.CompactedTo(); !ok || upTo < 1<<20/1100 {
+				return false
+			}
+		}
+		return true
+	})
+	cons := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tail": {0: kgo.NewOffset().AtStart()}}))
+	readCompacted(t, ctx, cons, produced, final, rounds*per, 10)
 }
