@@ -328,6 +328,12 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/admin/moves/:id":          func() { operatorOnly("GET", "/v1/admin/moves/1") },
 		"POST /v1/admin/moves/:id/cancel":  func() { operatorOnly("POST", "/v1/admin/moves/1/cancel") },
 		"POST /v1/admin/brokers/:id/drain": func() { operatorOnly("POST", "/v1/admin/brokers/cell-1-b1/drain") },
+		"POST /v1/admin/tenants/:id/move":  func() { operatorOnly("POST", "/v1/admin/tenants/"+a.Tenant.ID+"/move") },
+		"GET /v1/admin/tenant-moves":       func() { operatorOnly("GET", "/v1/admin/tenant-moves") },
+		"GET /v1/admin/tenant-moves/:id":   func() { operatorOnly("GET", "/v1/admin/tenant-moves/1") },
+		"POST /v1/admin/tenant-moves/:id/cancel": func() {
+			operatorOnly("POST", "/v1/admin/tenant-moves/1/cancel")
+		},
 	}
 	for _, r := range e.srv.Routes() {
 		if !strings.HasPrefix(r.Path, "/v1/") {
