@@ -43,23 +43,31 @@ func newTenantMoveSetup(e *env) *tenantMoveSetup {
 	return s
 }
 
-// insertTenantMove writes a tenant move row in state with what holds it
-// back, and its partitions with the given destination lags (nil: not
-// reported) and the first fenced. No broker of the test reports tenant
-// moves, so the API cannot start one; the row stands for one the control
-// plane placed, as the tests' operator rows stand for hand-made operators.
+// insertTenantMove writes a move of s's tenant to tmCell in state with
+// what holds it back (see insertTenantMoveOf).
 func (s *tenantMoveSetup) insertTenantMove(e *env, state, holdsBack string, lags ...*int64) int64 {
+	e.t.Helper()
+	return insertTenantMoveOf(e, s.tenantID, s.topicID, tmCell, tmPool, state, holdsBack, lags...)
+}
+
+// insertTenantMoveOf writes a tenant move row from the seeded cell to
+// cell dest of pool, in state with what holds it back, and one row per
+// partition of topic with the given destination lags (nil: not reported),
+// the first fenced. No broker of the tests reports tenant moves, so the
+// API cannot start one; the row stands for one the control plane placed,
+// as the tests' operator rows stand for hand-made operators.
+func insertTenantMoveOf(e *env, tenant, topic, dest, pool, state, holdsBack string, lags ...*int64) int64 {
 	e.t.Helper()
 	ctx := context.Background()
 	var id int64
 	if err := e.db.QueryRow(ctx, `INSERT INTO tenant_moves (tenant_id, source_cell_id, dest_cell_id, dest_pool_id, state, error, created_by)
-		VALUES ($1, $2, $3, $4, $5, $6, 'op_test') RETURNING id`, s.tenantID, cptest.Cell, tmCell, tmPool, state, holdsBack).Scan(&id); err != nil {
+		VALUES ($1, $2, $3, $4, $5, $6, 'op_test') RETURNING id`, tenant, cptest.Cell, dest, pool, state, holdsBack).Scan(&id); err != nil {
 		e.t.Fatal(err)
 	}
 	for part, lag := range lags {
 		if _, err := e.db.Exec(ctx, `INSERT INTO tenant_move_partitions (move_id, topic_id, partition, replicas, mirroring, lag, fenced, fenced_end, mirror_at, fenced_at)
 			VALUES ($1, $2, $3, '{1,2,3}', true, $4, $5, CASE WHEN $5 THEN 1234 END, now(), CASE WHEN $5 THEN now() END)`,
-			id, s.topicID, part, lag, part == 0); err != nil {
+			id, topic, part, lag, part == 0); err != nil {
 			e.t.Fatal(err)
 		}
 	}
