@@ -11,9 +11,9 @@ import (
 
 // The tenant move form and pages work in a real browser under the CSP,
 // through htmx: the form on the tenant's page shows the control plane's
-// refusal (its brokers do not report tenant moves), the nav reaches the
-// tenant moves list, a move's page lists its partitions, and its cancel
-// button rolls it back.
+// refusal while the brokers do not report tenant moves and starts the
+// move once they do, the nav reaches the tenant moves list, a move's page
+// lists its partitions, and its cancel button rolls it back.
 func TestBrowserTenantMove(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -42,7 +42,22 @@ func TestBrowserTenantMove(t *testing.T) {
 	}
 	op.screenshot("admin-tenant-move-refused")
 
-	id := s.insertTenantMove(e, "fencing", "", lagOf(5), lagOf(9))
+	// Once both cells' brokers take part in tenant moves, the same form
+	// starts the move and lands on its page.
+	movableCells(e)
+	op.do("move it again",
+		chromedp.SetValue(chromedp.ID("move-pool"), tmPool),
+		chromedp.Click(chromedp.ID("move-tenant-submit")),
+		chromedp.WaitVisible(chromedp.ID("tenant-move-partitions")),
+	)
+	ms, err := e.op.AdminTenantMoves(ctx, "mirroring", s.tenantID)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("tenant moves after the form: %+v %v", ms, err)
+	}
+	id := ms[0].ID
+	if msg := run(op, "notice", chromedp.Text(chromedp.ID("notice"))); !strings.Contains(msg, "started") {
+		t.Fatalf("after starting a move the notice says %q", msg)
+	}
 	op.do("open tenant moves", chromedp.Click(chromedp.CSS(`nav a[href="/admin/tenant-moves"]`)),
 		chromedp.WaitVisible(chromedp.ID(fmt.Sprintf("tenant-move-%d", id))))
 	op.do("open the move", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/admin/tenant-moves/%d"]`, id))),
