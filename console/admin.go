@@ -68,6 +68,10 @@ type quotaInput struct{ Name, Label, Value string }
 type adminTenantData struct {
 	Tenant api.AdminTenant
 	Fields []quotaInput
+	// Pools is where the move form may send the tenant: every pool but
+	// its own. Move is its unfinished move, if any.
+	Pools []api.Pool
+	Move  *api.TenantMove
 }
 
 func (c *Console) adminTenantPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -89,17 +93,39 @@ func (c *Console) renderAdminTenant(w http.ResponseWriter, r *http.Request, s *s
 		c.fail(w, r, s, err)
 		return
 	}
+	pools, err := s.api.AdminPools(r.Context())
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	moves, err := s.api.AdminTenantMoves(r.Context(), "", id)
+	if err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
 	d := adminTenantData{Tenant: t}
+	for _, x := range pools {
+		if x.ID != t.PoolID {
+			d.Pools = append(d.Pools, x)
+		}
+	}
+	for i := range moves {
+		if !tenantMoveFinished(moves[i]) {
+			d.Move = &moves[i]
+		}
+	}
+	// A rejected form refills only its own fields.
+	quotaForm := ue == nil || ue.Form == "quotas"
 	for _, f := range quotaFields {
 		v := strconv.FormatInt(f.get(&q), 10)
-		if form != nil {
+		if form != nil && quotaForm {
 			v = form[f.Name]
 		}
 		d.Fields = append(d.Fields, quotaInput{Name: f.Name, Label: f.Label, Value: v})
 	}
 	p := sessionPage(s, "Quotas of "+t.Name, "admin-tenants")
 	p.Data = d
-	c.renderEditForm(w, r, "admin_tenant", p, "Quotas saved.", ue, nil)
+	c.renderEditForm(w, r, "admin_tenant", p, "Quotas saved.", ue, form)
 }
 
 func (c *Console) adminSetQuotas(w http.ResponseWriter, r *http.Request, s *session) {

@@ -203,6 +203,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/moves", c.authed(c.adminMovesPage))
 	m.HandleFunc("POST /admin/moves", c.authed(c.adminCreateMove))
 	m.HandleFunc("POST /admin/moves/{id}/cancel", c.authed(c.adminCancelMove))
+	m.HandleFunc("POST /admin/tenants/{id}/move", c.authed(c.adminMoveTenant))
+	m.HandleFunc("GET /admin/tenant-moves", c.authed(c.adminTenantMovesPage))
+	m.HandleFunc("GET /admin/tenant-moves/{id}", c.authed(c.adminTenantMovePage))
+	m.HandleFunc("POST /admin/tenant-moves/{id}/cancel", c.authed(c.adminCancelTenantMove))
 	m.HandleFunc("GET /admin/usage", c.authed(c.adminUsagePage))
 
 	m.HandleFunc("/", c.notFound)

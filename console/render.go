@@ -84,6 +84,10 @@ var funcs = template.FuncMap{
 	"eta":        eta,
 	"unfinished": unfinished,
 	"movetable":  newMoveTable,
+	"tmsummary":  summarizeTenantMove,
+	"tmcancel":   tenantMoveCancellable,
+	"tmfinished": tenantMoveFinished,
+	"tmtable":    newTenantMoveTable,
 }
 
 func parsePages() (map[string]*pageTemplate, error) {

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,15 @@ func TestBrowserEveryPageFits(t *testing.T) {
 	report(moves[1], moves[1].Original, nil)
 	// The brokers' reports above replaced broker 1's report of the group.
 	e.reportGroupLag(tenantID, topic, group)
+	// A tenant move of the first tenant to the dedicated pool, held back
+	// with a long message; the second tenant's page keeps the move form.
+	tenantMove := strconv.FormatInt(insertTenantMoveOf(e, tenantID, topicID, "dedicated-settlements-eu-west-1-a", "dedicated-settlements-eu-west-1",
+		"mirroring", "partition 2 of "+topic+": the destination leader could not reach the source cell's brokers over the mirror lane",
+		lagOf(1_234_567_890), lagOf(17), nil), 10)
+	var otherTenant string
+	if err := e.db.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'phone-width-co-settlements-eu-west-1'`).Scan(&otherTenant); err != nil {
+		t.Fatal(err)
+	}
 
 	pages := []struct {
 		tab               *tab
@@ -178,6 +188,9 @@ func TestBrowserEveryPageFits(t *testing.T) {
 		{op, "/admin/cells/" + cptest.Cell, "#brokers", "admin-cell"},
 		{op, "/admin/cells/" + cptest.Cell + "/brokers/cell-1-b1", "#drain-broker", "admin-broker"},
 		{op, "/admin/moves", "#moves-in-progress", "admin-moves"},
+		{op, "/admin/tenants/" + otherTenant, "#move-tenant", "admin-tenant-move-form"},
+		{op, "/admin/tenant-moves", "#tenant-moves-in-progress", "admin-tenant-moves"},
+		{op, "/admin/tenant-moves/" + tenantMove, "#tenant-move-partitions", "admin-tenant-move"},
 	}
 	for _, width := range []int64{375, 1280} {
 		for _, tb := range []*tab{anon, tenant, op} {
