@@ -110,6 +110,10 @@ type Coordinator struct {
 	moves atomic.Pointer[moveSet]
 }
 
+// Partitions is the cell's offsets partition count, which decides where
+// each group lives.
+func (c *Coordinator) Partitions() int { return c.cfg.Partitions }
+
 // A shard's states.
 const (
 	shardNotLeader = iota

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
 // A redirect session is a connection authenticated with a valid API key of
@@ -101,6 +102,9 @@ func (c *conn) handleRedirected(req *request) (done bool, err error) {
 	}
 	if r, ok := req.body.(*kmsg.MetadataRequest); ok {
 		return true, c.write(req, c.redirectMetadata(r))
+	}
+	if r, ok := req.body.(*kmsg.FindCoordinatorRequest); ok {
+		return true, c.write(req, redirectFindCoordinator(r, c.redirect.home, c.offsetsPartitions()))
 	}
 	if r, ok := req.body.(*kmsg.ProduceRequest); ok && r.Acks == 0 {
 		// No response is expected: closing is the only signal.
@@ -197,4 +201,13 @@ func homeTopicMetadata(t *wire.HomeTopic) kmsg.MetadataResponseTopic {
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offsetsPartitions is the offsets partition count groups live by: the
+// coordinator's, or the default on a broker that runs none.
+func (c *conn) offsetsPartitions() int {
+	if g := c.coordinator(); g != nil {
+		return g.Partitions()
+	}
+	return groups.DefaultPartitions
 }

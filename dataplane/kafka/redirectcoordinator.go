@@ -1,0 +1,80 @@
+package kafka
+
+import (
+	"net"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/groups"
+)
+
+// redirectFindCoordinator answers a redirect session's FindCoordinator for
+// group keys with a broker of the tenant's home cell: the preferred
+// replica of the group's offsets partition under the brokers' own
+// placement (dataplane/replicas.OffsetsPlacement: the offsets replicas'
+// lowest node ids, rotated by partition), which leads it unless a leader
+// change or a drain moved it. A client that finds it is not the
+// coordinator there (NOT_COORDINATOR) asks again, now of a home broker,
+// which knows. Without an answer here a client that looks for its
+// coordinator only through its bootstrap brokers (librdkafka) would never
+// join after its tenant moved away. partitions is the offsets partition
+// count, which every broker of every cell shares. Transaction
+// coordinators keep the retriable refusal.
+func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, partitions int) kmsg.Response {
+	if r.CoordinatorType != 0 {
+		return redirectAnswer(r)
+	}
+	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := r.CoordinatorKeys
+	if r.Version < 4 {
+		keys = []string{r.CoordinatorKey}
+	}
+	for _, key := range keys {
+		co := kmsg.NewFindCoordinatorResponseCoordinator()
+		co.Key, co.NodeID, co.Port, co.ErrorCode = key, -1, -1, redirectFind
+		if b, ok := homeCoordinator(home, key, partitions); ok {
+			if host, port, ok := splitKafkaAddr(b.KafkaAddr); ok {
+				co.ErrorCode, co.NodeID, co.Host, co.Port = 0, int32(b.NodeID), host, port
+			}
+		}
+		resp.Coordinators = append(resp.Coordinators, co)
+	}
+	if r.Version < 4 && len(resp.Coordinators) == 1 {
+		co := resp.Coordinators[0]
+		resp.Coordinators = nil
+		resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.NodeID, co.Host, co.Port
+	}
+	return resp
+}
+
+// offsetsPreferredReplicas is the brokers' default offsets replica count
+// (dataplane/replicas.DefaultOffsetsReplicas).
+const offsetsPreferredReplicas = 3
+
+// homeCoordinator is the home broker expected to coordinate group.
+func homeCoordinator(home wire.KeyHome, group string, partitions int) (wire.HomeNode, bool) {
+	nodes := slices.Clone(home.Brokers)
+	if len(nodes) == 0 || partitions <= 0 {
+		return wire.HomeNode{}, false
+	}
+	slices.SortFunc(nodes, func(a, b wire.HomeNode) int { return a.NodeID - b.NodeID })
+	nodes = nodes[:min(len(nodes), offsetsPreferredReplicas)]
+	p := int(groups.Partition(home.TenantID, group, partitions))
+	return nodes[p%len(nodes)], true
+}
+
+// splitKafkaAddr is a host:port Kafka address's host and port.
+func splitKafkaAddr(addr string) (string, int32, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(port, 10, 32)
+	if err != nil || n <= 0 {
+		return "", 0, false
+	}
+	return host, int32(n), true
+}
