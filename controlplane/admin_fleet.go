@@ -365,6 +365,9 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 	ctx := c.Request().Context()
 	status := http.StatusOK
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if err := recordPeerCA(ctx, tx, cell, r.PeerCA); err != nil {
+			return err
+		}
 		var node int
 		var kafka, httpAddr, raft, owner string
 		err := tx.QueryRow(ctx, `SELECT cell_id, node_id, kafka_addr, http_addr, raft_addr FROM brokers WHERE id = $1 FOR UPDATE`, id).

@@ -156,8 +156,14 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		if err := tx.QueryRow(ctx, `SELECT state_version FROM cells WHERE id = $1`, cell).Scan(&st.StateVersion); err != nil {
 			return err
 		}
+		// Tenants moving here are served beside those homed here
+		// (tenantmove_state.go); incoming is never nil.
+		moves, err := loadCellTenantMoves(ctx, tx, cell)
+		if err != nil {
+			return err
+		}
+		incoming := moves.incoming(cell)
 		rows, _ := tx.Query(ctx, `SELECT id, node_id, kafka_addr, http_addr, raft_addr, status FROM brokers WHERE cell_id = $1 ORDER BY node_id`, cell)
-		var err error
 		if st.Brokers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Broker, error) {
 			var b wire.Broker
 			return b, r.Scan(&b.ID, &b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.RaftAddr, &b.Status)
@@ -166,7 +172,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}
 		quotas := map[string]api.Quotas{}
 		rows, _ = tx.Query(ctx, `SELECT t.id, t.name, t.status, t.plan, `+quotaColumns+` FROM tenants t
-			JOIN effective_quotas q ON q.tenant_id = t.id WHERE t.home_cell_id = $1 ORDER BY t.id`, cell)
+			JOIN effective_quotas q ON q.tenant_id = t.id WHERE (t.home_cell_id = $1 OR t.id = ANY($2)) ORDER BY t.id`, cell, incoming)
 		if st.Tenants, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Tenant, error) {
 			var t wire.Tenant
 			var q api.Quotas
@@ -181,7 +187,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 			return err
 		}
 		rows, _ = tx.Query(ctx, `SELECT k.id, k.tenant_id, k.role, k.secret_hash, k.expires_at, coalesce(k.scram_credentials, '[]') FROM api_keys k
-			JOIN tenants t ON t.id = k.tenant_id WHERE t.home_cell_id = $1 AND k.revoked_at IS NULL ORDER BY k.id`, cell)
+			JOIN tenants t ON t.id = k.tenant_id WHERE (t.home_cell_id = $1 OR t.id = ANY($2)) AND k.revoked_at IS NULL ORDER BY k.id`, cell, incoming)
 		if st.Keys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.Key, error) {
 			var k wire.Key
 			if err := r.Scan(&k.ID, &k.TenantID, &k.Role, &k.SecretHash, &k.ExpiresAt, &k.Scram); err != nil {
@@ -195,7 +201,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 			return err
 		}
 		rows, _ = tx.Query(ctx, `SELECT a.tenant_id, a.principal, a.resource_type, a.resource_name, a.pattern_type, a.operation, a.permission
-			FROM acls a JOIN tenants t ON t.id = a.tenant_id WHERE t.home_cell_id = $1 ORDER BY a.id`, cell)
+			FROM acls a JOIN tenants t ON t.id = a.tenant_id WHERE (t.home_cell_id = $1 OR t.id = ANY($2)) ORDER BY a.id`, cell, incoming)
 		if st.ACLs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.ACL, error) {
 			var a wire.ACL
 			return a, r.Scan(&a.TenantID, &a.Principal, &a.ResourceType, &a.ResourceName, &a.PatternType, &a.Operation, &a.Permission)
@@ -207,7 +213,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		rows, _ = tx.Query(ctx, `SELECT x.id, x.tenant_id, x.name, x.config, p.partition, p.replicas, m.state, m.target, m.voters
 			FROM topics x JOIN tenants t ON t.id = x.tenant_id JOIN partitions p ON p.topic_id = x.id
 			LEFT JOIN partition_moves m ON m.topic_id = p.topic_id AND m.partition = p.partition AND m.state IN ('running', 'cancelling', 'failed')
-			WHERE t.home_cell_id = $1 ORDER BY x.id, p.partition`, cell)
+			WHERE (t.home_cell_id = $1 OR t.id = ANY($2)) ORDER BY x.id, p.partition`, cell, incoming)
 		type row struct {
 			topic wire.Topic
 			part  wire.Partition
@@ -254,7 +260,10 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 			}
 			return p, nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return applyTenantMoves(ctx, tx, &st, moves)
 	})
 	return st, err
 }
@@ -300,11 +309,17 @@ func (s *Server) cellReport(c echo.Context) error {
 		}
 		var node int
 		err := tx.QueryRow(ctx, `UPDATE brokers SET disk_used_bytes = $3, disk_total_bytes = $4, disk_state = $5, http_scheme = $6,
-			reports_voters = $7, last_seen_at = now() WHERE id = $1 AND cell_id = $2 RETURNING node_id`,
-			r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme, reportsVoters).Scan(&node)
+			reports_voters = $7, reports_moves = $8, last_seen_at = now() WHERE id = $1 AND cell_id = $2 RETURNING node_id`,
+			r.BrokerID, cell, r.DiskUsedBytes, r.DiskTotalBytes, r.DiskState, r.HTTPScheme, reportsVoters, r.Moves).Scan(&node)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return catalog.NotFound.New("no such broker in this cell")
 		}
+		if err != nil {
+			return err
+		}
+		// The cell's tenant moves are locked before any cell row is
+		// (lockTenantMoves) and advanced last, after the group lag.
+		tenantMoves, err := lockTenantMoves(ctx, tx, cell)
 		if err != nil {
 			return err
 		}
@@ -345,7 +360,10 @@ func (s *Server) cellReport(c echo.Context) error {
 		if skipped > 0 {
 			s.log.Warn("report has group lag rows that cannot be stored", "cell", cell, "broker", r.BrokerID, "skipped", skipped)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return s.ingestTenantMoves(ctx, tx, cell, r.BrokerID, node, r, tenantMoves)
 	})
 	if err := txError("store report", err); err != nil {
 		return err

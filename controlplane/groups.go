@@ -99,7 +99,9 @@ const maxGroupNameBytes = 1024
 
 // storeGroupLag replaces what broker last reported of its groups' lag in
 // cell with rows. Rows for topics that are not the tenant's on this cell
-// are skipped, so a cell key writes only its own tenants' lag; so are rows
+// are skipped, so a cell key writes only its own tenants' lag (and, from
+// the switch of a tenant's move away until it is done, that tenant's:
+// its final offsets, which the move hands to the destination); so are rows
 // whose group name Postgres cannot store (NUL, not UTF-8) or that is empty
 // or longer than 1 KiB. The broker's rows missing from this report go.
 func storeGroupLag(ctx context.Context, tx pgx.Tx, cell, broker string, rows []wire.GroupLag) (skipped int, err error) {
@@ -151,7 +153,9 @@ func storeGroupLag(ctx context.Context, tx pgx.Tx, cell, broker string, rows []w
 				AS r(tenant_id, group_name, topic_id, partition, committed_offset, committed_at, measured, high_watermark,
 				log_start_offset, lag_records, lag_bytes, lag_seconds, retention_fraction, expired)
 			WHERE EXISTS (SELECT 1 FROM partitions p JOIN topics t ON t.id = p.topic_id
-				WHERE p.topic_id = r.topic_id AND p.partition = r.partition AND p.cell_id = $1 AND t.tenant_id = r.tenant_id)
+				WHERE p.topic_id = r.topic_id AND p.partition = r.partition AND t.tenant_id = r.tenant_id
+				AND (p.cell_id = $1 OR EXISTS (SELECT 1 FROM tenant_moves m WHERE m.tenant_id = t.tenant_id
+					AND m.source_cell_id = $1 AND m.state IN ('switching', 'offsets'))))
 			ON CONFLICT (cell_id, tenant_id, group_name, topic_id, partition) DO UPDATE SET broker_id = EXCLUDED.broker_id,
 				committed_offset = EXCLUDED.committed_offset, committed_at = EXCLUDED.committed_at, measured = EXCLUDED.measured,
 				high_watermark = EXCLUDED.high_watermark, log_start_offset = EXCLUDED.log_start_offset,

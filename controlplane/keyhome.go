@@ -82,11 +82,15 @@ func (s *Server) lookupKeyHome(ctx context.Context, keyID, secret string) (wire.
 	home := wire.KeyHome{Status: wire.KeyValid, TenantID: tenant, Role: role, Cell: cell,
 		Brokers: []wire.HomeNode{}, Topics: []wire.HomeTopic{}}
 	err = pgx.BeginTxFunc(ctx, s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, `SELECT node_id, kafka_addr FROM brokers WHERE cell_id = $1 AND kafka_addr <> '' ORDER BY node_id`, cell)
+		rows, _ := tx.Query(ctx, `SELECT node_id, kafka_addr, http_addr, http_scheme FROM brokers WHERE cell_id = $1 AND kafka_addr <> '' ORDER BY node_id`, cell)
 		var err error
 		if home.Brokers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.HomeNode, error) {
 			var b wire.HomeNode
-			return b, r.Scan(&b.NodeID, &b.KafkaAddr)
+			err := r.Scan(&b.NodeID, &b.KafkaAddr, &b.HTTPAddr, &b.HTTPScheme)
+			if b.HTTPAddr == "" {
+				b.HTTPScheme = "" // no data API to follow the tenant to
+			}
+			return b, err
 		}); err != nil {
 			return err
 		}

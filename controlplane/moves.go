@@ -394,6 +394,9 @@ func createMove(ctx context.Context, tx pgx.Tx, p *principal, cell, topicID stri
 	if slices.Equal(original, target) {
 		return 0, catalog.InvalidRequest.Newf("partition %d of topic %s already has replicas %v", part, topicID, target)
 	}
+	if err := refuseTenantMoving(ctx, tx, topicID); err != nil {
+		return 0, err
+	}
 	rows, err := tx.Query(ctx, `SELECT node_id, id, status FROM brokers WHERE cell_id = $1 AND node_id = ANY($2)`, cell, target)
 	if err != nil {
 		return 0, err

@@ -226,13 +226,19 @@ func (s *Server) placeTenant(ctx context.Context, tx pgx.Tx, p *principal, name,
 // tenants (ties by fewest partitions, then id), skipping cells with a broker
 // above its soft disk watermark.
 func pickSharedCell(ctx context.Context, tx pgx.Tx) (pool, cell string, err error) {
+	return pickCellOf(ctx, tx, "")
+}
+
+// pickCellOf is pickSharedCell within one shared pool ("" for any), as a
+// tenant move to a shared pool places the tenant.
+func pickCellOf(ctx context.Context, tx pgx.Tx, onlyPool string) (pool, cell string, err error) {
 	err = tx.QueryRow(ctx, `
 		SELECT c.pool_id, c.id FROM cells c JOIN pools p ON p.id = c.pool_id
-		WHERE p.kind = 'shared' AND c.status = 'active'
+		WHERE p.kind = 'shared' AND c.status = 'active' AND ($1 = '' OR c.pool_id = $1)
 		  AND NOT EXISTS (SELECT 1 FROM brokers b WHERE b.cell_id = c.id AND b.status = 'active' AND b.disk_state <> 'ok')
 		ORDER BY (SELECT count(*) FROM tenants t WHERE t.home_cell_id = c.id),
 		         (SELECT count(*) FROM partitions x WHERE x.cell_id = c.id), c.id
-		LIMIT 1 FOR UPDATE OF c`).Scan(&pool, &cell)
+		LIMIT 1 FOR UPDATE OF c`, onlyPool).Scan(&pool, &cell)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", catalog.NoCapacity.New("no shared cell is accepting tenants now; try again later")
 	}

@@ -231,10 +231,13 @@ func (s *Server) createTopic(c echo.Context) error {
 }
 
 // lockTenant serializes a tenant's topic changes and returns its home cell
-// and quotas.
+// and quotas; it refuses them while the tenant moves to another cell.
 func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) (string, api.Quotas, error) {
 	var cell string
 	if err := tx.QueryRow(ctx, `SELECT home_cell_id FROM tenants WHERE id = $1 FOR UPDATE`, tenantID).Scan(&cell); err != nil {
+		return "", api.Quotas{}, err
+	}
+	if err := refuseWhileMoving(ctx, tx, tenantID); err != nil {
 		return "", api.Quotas{}, err
 	}
 	q, err := loadQuotas(ctx, tx, tenantID)

@@ -22,7 +22,7 @@ commands:
   tenants show TENANT_ID             one tenant, its load and quotas
   tenants suspend TENANT_ID          refuse the tenant's changes (reads go on)
   tenants resume TENANT_ID
-  quota show TENANT_ID
+` + tenantMovesUsage + `  quota show TENANT_ID
   quota set TENANT_ID [-produce-bytes-per-sec N] [-fetch-bytes-per-sec N] ...
   pools list
   cells list
@@ -89,6 +89,9 @@ func admin(ctx context.Context, args []string, out io.Writer, getenv func(string
 		return err
 	}
 	if handled, err := adminMoves(ctx, c, p, out, rest); handled {
+		return err
+	}
+	if handled, err := adminTenantMoves(ctx, c, p, out, rest); handled {
 		return err
 	}
 	oc := oncall{c: c, p: p, out: out, hc: lt.httpClient(), apiURL: *apiURL, keyID: id, secret: secret, metrics: getenv("SLUICE_METRICS_URL")}

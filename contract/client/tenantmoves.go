@@ -1,0 +1,43 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/sluicehq/sluice/contract/api"
+)
+
+// AdminMoveTenant starts moving a tenant to a cell of pool.
+func (c *Client) AdminMoveTenant(ctx context.Context, tenantID, pool string) (api.TenantMove, error) {
+	return call[api.TenantMove](ctx, c, http.MethodPost, "/v1/admin/tenants/"+esc(tenantID)+"/move", api.MoveTenantRequest{Pool: pool})
+}
+
+// AdminTenantMoves lists tenant moves, oldest first; state and tenant,
+// when not empty, narrow the list.
+func (c *Client) AdminTenantMoves(ctx context.Context, state, tenantID string) ([]api.TenantMove, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	if tenantID != "" {
+		q.Set("tenant", tenantID)
+	}
+	path := "/v1/admin/tenant-moves"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return all[api.TenantMove](ctx, c, path)
+}
+
+// AdminTenantMove returns one tenant move with its partitions.
+func (c *Client) AdminTenantMove(ctx context.Context, id int64) (api.TenantMove, error) {
+	return call[api.TenantMove](ctx, c, http.MethodGet, "/v1/admin/tenant-moves/"+strconv.FormatInt(id, 10), nil)
+}
+
+// AdminCancelTenantMove rolls back a tenant move that has not reached
+// promoting.
+func (c *Client) AdminCancelTenantMove(ctx context.Context, id int64) (api.TenantMove, error) {
+	return call[api.TenantMove](ctx, c, http.MethodPost, "/v1/admin/tenant-moves/"+strconv.FormatInt(id, 10)+"/cancel", struct{}{})
+}

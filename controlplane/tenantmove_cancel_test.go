@@ -1,0 +1,208 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/wire"
+)
+
+// TestTenantMoveCancelBeforePromote: a move cancelled while fencing
+// unfences the source, drops its grant and the destination's copy of the
+// tenant, keeps the tenant home and its quotas whole; the tenant may move
+// again at once.
+func TestTenantMoveCancelBeforePromote(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	tid := m.tn.Tenant.ID
+	fullQuotas := findTenant(m.state("cell-1"), tid).Quotas
+	mv, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true}))
+	m.wantState(mv.ID, "fencing")
+	v1, v2 := m.state("cell-1").StateVersion, m.state("cell-2").StateVersion
+	got, err := m.op.AdminCancelTenantMove(ctx, mv.ID)
+	if err != nil || got.State != "cancelled" || got.FinishedAt == nil || len(got.Partitions) != 0 {
+		t.Fatalf("cancel while fencing: %+v, %v", got, err)
+	}
+	src, dst := m.state("cell-1"), m.state("cell-2")
+	if src.StateVersion <= v1 || dst.StateVersion <= v2 {
+		t.Fatal("a cancel did not bump both cells")
+	}
+	st := findTenant(src, tid)
+	if st == nil || st.Move != nil || st.Quotas != fullQuotas || len(src.MirrorGrants) != 0 {
+		t.Fatalf("source after the cancel: tenant %+v, grants %+v", st, src.MirrorGrants)
+	}
+	for _, x := range tenantTopics(src, tid) {
+		if x.Fenced {
+			t.Fatalf("topic %s still fenced after the cancel", x.ID)
+		}
+	}
+	if k, _ := countKeys(dst, tid); findTenant(dst, tid) != nil || k != 0 || len(tenantTopics(dst, tid)) != 0 {
+		t.Fatalf("destination still lists the tenant after the cancel: %+v", dst)
+	}
+	if cell, _ := m.home(); cell != "cell-1" {
+		t.Fatalf("tenant home %s after the cancel", cell)
+	}
+	// Reports after the cancel change nothing; a second cancel is refused.
+	m.reportAs("cell-1", m.leads("cell-1", wire.MirrorStatus{Fenced: true}))
+	if got := m.tenantMove(mv.ID); got.State != "cancelled" {
+		t.Fatalf("a report moved a cancelled move to %s", got.State)
+	}
+	if _, err := m.op.AdminCancelTenantMove(ctx, mv.ID); !client.IsCode(err, "invalid_request") || !strings.Contains(err.Error(), "is cancelled") {
+		t.Fatalf("cancel a cancelled move: %v", err)
+	}
+	if _, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1"); err != nil {
+		t.Fatalf("move again after the cancel: %v", err)
+	}
+}
+
+// TestTenantMoveCancelRefusedAfterPromote: from promoting on the
+// destination may hold writes, so a cancel is refused and changes nothing.
+func TestTenantMoveCancelRefusedAfterPromote(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	mv := m.toPromoting()
+	for _, step := range []string{"promoting", "switching"} {
+		v1, v2 := m.state("cell-1").StateVersion, m.state("cell-2").StateVersion
+		_, err := m.op.AdminCancelTenantMove(ctx, mv.ID)
+		if !client.IsCode(err, "invalid_request") || !strings.Contains(err.Error(), "a move back is a new move") {
+			t.Fatalf("cancel while %s: %v", step, err)
+		}
+		m.wantState(mv.ID, step)
+		if m.state("cell-1").StateVersion != v1 || m.state("cell-2").StateVersion != v2 {
+			t.Fatalf("a refused cancel while %s bumped a cell", step)
+		}
+		m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Promoted: true}))
+	}
+}
+
+// TestTenantMoveResumesAfterRestart: the move lives in Postgres, so
+// another control plane on the same database (a restarted one) publishes
+// the same states and advances the move from the reports it gets.
+func TestTenantMoveResumesAfterRestart(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "dedicated-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true}))
+	m.wantState(mv.ID, "fencing")
+	other := m.secondServer()
+	for _, cell := range []string{"cell-1", "cell-2"} {
+		a := m.state(cell)
+		b, _, err := other[cell].CellState(ctx, cell, -1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.GeneratedAt, b.GeneratedAt = a.GeneratedAt.UTC(), a.GeneratedAt.UTC()
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			t.Fatalf("cell %s state differs between the control planes:\n%s\n%s", cell, ja, jb)
+		}
+	}
+	if err := m.reportVia(other["cell-1"], "cell-1", m.leads("cell-1", wire.MirrorStatus{Fenced: true})); err != nil {
+		t.Fatal(err)
+	}
+	m.wantState(mv.ID, "promoting")
+	if err := m.reportVia(other["cell-2"], "cell-2", m.leads("cell-2", wire.MirrorStatus{Promoted: true})); err != nil {
+		t.Fatal(err)
+	}
+	m.wantState(mv.ID, "switching")
+}
+
+// TestTenantMoveTwoControlPlanes: two control planes get, at once,
+// reports that each complete the same step (two destination brokers that
+// both believe they lead, and a source report beside them); the switch
+// happens exactly once and no report fails.
+func TestTenantMoveTwoControlPlanes(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	mv := m.toPromoting()
+	other := m.secondServer()
+	promoted := func(broker string, node int) wire.Report {
+		ms := wire.MirrorStatus{Promoted: true}
+		return wire.Report{BrokerID: broker, Partitions: []wire.PartitionStatus{mirrorStatus(m.topic, 0, node, ms), mirrorStatus(m.topic, 1, node, ms)}}
+	}
+	reports := []struct {
+		c      *client.Client
+		cell   string
+		report wire.Report
+	}{
+		{m.cells["cell-2"], "cell-2", promoted("cell-2-b1", 1)},
+		{other["cell-2"], "cell-2", promoted("cell-2-b2", 2)},
+		{other["cell-1"], "cell-1", m.leads("cell-1", wire.MirrorStatus{Fenced: true})},
+		{m.cells["cell-1"], "cell-1", wire.Report{BrokerID: "cell-1-b2"}},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(reports))
+	for _, r := range reports {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- m.reportVia(r.c, r.cell, r.report)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent report: %v", err)
+		}
+	}
+	got := m.wantState(mv.ID, "switching")
+	var switches int
+	if err := m.db.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'tenant.move.switching'`).Scan(&switches); err != nil || switches != 1 {
+		t.Fatalf("%d switches audited (%v), want 1", switches, err)
+	}
+	if src := m.state("cell-1"); src.StateVersion != *got.SwitchVersion || findTenant(src, m.tn.Tenant.ID) != nil {
+		t.Fatalf("source state %d (switch %d) after the concurrent reports", src.StateVersion, *got.SwitchVersion)
+	}
+}
+
+// TestTenantMovesRaceForOneDedicatedCell: two tenants moved at once, each
+// through its own control plane, to a dedicated pool with one free cell:
+// one move gets the cell, the other is refused no_capacity.
+func TestTenantMovesRaceForOneDedicatedCell(t *testing.T) {
+	m := newTenantMoveEnv(t)
+	ctx := context.Background()
+	other := m.signup("rival")
+	second := m.secondOperator()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, c := range []struct {
+		op     *client.Client
+		tenant string
+	}{{m.op, m.tn.Tenant.ID}, {second, other.Tenant.ID}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.op.AdminMoveTenant(ctx, c.tenant, "dedicated-1")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var ok, refused int
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case client.IsCode(err, "no_capacity"):
+			refused++
+		default:
+			t.Fatalf("concurrent move: %v", err)
+		}
+	}
+	if ok != 1 || refused != 1 {
+		t.Fatalf("%d moves started and %d refused, want one of each", ok, refused)
+	}
+}

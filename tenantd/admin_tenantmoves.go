@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
+)
+
+// The tenant-move commands: move a tenant to another pool, then list,
+// show, watch and cancel the moves. The control plane drives the move
+// from the two cells' reports; these commands only ask for it and watch.
+
+// tenantMovesUsage is admin's usage lines for the tenant-move commands.
+const tenantMovesUsage = `  tenants move TENANT_ID -pool POOL [-watch] [-interval 2s]   move a tenant live to a cell of another pool (-watch: follow it until done)
+  tenants moves list [-state mirroring|fencing|promoting|switching|offsets|done|cancelled] [-tenant T]
+  tenants moves show MOVE_ID         one tenant move: its state, what holds it back, each partition's lag and fence
+  tenants moves cancel MOVE_ID       roll a move back before promoting (after it, a move back is a new move)
+`
+
+var tenantMoveStates = []string{"mirroring", "fencing", "promoting", "switching", "offsets", "done", "cancelled"}
+
+// adminTenantMoves runs a tenant-move command; handled is false for any
+// other command.
+func adminTenantMoves(ctx context.Context, c *client.Client, p printer, out io.Writer, rest []string) (handled bool, err error) {
+	switch rest[0] + " " + rest[1] {
+	case "tenants move":
+		return true, tenantMove(ctx, c, p, out, rest)
+	case "tenants moves":
+	default:
+		return false, nil
+	}
+	if len(rest) < 3 {
+		return true, fmt.Errorf("admin: tenants moves: name list, show or cancel")
+	}
+	switch rest[2] {
+	case "list":
+		return true, tenantMovesList(ctx, c, p, out, rest[3:])
+	case "show":
+		return true, tenantMoveDo(ctx, p, rest, c.AdminTenantMove)
+	case "cancel":
+		return true, tenantMoveDo(ctx, p, rest, c.AdminCancelTenantMove)
+	}
+	return true, fmt.Errorf("admin: tenants moves %s: unknown command; want list, show or cancel", rest[2])
+}
+
+func tenantMove(ctx context.Context, c *client.Client, p printer, out io.Writer, rest []string) error {
+	tid, err := arg(rest, 2, "TENANT_ID")
+	if err != nil {
+		return err
+	}
+	var pool string
+	var watch bool
+	var interval time.Duration
+	if err := parseSub("tenants move", out, rest[3:], func(fs *flag.FlagSet) {
+		fs.StringVar(&pool, "pool", "", "the pool to move the tenant to (required)")
+		fs.BoolVar(&watch, "watch", false, "follow the move, printing each change, until it is done or cancelled")
+		fs.DurationVar(&interval, "interval", 2*time.Second, "how often -watch looks")
+	}); err != nil {
+		return err
+	}
+	switch {
+	case pool == "":
+		return fmt.Errorf("admin: tenants move: -pool is required")
+	case interval < 100*time.Millisecond:
+		return fmt.Errorf("admin: tenants move: -interval must be at least 100ms (got %s)", interval)
+	}
+	m, err := c.AdminMoveTenant(ctx, tid, pool)
+	if err != nil {
+		return err
+	}
+	if !watch {
+		return tenantMoveShow(p, m)
+	}
+	last := ""
+	for {
+		if line := tenantMoveLine(m); line != last {
+			if p.json {
+				if err := p.value(m); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(out, "%s  %s\n", time.Now().UTC().Format(time.RFC3339), line)
+			}
+			last = line
+		}
+		if m.FinishedAt != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+		if m, err = c.AdminTenantMove(ctx, m.ID); err != nil {
+			return err
+		}
+	}
+}
+
+// tenantMoveLine is one line of -watch: the state, the partitions'
+// largest lag and fenced and promoted counts, and what holds the move.
+func tenantMoveLine(m api.TenantMove) string {
+	var lag int64 = -1
+	fenced, promoted := 0, 0
+	for _, p := range m.Partitions {
+		if p.Lag != nil {
+			lag = max(lag, *p.Lag)
+		}
+		if p.Fenced {
+			fenced++
+		}
+		if p.Promoted {
+			promoted++
+		}
+	}
+	lagText := "-"
+	if lag >= 0 {
+		lagText = strconv.FormatInt(lag, 10)
+	}
+	line := fmt.Sprintf("move %d of %s %s -> %s: %s; max lag %s, %d/%d fenced, %d/%d promoted", m.ID, m.TenantID, m.SourceCellID,
+		m.DestCellID, m.State, lagText, fenced, len(m.Partitions), promoted, len(m.Partitions))
+	if m.Error != "" {
+		line += "; " + m.Error
+	}
+	return line
+}
+
+func tenantMoveDo(ctx context.Context, p printer, rest []string, do func(context.Context, int64) (api.TenantMove, error)) error {
+	raw, err := arg(rest, 3, "MOVE_ID")
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 1 {
+		return fmt.Errorf("admin: tenants moves %s: MOVE_ID %q is not a tenant move id (a whole number)", rest[2], raw)
+	}
+	if len(rest) > 4 {
+		return fmt.Errorf("admin: tenants moves %s: unexpected arguments %s", rest[2], strings.Join(rest[4:], " "))
+	}
+	m, err := do(ctx, id)
+	if err != nil {
+		return err
+	}
+	return tenantMoveShow(p, m)
+}
+
+// tenantMoveShow prints a move's fields, then its partitions as a table.
+func tenantMoveShow(p printer, m api.TenantMove) error {
+	if p.json {
+		return p.value(m)
+	}
+	parts := m.Partitions
+	m.Partitions = nil
+	if err := p.value(m); err != nil {
+		return err
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(p.w)
+	return table(p, parts, []string{"TOPIC", "PART", "REPLICAS", "MIRRORING", "LAG", "FENCED", "PROMOTED", "ERROR"}, func(x api.TenantMovePartition) []any {
+		lag := "-"
+		if x.Lag != nil {
+			lag = strconv.FormatInt(*x.Lag, 10)
+		}
+		return []any{x.Topic + " (" + x.TopicID + ")", x.Partition, nodes(x.Replicas), x.Mirroring, lag, x.Fenced, x.Promoted,
+			firstNonEmpty(x.MirrorError, "-")}
+	})
+}
+
+func tenantMovesList(ctx context.Context, c *client.Client, p printer, out io.Writer, args []string) error {
+	var state, tenant string
+	if err := parseSub("tenants moves list", out, args, func(fs *flag.FlagSet) {
+		fs.StringVar(&state, "state", "", "only moves in this state: "+strings.Join(tenantMoveStates, ", "))
+		fs.StringVar(&tenant, "tenant", "", "only this tenant's moves")
+	}); err != nil {
+		return err
+	}
+	if state != "" && !slices.Contains(tenantMoveStates, state) {
+		return fmt.Errorf("admin: tenants moves list: -state %q: want %s", state, strings.Join(tenantMoveStates, ", "))
+	}
+	ms, err := c.AdminTenantMoves(ctx, state, tenant)
+	if err != nil {
+		return err
+	}
+	return table(p, ms, []string{"ID", "TENANT", "FROM", "TO", "POOL", "STATE", "PARTITIONS", "CREATED", "ERROR"}, func(m api.TenantMove) []any {
+		return []any{m.ID, m.TenantID, m.SourceCellID, m.DestCellID, m.PoolID, m.State, len(m.Partitions),
+			m.CreatedAt.UTC().Format(time.RFC3339), firstNonEmpty(m.Error, "-")}
+	})
+}
