@@ -145,7 +145,7 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		}
 		return []wire.PartitionStatus{}
 	}
-	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log,
+	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log, OffsetsImported: cfg.parts.offsetsImported,
 		Groups:    gl.report,
 		Soon:      gl.soon,
 		DiskState: func() string { return iso.adm.DiskState().String() },
@@ -289,6 +289,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	for {
 		changed := syncer.Changed()
 		var retryC <-chan time.Time // nil unless the last Apply failed
+		coord.SetMoves(syncer.View().Tenants)
 		err := m.Apply(ctx, syncer.View())
 		cfg.applied.set(err)
 		if err != nil && ctx.Err() == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/keyhome"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 )
 
@@ -60,6 +61,12 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 	if cfg.TLS != nil {
 		hc.ForwardCAs = cfg.TLS.roots
 	}
+	// Keys of other cells' tenants: the control plane checks them and says
+	// where they live, and the request is proxied there.
+	cell := client.New(cfg.APIURL, client.WithAPIKey(cfg.CellKeyID, cfg.CellKeySecret), client.WithHTTPClient(cfg.TLS.httpClient()))
+	hc.Homes = keyhome.HomesFunc(func(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
+		return cell.KeyHome(ctx, cfg.Cell, keyID, secret)
+	})
 	if cfg.adm != nil {
 		hc.Admit, hc.Record = httpapi.AdmitWith(cfg.adm)
 	}

@@ -94,8 +94,10 @@ type TenantMove struct {
 	HoldGroups bool `json:"hold_groups,omitempty"`
 	// GroupOffsets (destination): the tenant's final committed offsets on
 	// the source, to commit before the groups are released. A coordinator
-	// commits them for a group that has no commit of its own since.
-	GroupOffsets []CommittedOffset `json:"group_offsets,omitempty"`
+	// commits them for a group that has no commit of its own since. An
+	// empty list (not null: a tenant without committed offsets) asks for an
+	// import of nothing, acknowledged at once; null asks for none.
+	GroupOffsets []CommittedOffset `json:"group_offsets"`
 }
 
 // Tenant move roles.

@@ -35,6 +35,10 @@ type ReporterConfig struct {
 	// the last call (Syncer.TakeKeysUsed); the control plane notes their
 	// use. Keys of a report that fails are noted again on their next use.
 	KeysUsed func() []string
+	// OffsetsImported, when set, returns the offsets partitions this
+	// broker leads that hold a moving tenant's imported offsets
+	// (groups.Coordinator.OffsetsImported).
+	OffsetsImported func() []wire.OffsetsImport
 	// HTTPScheme is the scheme of the broker's HTTP data API ("http" or
 	// "https"), reported so the control plane lists usable endpoints;
 	// empty reports none (taken as http).
@@ -137,6 +141,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 	}
 	if r.cfg.KeysUsed != nil {
 		rep.KeysUsed = r.cfg.KeysUsed()
+	}
+	if r.cfg.OffsetsImported != nil {
+		rep.OffsetsImported = r.cfg.OffsetsImported()
 	}
 	return r.cfg.API.CellReport(ctx, r.cfg.Cell, rep)
 }

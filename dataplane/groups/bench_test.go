@@ -102,7 +102,7 @@ func BenchmarkLoad(b *testing.B) {
 	commitHistory(b, co, commits)
 	b.ResetTimer()
 	for range b.N {
-		groups, records, err := co.replay(l)
+		groups, _, records, err := co.replay(l)
 		if err != nil || records != commits*12 || len(groups) != 500 {
 			b.Fatalf("replay: %d records, %d groups, %v", records, len(groups), err)
 		}
@@ -146,7 +146,7 @@ func BenchmarkLoadCompaction(b *testing.B) {
 	commitHistory(b, co, commits)
 	replay := func(b *testing.B, want int) {
 		for range b.N {
-			groups, records, err := co.replay(l)
+			groups, _, records, err := co.replay(l)
 			if err != nil || records != want || len(groups) != 500 {
 				b.Fatalf("replay: %d records (want %d), %d groups, %v", records, want, len(groups), err)
 			}
@@ -164,7 +164,7 @@ func BenchmarkLoadCompaction(b *testing.B) {
 				return false
 			}
 		}
-		_, records, err := co.replay(l)
+		_, _, records, err := co.replay(l)
 		return err == nil && records == live
 	})
 	b.Run("after", func(b *testing.B) { replay(b, live) })

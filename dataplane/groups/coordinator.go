@@ -106,6 +106,8 @@ type Coordinator struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	checks atomic.Int64 // periodic checks run, for tests
+	// moves are the tenants moving to this cell (SetMoves).
+	moves atomic.Pointer[moveSet]
 }
 
 // A shard's states.
@@ -126,6 +128,11 @@ type shard struct {
 	session uint64 // bumped at every load and unload
 	log     Log
 	groups  map[gkey]*group
+	// imports are the moving tenants' import markers of the partition
+	// (move.go); importing, the tenants whose import is being written.
+	imports     map[string]importMark
+	importing   map[string]bool
+	importAfter time.Time // no import starts before, after a failed one
 }
 
 type gkey struct{ tenant, group string }
@@ -139,7 +146,7 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{cfg: cfg, stop: make(chan struct{})}
 	for p := range cfg.Partitions {
-		c.shards = append(c.shards, &shard{id: int32(p), groups: map[gkey]*group{}})
+		c.shards = append(c.shards, &shard{id: int32(p), groups: map[gkey]*group{}, importing: map[string]bool{}})
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -285,6 +292,9 @@ func (c *Coordinator) write(ctx context.Context, l Log, recs []kv) error {
 // Join handles a member's JoinGroup; it blocks until the rebalance
 // completes (or ctx ends).
 func (c *Coordinator) Join(ctx context.Context, r JoinRequest) (JoinResult, error) {
+	if err := c.held(r.TenantID); err != nil {
+		return JoinResult{MemberID: r.MemberID}, err
+	}
 	if err := checkGroupID(r.Group); err != nil {
 		return JoinResult{MemberID: r.MemberID}, err
 	}
@@ -344,6 +354,9 @@ func (c *Coordinator) group(tenantID, group string, missing error) (*shard, *gro
 // → bytes), which are written to the offsets partition before anyone gets
 // its own.
 func (c *Coordinator) Sync(ctx context.Context, tenantID, group, memberID, instanceID string, generation int32, assignments map[string][]byte) ([]byte, error) {
+	if err := c.held(tenantID); err != nil {
+		return nil, err
+	}
 	sh, g, l, err := c.group(tenantID, group, ErrUnknownMember)
 	if err != nil {
 		return nil, err
@@ -386,6 +399,9 @@ func (c *Coordinator) Sync(ctx context.Context, tenantID, group, memberID, insta
 
 // Heartbeat handles a member's Heartbeat.
 func (c *Coordinator) Heartbeat(ctx context.Context, tenantID, group, memberID, instanceID string, generation int32) error {
+	if err := c.held(tenantID); err != nil {
+		return err
+	}
 	sh, g, _, err := c.group(tenantID, group, ErrUnknownMember)
 	if err != nil {
 		return err
@@ -412,6 +428,9 @@ func (c *Coordinator) Leave(ctx context.Context, tenantID, group string, members
 // LeaveMembers is Leave with an outcome per member (LeaveGroup v3+); err
 // is for the group as a whole.
 func (c *Coordinator) LeaveMembers(ctx context.Context, tenantID, group string, members []MemberIdentity) ([]error, error) {
+	if err := c.held(tenantID); err != nil {
+		return nil, err
+	}
 	errs := make([]error, len(members))
 	sh, g, _, err := c.group(tenantID, group, errNoGroup)
 	if err == errNoGroup {
@@ -437,6 +456,9 @@ func (c *Coordinator) LeaveMembers(ctx context.Context, tenantID, group string, 
 // must match (ErrIllegalGeneration, ErrUnknownMember). It returns once the
 // commit is durable on a majority of the offsets partition's replicas.
 func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, memberID, instanceID string, generation int32, offsets []OffsetCommit) error {
+	if err := c.held(tenantID); err != nil {
+		return err
+	}
 	if err := checkGroupID(group); err != nil {
 		return err
 	}
@@ -510,6 +532,9 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 // them). Partitions without a commit are absent; so is everything of a
 // group that does not exist.
 func (c *Coordinator) FetchOffsets(ctx context.Context, tenantID, group string, parts []TopicPartition) (map[TopicPartition]Committed, error) {
+	if err := c.held(tenantID); err != nil {
+		return nil, err
+	}
 	sh, g, _, err := c.group(tenantID, group, nil)
 	if err != nil {
 		return nil, err
@@ -537,6 +562,9 @@ func (c *Coordinator) FetchOffsets(ctx context.Context, tenantID, group string, 
 // (OffsetDelete). Whether the group's members still consume them is the
 // caller's check: this package does not read the consumer protocol.
 func (c *Coordinator) DeleteOffsets(ctx context.Context, tenantID, groupID string, parts []TopicPartition) error {
+	if err := c.held(tenantID); err != nil {
+		return err
+	}
 	return c.tombstone(ctx, tenantID, groupID, func(g *group) ([]TopicPartition, bool, error) {
 		var del []TopicPartition
 		for _, tp := range parts {
@@ -552,6 +580,12 @@ func (c *Coordinator) DeleteOffsets(ctx context.Context, tenantID, groupID strin
 // group's outcome (nil = deleted).
 func (c *Coordinator) DeleteGroups(ctx context.Context, tenantID string, groups []string) map[string]error {
 	out := map[string]error{}
+	if err := c.held(tenantID); err != nil {
+		for _, name := range groups {
+			out[name] = err
+		}
+		return out
+	}
 	for _, name := range groups {
 		out[name] = c.tombstone(ctx, tenantID, name, func(g *group) ([]TopicPartition, bool, error) {
 			if g.state != StateEmpty || len(g.members) > 0 {
@@ -624,8 +658,12 @@ func (c *Coordinator) tombstone(ctx context.Context, tenantID, name string, pick
 	return nil
 }
 
-// ListGroups lists the tenant's groups this broker coordinates.
-func (c *Coordinator) ListGroups(tenantID string) []GroupSummary {
+// ListGroups lists the tenant's groups this broker coordinates; a held
+// tenant's (move.go) get a retriable error instead.
+func (c *Coordinator) ListGroups(tenantID string) ([]GroupSummary, error) {
+	if err := c.held(tenantID); err != nil {
+		return nil, err
+	}
 	var out []GroupSummary
 	for _, sh := range c.shards {
 		sh.mu.Lock()
@@ -639,7 +677,7 @@ func (c *Coordinator) ListGroups(tenantID string) []GroupSummary {
 		sh.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	return out
+	return out, nil
 }
 
 // DescribeGroup describes a tenant's group. A group that does not exist
@@ -647,6 +685,9 @@ func (c *Coordinator) ListGroups(tenantID string) []GroupSummary {
 // DescribeGroups answers).
 func (c *Coordinator) DescribeGroup(tenantID, group string) (GroupDescription, error) {
 	dead := GroupDescription{GroupSummary: GroupSummary{Group: group, State: StateDead}}
+	if err := c.held(tenantID); err != nil {
+		return dead, err
+	}
 	sh, g, _, err := c.group(tenantID, group, ErrGroupNotFound)
 	if err != nil {
 		return dead, err

@@ -166,10 +166,10 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 	if all := nco.AllCommitted(); len(all) != 1 || all[0].TenantID != tenant || all[0].Group != "g" || all[0].Offset != 10 {
 		t.Fatalf("all committed: %+v", all)
 	}
-	if l := nco.ListGroups(tenant); len(l) != 1 || l[0].Group != "g" || l[0].State != groups.StateStable {
+	if l, _ := nco.ListGroups(tenant); len(l) != 1 || l[0].Group != "g" || l[0].State != groups.StateStable {
 		t.Fatalf("list groups: %+v", l)
 	}
-	if l := nco.ListGroups("tenant-2"); len(l) != 0 {
+	if l, _ := nco.ListGroups("tenant-2"); len(l) != 0 {
 		t.Fatalf("another tenant lists %+v", l)
 	}
 

@@ -14,5 +14,6 @@
 // one that does not exist. Offsets are keyed by topic id, never by name.
 //
 // tenantd wires it; the front doors import it. It imports the data plane's
-// log package and the control plane's catalogue only.
+// log package, the catalogue and the wire contract (a moving tenant's
+// marker: move.go) only.
 package groups

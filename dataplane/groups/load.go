@@ -50,6 +50,7 @@ func (c *Coordinator) check() {
 			c.wg.Add(1)
 			go c.load(sh, l, sess, epoch)
 		case sh.status == shardLoaded:
+			c.startImports(sh, now)
 			for k, g := range sh.groups {
 				g.tick(now)
 				if g.emptied && g.state == StateEmpty {
@@ -85,7 +86,7 @@ func (c *Coordinator) unload(sh *shard) {
 			}
 		}
 	}
-	sh.groups = map[gkey]*group{}
+	sh.groups, sh.imports = map[gkey]*group{}, nil
 	sh.status, sh.log = shardNotLeader, nil
 	sh.session++
 }
@@ -101,7 +102,7 @@ const loadChunk = 1 << 20
 func (c *Coordinator) load(sh *shard, l Log, sess uint64, epoch int32) {
 	defer c.wg.Done()
 	start := time.Now()
-	groups, records, err := c.replay(l)
+	groups, marks, records, err := c.replay(l)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.session != sess {
@@ -117,27 +118,29 @@ func (c *Coordinator) load(sh *shard, l Log, sess uint64, epoch int32) {
 			delete(groups, k)
 		}
 	}
-	sh.groups, sh.status = groups, shardLoaded
+	sh.groups, sh.imports, sh.status = groups, marks, shardLoaded
 	c.cfg.Changed()
 	c.cfg.Logger.Info("offsets partition loaded; coordinating its groups", "offsets_partition", sh.id, "epoch", epoch,
 		"groups", len(groups), "records", records, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// replay rebuilds the groups of an offsets partition from its log.
-func (c *Coordinator) replay(l Log) (map[gkey]*group, int, error) {
+// replay rebuilds the groups of an offsets partition, and its moving
+// tenants' import markers, from its log.
+func (c *Coordinator) replay(l Log) (map[gkey]*group, map[string]importMark, int, error) {
 	groups := map[gkey]*group{}
+	marks := map[string]importMark{}
 	now := c.cfg.Now()
 	off, hw := l.LogStartOffset(), l.HighWatermark()
 	records := 0
 	for off < hw {
 		sl, _, err := l.Fetch(off, loadChunk)
 		if err != nil {
-			return nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
+			return nil, nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
 		}
 		b, err := sl.AppendTo(nil)
 		sl.Release()
 		if err != nil {
-			return nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
+			return nil, nil, records, fmt.Errorf("read offsets partition at %d: %w", off, err)
 		}
 		if len(b) == 0 {
 			// The offsets partitions are compacted: a read from inside a
@@ -147,27 +150,40 @@ func (c *Coordinator) replay(l Log) (map[gkey]*group, int, error) {
 		}
 		next, err := eachRecord(b, func(offset int64, r kv) error {
 			records++
-			if err := applyRecord(groups, now, c.cfg.InitialRebalanceDelay, r); err != nil {
+			if err := applyRecord(groups, marks, now, c.cfg.InitialRebalanceDelay, r); err != nil {
 				return fmt.Errorf("offset %d: %w", offset, err)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, records, err
+			return nil, nil, records, err
 		}
 		if next <= off {
-			return nil, records, errors.New("offsets partition read made no progress")
+			return nil, nil, records, errors.New("offsets partition read made no progress")
 		}
 		off = next
 	}
-	return groups, records, nil
+	return groups, marks, records, nil
 }
 
-// applyRecord applies one offsets-partition record to groups.
-func applyRecord(groups map[gkey]*group, now time.Time, delay time.Duration, r kv) error {
+// applyRecord applies one offsets-partition record to groups, or to marks
+// for an import marker.
+func applyRecord(groups map[gkey]*group, marks map[string]importMark, now time.Time, delay time.Duration, r kv) error {
 	k, err := decodeKey(r.key)
 	if err != nil {
 		return err
+	}
+	if k.kind == kindImport {
+		if r.value == nil {
+			delete(marks, k.tenant)
+			return nil
+		}
+		m, err := decodeImport(r.value)
+		if err != nil {
+			return err
+		}
+		marks[k.tenant] = m
+		return nil
 	}
 	gk := gkey{k.tenant, k.group}
 	g := groups[gk]

@@ -19,6 +19,7 @@ import (
 //	group value v0:    version=0 | protocol type | protocol | generation int32 | leader | member count int32 |
 //	                   members: id | instance id | client id | client host | session ms int32 |
 //	                            rebalance ms int32 | metadata bytes | assignment bytes
+//	import value v0:   version=0 | digest | import time (unix ms) int64   (kind import: group is empty)
 //
 // A decoder refuses versions it does not know, trailing bytes, and
 // anything out of range: a new version must be rolled out to every broker
@@ -27,9 +28,13 @@ const (
 	keyVersion         = 0
 	offsetValueVersion = 0
 	groupValueVersion  = 0
+	importValueVersion = 0
 
 	kindOffset byte = 1
 	kindGroup  byte = 2
+	// kindImport marks a moving tenant's offsets import as done in this
+	// partition (move.go); one per tenant, its group name empty.
+	kindImport byte = 3
 )
 
 // recordKey identifies what a record sets or deletes.
@@ -216,6 +221,10 @@ func decodeKey(b []byte) (recordKey, error) {
 		if d.err == nil && k.tp.Partition < 0 {
 			d.err = fmt.Errorf("%w: partition %d", errBadRecord, k.tp.Partition)
 		}
+	case k.kind == kindImport:
+		if k.group != "" {
+			d.err = fmt.Errorf("%w: an import marker names a group", errBadRecord)
+		}
 	case k.kind != kindGroup:
 		d.err = fmt.Errorf("%w: record kind %d", errBadRecord, k.kind)
 	}
@@ -269,4 +278,31 @@ func decodeGroup(b []byte) (groupRecord, error) {
 		return groupRecord{}, err
 	}
 	return g, nil
+}
+
+// importMark is the value of an import marker: the digest of the entries
+// the import committed in this partition, and when.
+type importMark struct {
+	digest string
+	at     time.Time
+}
+
+func encodeImport(m importMark) []byte {
+	e := &enc{}
+	e.u16(importValueVersion)
+	e.str(m.digest)
+	e.i64(m.at.UnixMilli())
+	return e.b
+}
+
+func decodeImport(b []byte) (importMark, error) {
+	d := &dec{b: b}
+	d.version("import value", importValueVersion)
+	m := importMark{digest: d.str()}
+	ms := d.i64()
+	if err := d.done(); err != nil {
+		return importMark{}, err
+	}
+	m.at = time.UnixMilli(ms)
+	return m, nil
 }

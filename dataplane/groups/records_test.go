@@ -63,7 +63,7 @@ func TestRecordsRefuseUnknownVersions(t *testing.T) {
 }
 
 // FuzzDecodeRecords feeds arbitrary bytes to the offsets-partition
-// decoders (record batches, keys, offset and group values). Invariants:
+// decoders (record batches, keys, offset, group and import values). Invariants:
 // no panic, no allocation beyond what the input's length justifies (the
 // member count is bounded before allocating), and whatever decodes
 // re-encodes to the same bytes, so a replay is deterministic.
@@ -72,6 +72,8 @@ func FuzzDecodeRecords(f *testing.F) {
 	f.Add(encodeKey(recordKey{kind: kindGroup, tenant: "t", group: "g"}))
 	f.Add(encodeOffset(Committed{Offset: 5, LeaderEpoch: -1, Metadata: "", CommittedAt: time.UnixMilli(9)}))
 	f.Add(encodeGroup(sampleGroup()))
+	f.Add(encodeKey(recordKey{kind: kindImport, tenant: "t"}))
+	f.Add(encodeImport(importMark{digest: "d", at: time.UnixMilli(7)}))
 	f.Add(makeBatch(1, []kv{{key: []byte("k"), value: []byte("v")}, {key: []byte("t")}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -83,6 +85,9 @@ func FuzzDecodeRecords(f *testing.F) {
 		}
 		if g, err := decodeGroup(b); err == nil && !bytes.Equal(encodeGroup(g), b) {
 			t.Fatalf("group %+v re-encodes differently", g)
+		}
+		if m, err := decodeImport(b); err == nil && !bytes.Equal(encodeImport(m), b) {
+			t.Fatalf("import marker %+v re-encodes differently", m)
 		}
 		_, _ = eachRecord(b, func(int64, kv) error { return nil })
 	})

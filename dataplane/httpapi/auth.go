@@ -41,6 +41,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return catalog.KeyExpired.New("")
 		case errors.Is(err, cellview.ErrTenantSuspended):
 			return catalog.TenantSuspended.New("")
+		case err != nil && s.homes != nil && !v.HasKey(id):
+			return s.followHome(c, v, id, secret)
 		case err != nil:
 			return catalog.Unauthenticated.New("the API key id or secret is wrong, or the key was revoked")
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/groups"
+	"github.com/sluicehq/sluice/dataplane/keyhome"
 	"github.com/sluicehq/sluice/dataplane/toptenants"
 	"github.com/sluicehq/sluice/dataplane/usage"
 )
@@ -103,6 +104,15 @@ type Config struct {
 	// certificate when TLS is set; nil means the system's roots. Ignored
 	// when Client is set.
 	ForwardCAs *x509.CertPool
+	// Homes, when set, is asked about API keys this cell does not know: a
+	// request with a valid key of a tenant homed on another cell is
+	// proxied to a broker of that cell (follow.go). Unset, such keys fail
+	// like any wrong key. Production: the control plane's key-home lookup
+	// with the broker's cell key, as the Kafka listener's.
+	Homes keyhome.Homes
+	// HomeLimits bound the lookups Homes serves; zero fields take their
+	// defaults.
+	HomeLimits keyhome.Limits
 	// Client forwards requests to other brokers; default a client with
 	// ForwardTimeout-bounded requests and no redirects.
 	Client *http.Client
@@ -162,6 +172,9 @@ func (c *Config) validate() error {
 	if c.RetryAttempts < 1 || c.RetryBackoff < 0 || c.RetryMaxBackoff < c.RetryBackoff {
 		return errors.New("httpapi config: RetryAttempts must be at least 1 and RetryMaxBackoff at least RetryBackoff")
 	}
+	if err := c.HomeLimits.Fill(); err != nil {
+		return fmt.Errorf("httpapi config: %w", err)
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -194,6 +207,8 @@ type Server struct {
 
 	sticky   atomic.Uint32 // spreads null-key publishes over partitions
 	sessions sessions      // HTTP group members this broker coordinates
+
+	homes *keyhome.Cache // key-home answers; nil without Config.Homes
 
 	// afterDeadLetter, when set (by tests, to inject a fault), runs after
 	// a dead letter is published and before its offset is committed.
@@ -229,6 +244,9 @@ func New(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, metrics: m, ctx: ctx, cancel: cancel}
 	s.sticky.Store(uint32(cfg.NodeID) * 7919)
+	if cfg.Homes != nil {
+		s.homes = keyhome.NewCache(cfg.Homes, cfg.HomeLimits, cfg.Now)
+	}
 	s.echo = s.routes()
 	s.hs = &http.Server{
 		Handler:           s.echo,

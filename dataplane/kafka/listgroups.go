@@ -15,7 +15,12 @@ func (c *conn) listGroups(r *kmsg.ListGroupsRequest) kmsg.Response {
 	for _, s := range r.StatesFilter {
 		states[s] = true
 	}
-	for _, g := range c.coordinator().ListGroups(c.tenant()) {
+	list, err := c.coordinator().ListGroups(c.tenant())
+	if err != nil {
+		resp.ErrorCode, _ = errCode(err) // ListGroups has no error message
+		return resp
+	}
+	for _, g := range list {
 		if len(states) > 0 && !states[g.State] {
 			continue
 		}

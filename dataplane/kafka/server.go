@@ -171,7 +171,10 @@ func (c *Config) validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return c.HomeLimits.fill()
+	if err := c.HomeLimits.Fill(); err != nil {
+		return fmt.Errorf("kafka config: %w", err)
+	}
+	return nil
 }
 
 // Server is a broker's Kafka listener.
