@@ -76,7 +76,7 @@ type brokerConfig struct {
 
 	adm     *admission.Admission // set by runBroker for startKafka
 	applied *applyState          // set by runBroker: the last reconciliation's outcome, for /readyz
-	parts   *brokerParts         // set by runBroker: what the broker's metrics read
+	parts   *brokerParts         // set by runBroker unless set (dev): what the broker's metrics read
 	usage   *metering.Meter      // set by runReplicas for the front doors
 }
 
@@ -113,7 +113,10 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		return err
 	}
 	var manager atomic.Pointer[replicas.Manager] // set while the replicas run
-	cfg.parts = newBrokerParts()
+	// dev passes its own parts, to see when its cell serves groups.
+	if cfg.parts == nil {
+		cfg.parts = newBrokerParts()
+	}
 	// runReplicas hands gl its group coordinator's committed offsets.
 	gl, err := newGroupLag(syncer, replicaOf(&manager), log)
 	if err != nil {

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/migrations"
@@ -155,8 +158,10 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 			readyErr = err
 			return
 		}
-		for _, b := range devBrokers {
-			bc := brokerConfig{Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
+		parts := make([]*brokerParts, len(devBrokers))
+		for i, b := range devBrokers {
+			parts[i] = newBrokerParts()
+			bc := brokerConfig{parts: parts[i], Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
 				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
 				Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt, SeedRate: cfg.SeedRate, MirrorRate: cfg.MirrorRate,
 				UsageSample: cfg.usageSample(), CompactInterval: cfg.CompactInterval}
@@ -172,6 +177,12 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 					log.Error("dev broker stopped", "broker", bc.BrokerID, "err", err)
 				}
 			}()
+		}
+		if err := devGroupsServed(sctx, parts, groups.DefaultPartitions, devReadyWait); err != nil {
+			if sctx.Err() == nil {
+				readyErr = err
+			}
+			return
 		}
 		fmt.Printf(`
 Sluice is running.
@@ -208,6 +219,48 @@ Sluice is running.
 		return nil
 	}
 	return err
+}
+
+// devReadyWait bounds how long dev waits for its cell to serve consumer
+// groups before it gives up (devGroupsServed): on an idle machine the
+// offsets partitions elect and load within a second or two of the brokers
+// starting.
+const devReadyWait = time.Minute
+
+// devGroupsServed waits, at most wait, until each of the dev cell's n
+// offsets partitions is served by one of its brokers' group coordinators
+// (the broker leads the partition and has loaded it), so that the banner
+// never precedes a README user's first group join, which would otherwise
+// get a retriable 503 while a partition still elects or loads. parts are
+// the brokers'; their coordinators appear as the brokers start.
+func devGroupsServed(ctx context.Context, parts []*brokerParts, n int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var unserved []string
+		for p := range int32(n) {
+			if !slices.ContainsFunc(parts, func(bp *brokerParts) bool {
+				c := bp.coord.Load()
+				return c != nil && c.Loaded(p)
+			}) {
+				unserved = append(unserved, strconv.Itoa(int(p)))
+			}
+		}
+		if len(unserved) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev cell %s not ready after %s: offsets partitions %s (of %d) have no leader serving consumer groups yet, "+
+				"so group joins would fail; the brokers' log above says why (on a very busy machine, try again when it is quieter)",
+				devBrokers[0].CellID, wait, strings.Join(unserved, ", "), n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the dev cell to serve groups: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // devTLSBanner tells how to reach the dev listeners over TLS: which CA

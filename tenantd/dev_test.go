@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -255,8 +256,9 @@ func TestDevReadmeFlow(t *testing.T) {
 	}
 
 	// The tour's consumer group: join, fetch the message, commit past it.
-	// A retriable answer (the group's offsets partition still electing
-	// its first leader, on a busy machine) is retried, as clients do.
+	// dev's banner waits for every offsets partition to be served
+	// (TestDevReadyServesGroups); a retriable answer (a coordinator that
+	// moved since, on a busy machine) is retried, as clients do.
 	status, joined := dataCall("POST", "/v1/groups/billing/members", `{"topics":["orders"]}`)
 	for deadline := time.Now().Add(30 * time.Second); status != 200 && joined["retriable"] == true && time.Now().Before(deadline); {
 		time.Sleep(200 * time.Millisecond) // a client's backoff, not a wait for state
@@ -492,5 +494,70 @@ func consoleBrowse(t *testing.T, consoleURL, email, password, topic string, part
 	}
 	if status, body := read(secret + "x"); status == http.StatusOK || strings.Contains(body, want) || !strings.Contains(body, "unauthenticated") && !strings.Contains(body, "wrong") {
 		t.Fatalf("a wrong secret read messages in the console: %d\n%.800s", status, body)
+	}
+}
+
+// TestDevReadyServesGroups: `tenantd dev` prints its banner only once
+// every offsets partition of its cell has a leader serving consumer
+// groups, so a README user's first group join is answered, not met with a
+// retriable 503 while a partition still elects or loads. The only retry
+// here is for the new key and topic to reach the brokers with the next
+// cell state (401 or 404); any 503 fails the test.
+func TestDevReadyServesGroups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs tenantd")
+	}
+	d := startDev(t)
+	call := func(method, path, auth, body string, want int) map[string]any {
+		t.Helper()
+		status, b := send(t, method, d.APIURL+path, auth, body)
+		if status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return out
+	}
+	call("POST", "/v1/signup", "", `{"tenant_name":"first","email":"dev@first.test","password":"correct horse 1"}`, 202)
+	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@first.test")+`"}`, 201)
+	token := signup["session"].(map[string]any)["token"].(string)
+	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"first"}`, 201)
+	call("POST", "/v1/topics", "Bearer "+token, `{"name":"orders","partitions":1}`, 201)
+	join := func() (int, []byte) {
+		req, _ := http.NewRequest("POST", "http://"+d.HTTPData+"/v1/groups/first-group/members", strings.NewReader(`{"topics":["orders"]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(key["id"].(string), key["secret"].(string))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	status, body := join()
+	for deadline := time.Now().Add(20 * time.Second); (status == 401 || status == 404) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond) // the next cell state's poll, not a wait for a leader
+		status, body = join()
+	}
+	if status != 200 {
+		t.Fatalf("first group join after the banner: %d %s, want 200 (a 503 means dev reported ready before its offsets partitions served groups)\n%s", status, body, d.Stderr.String())
+	}
+}
+
+// TestDevGroupsServedBounded: the wait for the dev cell's offsets
+// partitions gives up after its bound with a message naming the
+// partitions without a serving leader, and stops when dev is stopped.
+func TestDevGroupsServedBounded(t *testing.T) {
+	parts := []*brokerParts{newBrokerParts(), newBrokerParts()} // no coordinator runs: nothing is served
+	err := devGroupsServed(context.Background(), parts, 3, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "offsets partitions 0, 1, 2 (of 3) have no leader serving consumer groups") ||
+		!strings.Contains(err.Error(), "not ready after 50ms") {
+		t.Fatalf("bounded wait: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := devGroupsServed(ctx, parts, 3, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait after dev stopped: %v, want context.Canceled", err)
 	}
 }

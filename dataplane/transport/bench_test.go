@@ -26,6 +26,10 @@ import (
 // moves the figure by several points, so read %core with gc-cycles. Set
 // IDLE_CPUPROFILE=file to write a CPU profile of the idle interval only,
 // IDLE_ALLOCPROFILE=file for allocation profiles at its start and end.
+// It also reports the idle interval's pre-votes and votes (an idle group
+// that elects), why (elections_bench_test.go), the calls that timed out
+// and the connections closed because a peer was silent for the liveness
+// window (silence.go).
 func BenchmarkIdleCell(b *testing.B) {
 	for _, groups := range []int{300, 1000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
@@ -44,11 +48,13 @@ func BenchmarkIdleCell(b *testing.B) {
 			// tells it the commit index of the leaders' first entries.
 			time.Sleep(2*RaftConfig("").CommitTimeout + 2*time.Second)
 
-			var sent0 uint64
+			var sent0, timedOut0, silent0 uint64
 			kinds0 := map[string]uint64{}
 			for _, n := range c.nodes {
 				sent0 += totalSent(n)
 				addSent(kinds0, n)
+				st := n.Stats()
+				timedOut0, silent0 = timedOut0+st.TimedOut, silent0+st.Silent
 			}
 			if p := os.Getenv("IDLE_CPUPROFILE"); p != "" {
 				f, err := os.Create(p)
@@ -96,6 +102,17 @@ func BenchmarkIdleCell(b *testing.B) {
 			b.ReportMetric(float64(count(events, msgLeaseStepDown)), "lease-stepdowns")
 			b.ReportMetric(float64(count(events, msgHeartbeatFailed)), "failed-heartbeats")
 			b.ReportMetric(float64(count(events, msgPeerDown)), "peers-down")
+			b.ReportMetric(float64(kinds["request_pre_vote"]), "pre-votes")
+			b.ReportMetric(float64(kinds["request_vote"]), "votes")
+			// Calls that timed out (each failing alone) and connections
+			// closed because a peer sent nothing for the liveness window.
+			var timedOut, silent uint64
+			for _, n := range c.nodes {
+				st := n.Stats()
+				timedOut, silent = timedOut+st.TimedOut, silent+st.Silent
+			}
+			b.ReportMetric(float64(timedOut-timedOut0), "timed-out-calls")
+			b.ReportMetric(float64(silent-silent0), "silent-closes")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

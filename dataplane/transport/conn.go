@@ -101,8 +101,7 @@ type result struct {
 
 // call is one request waiting for its response on a client connection.
 type call struct {
-	ch    chan result // capacity 1: the reader never blocks on it
-	start int64       // nanotime of the send, for the dead-connection check
+	ch chan result // capacity 1: the reader never blocks on it
 }
 
 // conn is one TCP connection of a lane, either dialed (client: it sends
@@ -120,12 +119,15 @@ type conn struct {
 	client bool
 	mirror *mirrorConn // set on the mirror lane: frames are mirror frames
 
-	wake     chan struct{} // capacity 1: frames are queued
-	linger   *time.Timer   // flushes lazy frames; read by writeLoop
-	done     chan struct{} // closed by close
-	once     sync.Once
-	lastRead atomic.Int64 // unix nanos of the last frame read
-	nextID   atomic.Uint64
+	wake   chan struct{} // capacity 1: frames are queued
+	linger *time.Timer   // flushes lazy frames; read by writeLoop
+	// alive checks that a silent peer is still there (silence.go); read
+	// by writeLoop. Client connections only: nil on accepted ones.
+	alive  *time.Timer
+	window int64         // nanos: the liveness window (silence.go); client only
+	done   chan struct{} // closed by close
+	once   sync.Once
+	nextID atomic.Uint64
 
 	// mu guards the fields below.
 	mu        sync.Mutex
@@ -137,6 +139,7 @@ type conn struct {
 	queue     net.Buffers // frames waiting to be written
 	spare     net.Buffers
 	pending   map[uint64]*call // client only
+	silence   silence          // client only (silence.go)
 }
 
 func newConn(n *Node, nc net.Conn, br *bufio.Reader, lane laneKind, peer string, client bool) *conn {
@@ -150,8 +153,10 @@ func newConn(n *Node, nc net.Conn, br *bufio.Reader, lane laneKind, peer string,
 	c.linger.Stop()
 	if client {
 		c.pending = map[uint64]*call{}
+		c.window = int64(n.laneWindow(lane))
+		c.alive = time.NewTimer(time.Hour)
+		c.alive.Stop()
 	}
-	c.lastRead.Store(time.Now().UnixNano())
 	return c
 }
 
@@ -291,10 +296,18 @@ func (c *conn) writeBatch() (more bool, err error) {
 // flushes lazy frames when their linger ends.
 func (c *conn) writeLoop() {
 	defer c.linger.Stop()
+	var alive <-chan time.Time // nil on a server connection: never ready
+	if c.alive != nil {
+		defer c.alive.Stop()
+		alive = c.alive.C
+	}
 	for {
 		select {
 		case <-c.wake:
 		case <-c.linger.C:
+		case <-alive:
+			c.checkAlive(time.Now().UnixNano())
+			continue
 		case <-c.done:
 			return
 		}
@@ -338,7 +351,6 @@ func (c *conn) readLoop() {
 			c.close(fmt.Errorf("read: %w", err))
 			return
 		}
-		c.lastRead.Store(time.Now().UnixNano())
 		var f frame
 		if c.mirror != nil {
 			f, err = decodeMirrorFrame(buf)
@@ -360,11 +372,15 @@ func (c *conn) readLoop() {
 	}
 }
 
-// deliver hands a response to the call waiting for it, if any is left.
+// deliver hands a response to the call waiting for it, if any is left. A
+// late answer to a call that timed out is dropped here, by its request id;
+// it still shows the peer alive (heard).
 func (c *conn) deliver(f frame) {
+	now := time.Now().UnixNano()
 	c.mu.Lock()
 	cl := c.pending[f.reqID]
 	delete(c.pending, f.reqID)
+	c.heard(now)
 	c.mu.Unlock()
 	if cl == nil {
 		return // the caller gave up
@@ -388,7 +404,8 @@ func (c *conn) send(kind uint8, group string, msg any) (uint64, *call, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	cl := &call{ch: make(chan result, 1), start: time.Now().UnixNano()}
+	cl := &call{ch: make(chan result, 1)}
+	now := time.Now().UnixNano()
 	c.mu.Lock()
 	if c.closed {
 		err := c.err
@@ -396,6 +413,7 @@ func (c *conn) send(kind uint8, group string, msg any) (uint64, *call, error) {
 		return 0, nil, fmt.Errorf("%s connection to %s: %w", c.lane, c.peer, err)
 	}
 	c.pending[id] = cl
+	c.owe(now)
 	c.mu.Unlock()
 	if err := c.enqueue(bufs, c.node.cfg.Linger > 0 && isIdleTraffic(kind, msg)); err != nil {
 		c.forget(id)
@@ -411,14 +429,14 @@ func (c *conn) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-// timedOut is called when a call sent at start got no response in time: if
-// nothing at all was read on the connection since, it is presumed dead and
-// closed so the next call redials.
-func (c *conn) timedOut(id uint64, cl *call) {
+// timedOut drops a call that got no response in time. It fails that call
+// alone: the connection, which every group's calls to the peer share,
+// stays open, and its answer, if it comes, is dropped by its request id.
+// Whether the peer is gone is the liveness window's to decide
+// (silence.go), from everything the connection reads, not from one call.
+func (c *conn) timedOut(id uint64) {
+	c.node.stats.timedOut.Add(1)
 	c.forget(id)
-	if c.lastRead.Load() < cl.start {
-		c.close(errors.New("no response before timeout"))
-	}
 }
 
 // reply queues a response (or error) frame on a server connection.

@@ -211,7 +211,7 @@ func (g *GroupTransport) wait(c *conn, reqID uint64, cl *call, kind uint8, timeo
 		}
 		return r.msg, nil
 	case <-t.C:
-		c.timedOut(reqID, cl)
+		c.timedOut(reqID)
 		return nil, fmt.Errorf("raft rpc to %s after %s: %w", c.peer, timeout, ErrTimeout)
 	case <-g.done:
 		c.forget(reqID)

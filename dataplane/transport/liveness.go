@@ -173,7 +173,7 @@ func (n *Node) ping(l *liveness) (string, error) {
 		}
 		return r.incarnation, nil
 	case <-t.C:
-		c.timedOut(reqID, cl)
+		c.timedOut(reqID)
 		return "", fmt.Errorf("ping %s after %s: %w", l.id, n.cfg.DownAfter, ErrTimeout)
 	case <-n.ctx.Done():
 		c.forget(reqID)

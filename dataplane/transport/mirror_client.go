@@ -121,7 +121,7 @@ func (m *MirrorClient) call(ctx context.Context, id raft.ServerID, addr raft.Ser
 		}
 		return r.msg, nil
 	case <-t.C:
-		c.timedOut(reqID, cl)
+		c.timedOut(reqID)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("mirror rpc to %s: %w", id, ctx.Err())
 		}

@@ -95,6 +95,14 @@ type Config struct {
 	// WriteTimeout bounds one write system call batch on a connection.
 	// Default 10s.
 	WriteTimeout time.Duration
+	// LivenessWindow is how long a connection whose peer owes it an answer
+	// may read nothing at all from it before it is closed as dead (and
+	// the next call redials): one call's timeout fails only that call,
+	// never the connection every group shares (silence.go). It applies
+	// to the control lane; append and mirror lanes wait AppendTimeout
+	// longer, the longest a live peer takes to answer an append. Default
+	// 2 × ControlTimeout; at least ControlTimeout.
+	LivenessWindow time.Duration
 	// SnapshotTimeout bounds an InstallSnapshot, on top of 1s per 10 MiB
 	// of snapshot data. Default 30s.
 	SnapshotTimeout time.Duration
@@ -159,6 +167,10 @@ func (c *Config) validate() error {
 	def(&c.ControlTimeout, 2*time.Second)
 	def(&c.AppendTimeout, 10*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.LivenessWindow, 2*c.ControlTimeout)
+	if c.LivenessWindow < c.ControlTimeout {
+		return fmt.Errorf("config: LivenessWindow %s is below ControlTimeout %s: one slow call would close the connection every group shares", c.LivenessWindow, c.ControlTimeout)
+	}
 	def(&c.SnapshotTimeout, 30*time.Second)
 	if c.MaxFrameSize <= 0 {
 		c.MaxFrameSize = DefaultMaxFrameSize
@@ -709,6 +721,12 @@ type Stats struct {
 	// Quiesced counts heartbeats answered without sending them
 	// (QuiesceHeartbeats); they are not in Sent.
 	Quiesced uint64
+	// TimedOut counts calls that got no answer within their timeout;
+	// each failed alone.
+	TimedOut uint64
+	// Silent counts connections closed because their peer sent nothing
+	// for the liveness window (Config.LivenessWindow).
+	Silent uint64
 	// LaneBytes counts bytes written per lane kind ("control", "append";
 	// snapshot data is not counted).
 	LaneBytes map[string]uint64
@@ -719,6 +737,8 @@ type nodeStats struct {
 	unknownGroup   atomic.Uint64
 	refused        atomic.Uint64
 	quiesced       atomic.Uint64
+	timedOut       atomic.Uint64
+	silent         atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
 	laneBytes      [5]atomic.Uint64
 }
@@ -750,6 +770,8 @@ func (n *Node) Stats() Stats {
 	s.UnknownGroup = n.stats.unknownGroup.Load()
 	s.Refused = n.stats.refused.Load()
 	s.Quiesced = n.stats.quiesced.Load()
+	s.TimedOut = n.stats.timedOut.Load()
+	s.Silent = n.stats.silent.Load()
 	s.LaneBytes[laneControl.String()] = n.stats.laneBytes[laneControl].Load()
 	s.LaneBytes[laneAppend.String()] = n.stats.laneBytes[laneAppend].Load()
 	return s
