@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,6 +90,10 @@ type CleanResult struct {
 	// MappedFrom is where the key map started: the end of the log's last
 	// cleaning, or the first segment's base.
 	MappedFrom int64
+	// Skipped says the log's last cleaning had the same deciding
+	// parameters and left these very segments, so nothing was read or
+	// written (its checkpoint, also across a restart).
+	Skipped bool
 }
 
 // cleanSeg is one segment being cleaned: the live segment it came from and
@@ -125,9 +130,18 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 	}
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
-	segs, gen, mapFrom, err := l.cleanable(p)
+	segs, gen, mapFrom, done, err := l.cleanable(p)
 	if err != nil {
 		return CleanResult{}, fmt.Errorf("clean: %w", err)
+	}
+	if done {
+		// This very cleaning already ran on these segments: doing it again
+		// would write the same bytes (clean_checkpoint.go).
+		end := segsEnd(l, segs)
+		for _, c := range segs {
+			c.seg.unref()
+		}
+		return CleanResult{End: end, MappedFrom: mapFrom, Skipped: true}, nil
 	}
 	defer func() {
 		for _, c := range segs {
@@ -160,7 +174,7 @@ func (l *Log) Clean(ctx context.Context, p CleanParams) (CleanResult, error) {
 		return res, fmt.Errorf("clean: %w", err)
 	}
 	hook("passes done")
-	if err := l.swapCleaned(segs, gen, &res); err != nil {
+	if err := l.swapCleaned(segs, gen, p, &res); err != nil {
 		cl.removeOutputs()
 		return res, fmt.Errorf("clean: %w", err)
 	}
@@ -186,14 +200,17 @@ func segsEnd(l *Log, segs []*cleanSeg) int64 {
 
 // cleanable picks the segments to clean and takes a reference on each,
 // and says where the key map starts: the end of the last cleaning, if the
-// log was not truncated or replaced since, else the start.
-func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, int64, error) {
+// log was not truncated or replaced since, else the start. done says that
+// the last cleaning had the same deciding parameters and the picked
+// segments are exactly the ones it left (its checkpoint), so cleaning them
+// again would change nothing.
+func (l *Log) cleanable(p CleanParams) (segs []*cleanSeg, gen uint64, mapFrom int64, done bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if err := l.usable(); err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, false, err
 	}
-	mapFrom := int64(-1)
+	mapFrom = -1
 	if l.cleanedGen == l.gen {
 		mapFrom = l.cleanedTo
 	}
@@ -207,7 +224,14 @@ func (l *Log) cleanable(p CleanParams) ([]*cleanSeg, uint64, int64, error) {
 		s.ref()
 		out = append(out, &cleanSeg{seg: s, size: s.size})
 	}
-	return out, l.gen, mapFrom, nil
+	if ck := l.lastClean; ck != nil && mapFrom == ck.End && ck.Params == paramsOf(p) && len(out) > 0 {
+		picked := make([]checkpointSeg, len(out))
+		for i, c := range out {
+			picked[i] = checkpointSeg{Base: c.seg.base, Size: c.size}
+		}
+		done = slices.Equal(picked, l.closedBelow(ck.End)) && ck.matches(picked)
+	}
+	return out, l.gen, mapFrom, done, nil
 }
 
 // cleaner runs the passes of one Clean.
@@ -373,7 +397,11 @@ func segmentEnd(segs []*cleanSeg, cs *cleanSeg, end int64) int64 {
 
 // rewrite writes a new file for each segment that starts below mapEnd,
 // keeping a record unless the map holds a newer offset for its key, or it
-// is a tombstone below mapEnd older than the delete retention.
+// is a tombstone below mapEnd older than the delete retention. A segment
+// whose every batch would be copied as it is gets no new file: it is left
+// as it is (its bytes are what a rewrite would write). The new file of a
+// segment that changes is created at its first changed batch, with the
+// unchanged batches before it copied across.
 func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int64) error {
 	expired := c.p.Now - c.p.DeleteRetention.Milliseconds()
 	for _, cs := range c.segs {
@@ -382,13 +410,47 @@ func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int
 		}
 		hook("rewrite")
 		name := fmt.Sprintf("%020d%s.%d%s", cs.seg.base, logSuffix, c.res.Passes, cleanedSuffix)
-		f, err := os.OpenFile(filepath.Join(c.l.cfg.Dir, name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", name, err)
+		path := filepath.Join(c.l.cfg.Dir, name)
+		var f *os.File
+		var w *bufio.Writer
+		var size, same int64 // bytes written; bytes of the unchanged batches before the first change
+		write := func(b []byte) error {
+			if err := c.throttle(ctx, len(b)); err != nil {
+				return err
+			}
+			if _, err := w.Write(b); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+			size += int64(len(b))
+			return nil
 		}
-		w := bufio.NewWriterSize(f, 256<<10)
-		var size int64
-		err = c.eachBatch(ctx, cs, func(b []byte, h Header) (bool, error) {
+		start := func() error {
+			var err error
+			if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+				f = nil
+				return fmt.Errorf("create %s: %w", name, err)
+			}
+			w = bufio.NewWriterSize(f, 256<<10)
+			// The unchanged batches before the first change, as they are.
+			r := io.NewSectionReader(cs.reader(), 0, same)
+			for done := int64(0); done < same; {
+				n := min(same-done, 256<<10)
+				c.buf = append(c.buf[:0], make([]byte, n)...)
+				if _, err := io.ReadFull(r, c.buf); err != nil {
+					return fmt.Errorf("read segment %d at %d: %w", cs.seg.base, done, err)
+				}
+				c.res.BytesRead += n
+				if err := c.throttle(ctx, int(n)); err != nil {
+					return err
+				}
+				if err := write(c.buf); err != nil {
+					return err
+				}
+				done += n
+			}
+			return nil
+		}
+		err := c.eachBatch(ctx, cs, func(b []byte, h Header) (bool, error) {
 			var out []byte
 			var removed int
 			var err error
@@ -412,18 +474,24 @@ func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int
 			}
 			c.out = out[:0]
 			c.res.RecordsRemoved += int64(removed)
+			if f == nil {
+				if removed == 0 && len(out) == len(b) {
+					same += int64(len(b)) // copied as it is (filterBatch)
+					return true, nil
+				}
+				// c.buf holds b, which start reuses: keep out, which is c.out.
+				if err := start(); err != nil {
+					return false, err
+				}
+			}
 			if len(out) == 0 {
 				return true, nil
 			}
-			if err := c.throttle(ctx, len(out)); err != nil {
-				return false, err
-			}
-			if _, err := w.Write(out); err != nil {
-				return false, fmt.Errorf("write %s: %w", name, err)
-			}
-			size += int64(len(out))
-			return true, nil
+			return true, write(out)
 		})
+		if f == nil && err == nil {
+			continue // unchanged: the segment stays as it is
+		}
 		if err == nil {
 			err = w.Flush()
 		}
@@ -431,8 +499,10 @@ func (c *cleaner) rewrite(ctx context.Context, keys map[string]int64, mapEnd int
 			err = unix.Fdatasync(int(f.Fd()))
 		}
 		if err != nil {
-			f.Close()
-			os.Remove(filepath.Join(c.l.cfg.Dir, name))
+			if f != nil {
+				f.Close()
+				os.Remove(path)
+			}
 			return fmt.Errorf("rewrite segment %d: %w", cs.seg.base, err)
 		}
 		c.res.BytesWritten += size

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -140,36 +141,53 @@ func BenchmarkRecut(b *testing.B) {
 // BenchmarkCleanAgain measures a cleaning after new writes, the cleaner's
 // usual work: a 32 MiB log (BenchmarkClean's batches, 1 MiB segments)
 // whose first 29 MiB were cleaned, cleaned again up to its end. MB/s is
-// of the segment bytes rewritten (BytesBefore). "dirty-map" cleans in the
+// of the segment bytes cleaned (BytesBefore). "dirty-map" cleans in the
 // same open log, which maps keys from where the last cleaning ended;
-// "full-map" reopens the log first, so the map starts at the first
-// segment (as after a restart, and as every cleaning did before).
+// "reopened" reopens the log first, which maps from there too (the
+// cleaner's checkpoint); "full-map" reopens it without its checkpoint, so
+// the map starts at the first segment (as every cleaning after a restart
+// did before the checkpoint). "hot-keys" is "dirty-map" with the last
+// 3 MiB updating only 5 keys, so most cleaned segments are left as they
+// are.
 func BenchmarkCleanAgain(b *testing.B) {
-	tmpl := filepath.Join(b.TempDir(), "template")
-	l := openLog(b, Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)})
-	next := benchKeyedBatches()
-	var upTo1 int64
-	for l.Size() < 32<<20 {
-		appendRolling(b, l, next())
-		if upTo1 == 0 && l.Size() >= 29<<20 {
+	for _, c := range []struct {
+		name           string
+		reopen, dropCk bool
+		hot            bool
+	}{{"dirty-map", false, false, false}, {"reopened", true, false, false}, {"full-map", true, true, false}, {"hot-keys", false, false, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.StopTimer()
+			tmpl := filepath.Join(b.TempDir(), "template")
+			l := openLog(b, Config{Dir: tmpl, SegmentBytes: 1 << 20, Compacted: true, Logger: testLogger(b)})
+			next := benchKeyedBatches()
+			hot := 0
+			val := make([]byte, 512)
+			var upTo1 int64
+			for l.Size() < 32<<20 {
+				bt := next()
+				if upTo1 > 0 && c.hot {
+					recs := make([]kv, 10)
+					for i := range recs {
+						recs[i] = kv{key: fmt.Appendf(nil, "key-%05d", hot%5), value: val}
+						hot++
+					}
+					bt = keyedBatch(1_800_000_000_000+int64(hot), recs...)
+				}
+				appendRolling(b, l, bt)
+				if upTo1 == 0 && l.Size() >= 29<<20 {
+					if err := l.Roll(); err != nil {
+						b.Fatal(err)
+					}
+					upTo1 = l.NextOffset()
+				}
+			}
 			if err := l.Roll(); err != nil {
 				b.Fatal(err)
 			}
-			upTo1 = l.NextOffset()
-		}
-	}
-	if err := l.Roll(); err != nil {
-		b.Fatal(err)
-	}
-	upTo2 := l.NextOffset()
-	l.Close()
-	for _, reopen := range []bool{false, true} {
-		name := "dirty-map"
-		if reopen {
-			name = "full-map"
-		}
-		b.Run(name, func(b *testing.B) {
-			var read int64
+			upTo2 := l.NextOffset()
+			l.Close()
+			var read, written int64
+			var segsRewritten int
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				dir := filepath.Join(b.TempDir(), "run")
@@ -182,8 +200,11 @@ func BenchmarkCleanAgain(b *testing.B) {
 				if _, err := l.Clean(context.Background(), CleanParams{UpTo: upTo1, Now: 1 << 50}); err != nil {
 					b.Fatal(err)
 				}
-				if reopen {
+				if c.reopen {
 					l.Close()
+					if c.dropCk {
+						os.Remove(filepath.Join(dir, cleanCheckpointName))
+					}
 					if l, err = Open(context.Background(), cfg); err != nil {
 						b.Fatal(err)
 					}
@@ -195,10 +216,12 @@ func BenchmarkCleanAgain(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.SetBytes(res.BytesBefore)
-				read = res.BytesRead
+				read, written, segsRewritten = res.BytesRead, res.BytesWritten, res.Segments+res.SegmentsRemoved
 				l.Close()
 			}
 			b.ReportMetric(float64(read)/(1<<20), "MiB-read")
+			b.ReportMetric(float64(written)/(1<<20), "MiB-written")
+			b.ReportMetric(float64(segsRewritten), "segments-rewritten")
 		})
 	}
 }

@@ -171,7 +171,7 @@ func (l *Log) finishCleanSwap() error { return applyCleanSwap(l.cfg.Dir) }
 // unless the log changed since they were picked, and publishes new
 // segments with rebuilt indexes. A segment left empty is removed, but for
 // the log's first, which stays (empty) so the log start does not move.
-func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error {
+func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *CleanResult) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.stillPicked(segs, gen); err != nil {
@@ -203,7 +203,8 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error 
 	now := l.cfg.Now()
 	for _, cs := range segs {
 		if cs.file == nil {
-			fresh = append(fresh, cs.seg)
+			fresh = append(fresh, cs.seg) // unchanged by the cleaning
+			res.BytesAfter += cs.size
 			continue
 		}
 		if cs.size == 0 && cs.seg != segs[0].seg {
@@ -221,10 +222,20 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, res *CleanResult) error 
 	l.mu.Lock()
 	old := l.segs[:len(segs)]
 	l.segs = append(fresh, l.segs[len(segs):]...)
+	var ck *cleanCheckpoint
 	if l.gen == gen {
-		l.cleanedTo, l.cleanedGen = res.End, gen
+		ck = &cleanCheckpoint{End: res.End, Params: paramsOf(p), Segs: l.closedBelow(res.End)}
+		l.cleanedTo, l.cleanedGen, l.lastClean = res.End, gen, ck
 	}
 	l.mu.Unlock()
+	if ck != nil {
+		hook("checkpoint")
+		if err := l.writeCleanCheckpoint(*ck); err != nil {
+			// The previous checkpoint, if it is still there, is still
+			// true; a restart then maps from further back.
+			l.cfg.Logger.Warn("write clean checkpoint", "dir", l.cfg.Dir, "err", err)
+		}
+	}
 	for i, s := range old {
 		if segs[i].file != nil {
 			s.unref()

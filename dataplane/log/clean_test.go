@@ -388,9 +388,10 @@ func TestCleanRateLimit(t *testing.T) {
 
 // TestCleanDirtyMapSameBytes: a log cleaned before maps keys only from the
 // end of that cleaning, and writes the same bytes as a copy reopened
-// (which maps from the start), after new batches with tombstones and
-// after a cleaning that only time calls for (tombstones expiring, nothing
-// new written); a truncation makes it map from the start again.
+// without its checkpoint (which maps from the start), after new batches
+// with tombstones and after a cleaning that only time calls for
+// (tombstones expiring, nothing new written); a truncation makes it map
+// from the start again.
 func TestCleanDirtyMapSameBytes(t *testing.T) {
 	h := randomHistory(21, 1200, 200, true)
 	first, rest := history{batches: h.batches[:800], ts0: h.ts0}, h.batches[800:]
@@ -416,6 +417,7 @@ func TestCleanDirtyMapSameBytes(t *testing.T) {
 		{UpTo: la.NextOffset(), Now: h.endTS() + 1, DeleteRetention: span / 4},
 	} {
 		copyDir(t, a.Dir, b.Dir)
+		os.Remove(filepath.Join(b.Dir, cleanCheckpointName)) // as before the checkpoint was kept
 		lb := reopen(t, b)
 		ra, err := la.Clean(context.Background(), q)
 		if err != nil {

@@ -133,9 +133,17 @@ func (l *Log) Unroll() error {
 		return nil
 	}
 	d := l.segs[n-1]
+	listed := l.lastClean != nil && d.base <= l.lastClean.End
 	l.segs = l.segs[:n-1]
 	l.gen++
 	l.mu.Unlock()
+	if listed {
+		// The segment before d, which the cleaner's checkpoint may list,
+		// takes appends again.
+		if err := l.dropCleanCheckpoint(); err != nil {
+			return fmt.Errorf("unroll: %w", err)
+		}
+	}
 	removeSegmentFiles(d)
 	if err := l.dir.Sync(); err != nil {
 		l.fail(err)

@@ -48,6 +48,9 @@ type Log struct {
 	// has one record, so the next Clean maps keys from there (clean.go).
 	cleanedTo  int64
 	cleanedGen uint64
+	// lastClean is the cleaner's checkpoint as last written or loaded
+	// (clean_checkpoint.go), nil if there is none to trust.
+	lastClean *cleanCheckpoint
 }
 
 // Batch is one record batch to append with the leader epoch to stamp on it.
@@ -484,6 +487,19 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset == l.next {
 		l.mu.Unlock()
 		return nil
+	}
+	if ck := l.lastClean; ck != nil && offset <= ck.End || l.cleanedGen == l.gen && offset <= l.cleanedTo {
+		// The cut reaches what the cleaner's checkpoint lists: forget it
+		// durably first, so no restart trusts it (clean_checkpoint.go).
+		l.mu.Unlock()
+		if err := l.dropCleanCheckpoint(); err != nil {
+			return fmt.Errorf("truncate to %d: %w", offset, err)
+		}
+		l.mu.Lock()
+		if err := l.usable(); err != nil {
+			l.mu.Unlock()
+			return fmt.Errorf("truncate to %d: %w", offset, err)
+		}
 	}
 	i := l.segmentFor(offset)
 	s := l.segs[i]

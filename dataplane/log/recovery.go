@@ -211,6 +211,7 @@ func (l *Log) recover(ctx context.Context) error {
 	}
 	rep.Segments, rep.LogStartOffset, rep.NextOffset = len(l.segs), l.start, l.next
 	l.report = rep
+	l.loadCleanCheckpoint()
 	args := []any{"dir", l.cfg.Dir, "segments", rep.Segments, "log_start_offset", rep.LogStartOffset, "next_offset", rep.NextOffset,
 		"removed_below_start", len(rep.RemovedBelowStart)}
 	if rep.Cut() {

@@ -158,8 +158,15 @@ type CompactionStats struct {
 	Duration     time.Duration // time spent in log.Clean
 	Recuts       int           // log.Recut runs that rewrote segments
 	RecutBytes   int64         // bytes they wrote
-	// DirtyRatio is the leader's last measure of the share of closed
-	// segment bytes past the last compaction.
+	// Skipped counts cleanings with a decision this log had already
+	// applied (its checkpoint says so, also across a restart): nothing
+	// was read or written.
+	Skipped int
+	// CleanedBytes is the size, before cleaning, of the segments the
+	// finished cleanings rewrote (log.CleanResult.BytesBefore).
+	CleanedBytes int64
+	// DirtyRatio is this replica's share of closed segment bytes past
+	// its last compaction, measured at the end of each pass.
 	DirtyRatio float64
 }
 
@@ -253,7 +260,21 @@ func (r *Replica) CompactionPass(ctx context.Context, now time.Time, bytesPerSec
 			return err
 		}
 	}
-	return r.cleanLocal(ctx, bytesPerSecond)
+	err := r.cleanLocal(ctx, bytesPerSecond)
+	r.compact.mu.Lock()
+	_, _, r.compact.stats.DirtyRatio = dirtyRatio(l, r.compact.end)
+	r.compact.mu.Unlock()
+	return err
+}
+
+// dirtyRatio is the share of l's closed segment bytes at or above end
+// (the end of its last compaction), with the bytes below and above.
+func dirtyRatio(l *log.Log, end int64) (clean, dirty int64, ratio float64) {
+	clean, dirty = l.DirtyBytes(end)
+	if clean+dirty > 0 {
+		ratio = float64(dirty) / float64(clean+dirty)
+	}
+	return clean, dirty, ratio
 }
 
 // decideCompaction is the leader's part of a pass.
@@ -276,14 +297,7 @@ func (r *Replica) decideCompaction(ctx context.Context, now time.Time) error {
 	r.compact.mu.Unlock()
 	d := r.fsm.cleanDecision()
 	upTo := min(l.ClosedEnd(), r.fsm.highWatermark(), r.fsm.lastRoll())
-	clean, dirty := l.DirtyBytes(end)
-	ratio := 0.0
-	if clean+dirty > 0 {
-		ratio = float64(dirty) / float64(clean+dirty)
-	}
-	r.compact.mu.Lock()
-	r.compact.stats.DirtyRatio = ratio
-	r.compact.mu.Unlock()
+	clean, dirty, ratio := dirtyRatio(l, end)
 	nowMs := now.UnixMilli()
 	var due bool
 	switch {
@@ -369,7 +383,13 @@ func (r *Replica) cleanLocal(ctx context.Context, bytesPerSecond int64) error {
 	r.compact.mu.Lock()
 	r.compact.applied, r.compact.end = d, res.End
 	st := &r.compact.stats
+	if res.Skipped {
+		st.Skipped++
+		r.compact.mu.Unlock()
+		return nil
+	}
 	st.Cleanings++
+	st.CleanedBytes += res.BytesBefore
 	st.Passes += res.Passes
 	st.BytesRead += res.BytesRead
 	st.BytesWritten += res.BytesWritten

@@ -349,6 +349,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	}
 	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
 	r.compact.settings = cfg.Settings.Compaction
+	r.compact.end = max(store.Log().CleanedTo(), 0) // the log's checkpoint: the dirty ratio is right from the first pass
 	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger, onBehind: r.behind}
 	if s, ok := cfg.Transport.(interface{ SetSegmentSource(transport.SegmentSource) }); ok {
 		s.SetSegmentSource(segmentSource{r})

@@ -3,11 +3,14 @@ package replicas
 import (
 	"context"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
@@ -45,6 +48,9 @@ func (m *Manager) CompactionPass(ctx context.Context) {
 		}
 	}
 	m.mu.RUnlock()
+	m.cleaner.mu.Lock()
+	names := m.cleaner.names
+	m.cleaner.mu.Unlock()
 	for k, r := range reps {
 		if ctx.Err() != nil {
 			return
@@ -53,15 +59,15 @@ func (m *Manager) CompactionPass(ctx context.Context) {
 		before := r.CompactionStats()
 		err := r.CompactionPass(pctx, m.cfg.Now(), m.cfg.CleanerRate)
 		cancel()
-		m.cleaner.add(k, before, r.CompactionStats())
+		m.cleaner.add(k, names[k.topic], before, r.CompactionStats())
 		if err != nil && !gone(err) && ctx.Err() == nil {
 			m.cfg.Logger.Warn("compaction pass failed", "topic_id", k.topic, "partition", k.part, "err", err)
 		}
 	}
 	m.cleaner.mu.Lock()
-	for k := range m.cleaner.dirty {
+	for k := range m.cleaner.parts {
 		if _, ok := reps[k]; !ok {
-			delete(m.cleaner.dirty, k)
+			delete(m.cleaner.parts, k)
 		}
 	}
 	m.cleaner.mu.Unlock()
@@ -69,33 +75,84 @@ func (m *Manager) CompactionPass(ctx context.Context) {
 
 // cleanerTotals are the cleaner's work on this broker since it started,
 // summed over replicas (a replica's own stats start again when it
-// reopens), and the dirty ratio each compacted partition's leader here
-// last measured. mu guards the fields.
+// reopens), and per compacted partition with a replica here. mu guards
+// the fields.
 type cleanerTotals struct {
 	mu                  sync.Mutex
 	cleanings, passes   int64
 	bytesRead, bytesOut int64
 	seconds             float64
-	dirty               map[key]float64
+	// parts are the compacted partitions' own figures, for the labelled
+	// metrics: an entry goes when its replica leaves the broker or its
+	// topic stops compacting (CompactionPass, Manager.remove).
+	parts map[key]*partCleaner
+	// names label the compacted topics by id: their tenant and name, from
+	// the cell state (noteCleanerNames).
+	names map[string]topicName
 }
 
-func (c *cleanerTotals) add(k key, before, after partition.CompactionStats) {
+// topicName is a compacted topic's metric labels.
+type topicName struct{ tenant, topic string }
+
+// partCleaner is one compacted partition's cleaner figures on this broker
+// since its replica opened here.
+type partCleaner struct {
+	name         topicName
+	dirty        float64 // this replica's dirty ratio at its last pass
+	cleanedBytes int64   // segment bytes its cleanings rewrote (their size before)
+	seconds      float64 // time its cleanings took
+}
+
+func (c *cleanerTotals) add(k key, name topicName, before, after partition.CompactionStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cleanings += int64(after.Cleanings - before.Cleanings)
 	c.passes += int64(after.Passes - before.Passes)
 	c.bytesRead += after.BytesRead - before.BytesRead
 	c.bytesOut += after.BytesWritten - before.BytesWritten
-	c.seconds += (after.Duration - before.Duration).Seconds()
-	if c.dirty == nil {
-		c.dirty = map[key]float64{}
+	secs := (after.Duration - before.Duration).Seconds()
+	c.seconds += secs
+	if c.parts == nil {
+		c.parts = map[key]*partCleaner{}
 	}
-	c.dirty[k] = after.DirtyRatio
+	p := c.parts[k]
+	if p == nil {
+		p = &partCleaner{}
+		c.parts[k] = p
+	}
+	if name.topic == "" {
+		name.topic = k.topic // a topic the cell state does not name (yet)
+	}
+	p.name, p.dirty = name, after.DirtyRatio
+	p.cleanedBytes += after.CleanedBytes - before.CleanedBytes
+	p.seconds += secs
+}
+
+// drop forgets a partition's figures: its replica left this broker.
+func (c *cleanerTotals) drop(k key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.parts, k)
+}
+
+// noteCleanerNames records the tenant and name of every compacted topic
+// in v, and of the offsets partitions, for the cleaner's labelled metrics.
+func (m *Manager) noteCleanerNames(v *cellview.View, settings map[string]partition.Settings) {
+	names := map[string]topicName{groups.OffsetsTopicID: {topic: groups.OffsetsTopicID}}
+	for _, t := range v.CellState.Topics {
+		if settings[t.ID].Log.Compacted {
+			names[t.ID] = topicName{tenant: t.TenantID, topic: t.Name}
+		}
+	}
+	m.cleaner.mu.Lock()
+	m.cleaner.names = names
+	m.cleaner.mu.Unlock()
 }
 
 // NewCompactionMetrics returns the broker's cleaner metrics, read from the
-// Manager current returns (nil: zeros). They carry no labels: the dirty
-// ratio is the largest among the compacted partitions led here.
+// Manager current returns (nil: zeros): broker-wide counters without
+// labels, the largest dirty ratio, and per compacted partition with a
+// replica here (cleanerPartitions).
 func NewCompactionMetrics(current func() *Manager) []prometheus.Collector {
 	read := func(f func(*cleanerTotals) float64) func() float64 {
 		return func() float64 {
@@ -127,10 +184,50 @@ func NewCompactionMetrics(current func() *Manager) []prometheus.Collector {
 			Help: "The largest share of closed segment bytes past the last compaction among the compacted partitions this broker leads, as last measured.",
 		}, read(func(c *cleanerTotals) float64 {
 			mx := 0.0
-			for _, r := range c.dirty {
-				mx = math.Max(mx, r)
+			for _, p := range c.parts {
+				mx = math.Max(mx, p.dirty)
 			}
 			return mx
 		})),
+		cleanerPartitions{current},
+	}
+}
+
+var (
+	cleanerLabels = []string{"tenant", "topic", "partition"}
+	descPartDirty = prometheus.NewDesc("sluice_cleaner_partition_dirty_ratio",
+		"Share of a compacted partition's closed segment bytes past its last compaction on this broker's replica, as of the cleaner's last pass.", cleanerLabels, nil)
+	descPartCleaned = prometheus.NewDesc("sluice_cleaner_partition_cleaned_bytes_total",
+		"Segment bytes this broker's replica of a compacted partition rewrote (their size before cleaning), since the replica opened here.", cleanerLabels, nil)
+	descPartSeconds = prometheus.NewDesc("sluice_cleaner_partition_seconds_total",
+		"Seconds this broker's replica of a compacted partition spent cleaning, since the replica opened here.", cleanerLabels, nil)
+)
+
+// cleanerPartitions exports the cleaner's figures per compacted partition
+// (tenant id, topic name, partition; the offsets partitions with an empty
+// tenant). The series are bounded by the compacted partitions with a
+// replica on this broker: a deleting topic has none, and a partition's
+// series go when its replica leaves the broker or its topic stops
+// compacting.
+type cleanerPartitions struct{ current func() *Manager }
+
+func (cleanerPartitions) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPartDirty
+	ch <- descPartCleaned
+	ch <- descPartSeconds
+}
+
+func (c cleanerPartitions) Collect(ch chan<- prometheus.Metric) {
+	m := c.current()
+	if m == nil {
+		return
+	}
+	m.cleaner.mu.Lock()
+	defer m.cleaner.mu.Unlock()
+	for k, p := range m.cleaner.parts {
+		lv := []string{p.name.tenant, p.name.topic, strconv.Itoa(int(k.part))}
+		ch <- prometheus.MustNewConstMetric(descPartDirty, prometheus.GaugeValue, p.dirty, lv...)
+		ch <- prometheus.MustNewConstMetric(descPartCleaned, prometheus.CounterValue, float64(p.cleanedBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(descPartSeconds, prometheus.CounterValue, p.seconds, lv...)
 	}
 }

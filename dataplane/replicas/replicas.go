@@ -276,6 +276,7 @@ func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	moves := topicMoves(v) // mirrors.go
 	m.offsetsWanted(v, want)
 	m.usageWanted(v, want, settings, planMax)
+	m.noteCleanerNames(v, settings) // compact.go
 	settings[groups.OffsetsTopicID] = offsetsSettings
 	planMax[groups.OffsetsTopicID] = offsetsSettings.MaxBatchBytes
 	var errs []error
@@ -434,6 +435,7 @@ func (m *Manager) remove(k key) error {
 	delete(m.leaving, k)
 	delete(m.badTarget, k)
 	m.mu.Unlock()
+	m.cleaner.drop(k) // its labelled cleaner metrics go with it
 	if r != nil {
 		if err := r.Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 			m.cfg.Logger.Warn("close removed replica", "topic_id", k.topic, "partition", k.part, "err", err)

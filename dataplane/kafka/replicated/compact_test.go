@@ -92,17 +92,22 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	})
 
 	var written float64
-	for _, mgr := range m.mgrs {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(replicas.NewCompactionMetrics(func() *replicas.Manager { return mgr })...)
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
+	for b, mgr := range m.mgrs {
+		fams := cleanerMetrics(t, mgr)
+		if f := fams["sluice_cleaner_written_bytes_total"]; f != nil {
+			written += f[""]
 		}
-		for _, mf := range mfs {
-			if mf.GetName() == "sluice_cleaner_written_bytes_total" {
-				written += mf.GetMetric()[0].GetCounter().GetValue()
-			}
+		// The partition's own series, labelled by tenant, topic and
+		// partition: scraped after its cleaning on every broker.
+		series := tn.Tenant.ID + "/latest/0"
+		if got := fams["sluice_cleaner_partition_cleaned_bytes_total"][series]; got == 0 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_cleaned_bytes_total{%s} = 0 after its cleaning: %v", b, series, fams)
+		}
+		if got := fams["sluice_cleaner_partition_seconds_total"][series]; got == 0 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_seconds_total{%s} = 0 after its cleaning", b, series)
+		}
+		if got, ok := fams["sluice_cleaner_partition_dirty_ratio"][series]; !ok || got < 0 || got > 1 {
+			t.Fatalf("broker %d: sluice_cleaner_partition_dirty_ratio{%s} = %v (exported %v), want within [0, 1]", b, series, got, ok)
 		}
 	}
 	if written == 0 {
@@ -137,6 +142,49 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		t.Fatalf("offset for timestamp %d: %d, %v", mid, o.Offset, o.Err)
 	}
 
+	// The partition's cleaner series go with the topic.
+	if _, err := adm.DeleteTopics(ctx, "latest"); err != nil {
+		t.Fatalf("delete topic: %v", err)
+	}
+	celltest.WaitFor(t, 60*time.Second, "the deleted topic's cleaner series to go on every broker", func() bool {
+		for _, mgr := range m.mgrs {
+			for _, name := range []string{"sluice_cleaner_partition_dirty_ratio", "sluice_cleaner_partition_cleaned_bytes_total", "sluice_cleaner_partition_seconds_total"} {
+				if _, ok := cleanerMetrics(t, mgr)[name][tn.Tenant.ID+"/latest/0"]; ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// cleanerMetrics scrapes the cleaner metrics of mgr: by metric name, by
+// "tenant/topic/partition" ("" for a series without labels), the value.
+func cleanerMetrics(t *testing.T, mgr *replicas.Manager) map[string]map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(replicas.NewCompactionMetrics(func() *replicas.Manager { return mgr })...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]float64{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = map[string]float64{}
+		for _, mt := range mf.GetMetric() {
+			lv := map[string]string{}
+			for _, lp := range mt.GetLabel() {
+				lv[lp.GetName()] = lp.GetValue()
+			}
+			k := ""
+			if len(lv) > 0 {
+				k = lv["tenant"] + "/" + lv["topic"] + "/" + lv["partition"]
+			}
+			v := mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+			out[mf.GetName()][k] = v
+		}
+	}
+	return out
 }
 
 // readCompacted consumes through cons, from the start of the one
