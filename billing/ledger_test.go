@@ -243,8 +243,8 @@ func TestPrune(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	now := time.Date(2026, 4, 16, 0, 0, 0, 0, time.UTC) // half of April
 	e := billing.EstimateFor("standard", map[string]int64{"bytes_in": 10 << 30, "bytes_out": 30 << 30, "partition_seconds": 3600 * 1000}, now)
-	// 10 GiB × 0.05 + 30 GiB × 0.05 + 1000 partition-hours × 0.0015
-	if e.MonthToDate != 3.5 || e.Projected != 7 || !e.MonthStart.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
+	// 10 GiB × 0.06 + 30 GiB × 0.04 + 1000 partition-hours × 0.0015
+	if e.MonthToDate != 3.3 || e.Projected != 6.6 || !e.MonthStart.Equal(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("estimate %+v", e)
 	}
 	if free := billing.EstimateFor("free", map[string]int64{"bytes_in": 1 << 40}, now); free.MonthToDate != 0 || len(free.Lines) != 0 {

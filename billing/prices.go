@@ -19,22 +19,29 @@ type Price struct {
 
 const gib = 1 << 30
 
-// ListPrices are the plans' list prices, from which /v1/billing and the
-// console estimate the month's charges (Stripe bills from its own prices
-// on the meters): free costs nothing; dedicated pays for its capacity
-// separately, so partitions are not charged again.
+// PricesEffective is the date the list prices below took effect.
+const PricesEffective = "2026-12-01"
+
+// ListPrices are the plans' list prices, the one table /v1/billing and the
+// console estimate the month's charges from; docs/pricing.md publishes the
+// same table and why each price is what it is (TestPricesDocumented keeps
+// the two equal). Free costs nothing (its quotas bound it); dedicated pays
+// for its capacity by contract, so its partitions are not charged and its
+// throughput and storage cost less. Stripe prices its meters itself: this
+// table is what the tenant is shown, and the operator sets the meters'
+// Stripe prices from it.
 var ListPrices = map[string][]Price{
 	"free": {},
 	"standard": {
-		{Meter: "bytes_in", Unit: "GiB", UnitSize: gib, UnitPrice: 0.05},
-		{Meter: "bytes_out", Unit: "GiB", UnitSize: gib, UnitPrice: 0.05},
+		{Meter: "bytes_in", Unit: "GiB", UnitSize: gib, UnitPrice: 0.06},
+		{Meter: "bytes_out", Unit: "GiB", UnitSize: gib, UnitPrice: 0.04},
 		{Meter: "partition_seconds", Unit: "partition-hour", UnitSize: 3600, UnitPrice: 0.0015},
-		{Meter: "storage_byte_seconds", Unit: "GiB-hour", UnitSize: gib * 3600, UnitPrice: 0.0001},
+		{Meter: "storage_byte_seconds", Unit: "GiB-hour", UnitSize: gib * 3600, UnitPrice: 0.0004},
 	},
 	"dedicated": {
-		{Meter: "bytes_in", Unit: "GiB", UnitSize: gib, UnitPrice: 0.02},
+		{Meter: "bytes_in", Unit: "GiB", UnitSize: gib, UnitPrice: 0.03},
 		{Meter: "bytes_out", Unit: "GiB", UnitSize: gib, UnitPrice: 0.02},
-		{Meter: "storage_byte_seconds", Unit: "GiB-hour", UnitSize: gib * 3600, UnitPrice: 0.00005},
+		{Meter: "storage_byte_seconds", Unit: "GiB-hour", UnitSize: gib * 3600, UnitPrice: 0.0003},
 	},
 }
 

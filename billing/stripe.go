@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +18,16 @@ import (
 
 // DefaultCloseAfter is StripeConfig.CloseAfter's default.
 const DefaultCloseAfter = 10 * time.Minute
+
+// IdentifierWindow is how long Stripe is known to keep a meter event's
+// identifier, and an idempotency key, to recognise a resend: 24 hours.
+// ResendWindow is that less an hour's margin for clocks and for requests
+// in flight: an event first sent longer ago is not resent blindly
+// (resendOrSettle).
+const (
+	IdentifierWindow = 24 * time.Hour
+	ResendWindow     = IdentifierWindow - time.Hour
+)
 
 // workerLock is the advisory lock key of the Stripe worker: one worker
 // of all the control planes sends at a time.
@@ -176,25 +187,34 @@ func backoff(n int) time.Duration {
 	return min(time.Second<<min(n, 12), time.Hour)
 }
 
+// due is a pending outbox row.
+type due struct {
+	tenant, meter, id string
+	hour              time.Time
+	value             int64
+	attempts          int
+	// first is when a request that may have reached Stripe first left
+	// (nil: none has).
+	first *time.Time
+}
+
 // send sends the due outbox rows, oldest first, and records each outcome.
 // An event is marked sent only after Stripe answered; a worker killed in
-// between sends it again with the same identifier and idempotency key.
+// between sends it again with the same identifier and idempotency key,
+// which Stripe recognises for IdentifierWindow. Before each request the
+// row records when the first one left; a row first sent longer than
+// ResendWindow ago is settled from Stripe's summary of its hour instead
+// (resendOrSettle).
 func (r *Reporter) send(ctx context.Context) (int, error) {
-	rows, err := r.cfg.DB.Query(ctx, `SELECT tenant_id, meter, hour, value, identifier, attempts FROM billing_outbox
+	rows, err := r.cfg.DB.Query(ctx, `SELECT tenant_id, meter, hour, value, identifier, attempts, first_attempt_at FROM billing_outbox
 		WHERE state = 'pending' AND next_attempt_at <= $1 ORDER BY hour, tenant_id, meter LIMIT 500`, r.cfg.Now())
 	if err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
 	}
-	type due struct {
-		tenant, meter, id string
-		hour              time.Time
-		value             int64
-		attempts          int
-	}
 	var todo []due
 	for rows.Next() {
 		var d due
-		if err := rows.Scan(&d.tenant, &d.meter, &d.hour, &d.value, &d.id, &d.attempts); err != nil {
+		if err := rows.Scan(&d.tenant, &d.meter, &d.hour, &d.value, &d.id, &d.attempts, &d.first); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("read outbox: %w", err)
 		}
@@ -207,16 +227,14 @@ func (r *Reporter) send(ctx context.Context) (int, error) {
 	sent := 0
 	for _, d := range todo {
 		cust, err := r.customer(ctx, d.tenant)
+		if err == nil && d.first != nil && r.cfg.Now().Sub(*d.first) >= ResendWindow {
+			var done bool
+			if done, err = r.resendOrSettle(ctx, &d, cust); done {
+				continue
+			}
+		}
 		if err == nil {
-			p := &stripe.BillingMeterEventParams{EventName: stripe.String(EventName(d.meter)), Identifier: stripe.String(d.id),
-				Timestamp: stripe.Int64(d.hour.Unix()),
-				Payload:   map[string]string{"stripe_customer_id": cust, "value": strconv.FormatInt(d.value, 10)}}
-			// The identifier is also the idempotency key: a retry after a
-			// worker died before recording the answer gets Stripe's first
-			// answer back instead of a duplicate-identifier error, which
-			// would keep the event pending for ever.
-			p.SetIdempotencyKey(d.id)
-			_, err = r.api.BillingMeterEvents.New(p)
+			err = r.sendEvent(ctx, d, cust)
 		}
 		if err != nil {
 			r.cfg.Logger.Warn("send meter event; will retry", "identifier", d.id, "attempts", d.attempts+1, "err", err)
@@ -233,4 +251,90 @@ func (r *Reporter) send(ctx context.Context) (int, error) {
 		sent++
 	}
 	return sent, nil
+}
+
+// sendEvent sends d's meter event. It first records, if none is, when the
+// first request that may reach Stripe left; a request Stripe certainly
+// did not take (refusedUnsent) that was the first undoes it.
+func (r *Reporter) sendEvent(ctx context.Context, d due, cust string) error {
+	if d.first == nil {
+		if _, err := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET first_attempt_at = $2 WHERE identifier = $1 AND first_attempt_at IS NULL`,
+			d.id, r.cfg.Now()); err != nil {
+			return fmt.Errorf("record first attempt: %w", err)
+		}
+	}
+	p := &stripe.BillingMeterEventParams{EventName: stripe.String(EventName(d.meter)), Identifier: stripe.String(d.id),
+		Timestamp: stripe.Int64(d.hour.Unix()),
+		Payload:   map[string]string{"stripe_customer_id": cust, "value": strconv.FormatInt(d.value, 10)}}
+	// The identifier is also the idempotency key: a retry after a worker
+	// died before recording the answer gets Stripe's first answer back
+	// instead of a duplicate-identifier error, which would keep the event
+	// pending for ever.
+	p.SetIdempotencyKey(d.id)
+	_, err := r.api.BillingMeterEvents.New(p)
+	if err != nil && d.first == nil && refusedUnsent(err) {
+		if _, uerr := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET first_attempt_at = NULL WHERE identifier = $1`, d.id); uerr != nil {
+			return fmt.Errorf("%w (and undo the first attempt: %v)", err, uerr)
+		}
+	}
+	return err
+}
+
+// refusedUnsent reports whether err shows that Stripe did not record the
+// event: the connection was refused, or Stripe answered with a client
+// error other than a conflict (an idempotent request still running).
+func refusedUnsent(err error) bool {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		return se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500 && se.HTTPStatusCode != http.StatusConflict
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// resendOrSettle handles a pending event first sent longer than
+// ResendWindow ago, which Stripe may hold under an identifier it no
+// longer recognises. It reads Stripe's summary of the customer's meter for
+// the event's hour, in which this event is the only one: the event's value
+// there means Stripe has it (the row is marked sent); nothing there means
+// it never arrived, and the caller sends it (done false) as if for the
+// first time; anything else, or a summary that cannot be read, holds the row
+// ('held', with the reason) for an operator: `tenantd admin billing
+// reconcile` lists it.
+func (r *Reporter) resendOrSettle(ctx context.Context, d *due, cust string) (done bool, err error) {
+	var meterID string
+	if err := r.cfg.DB.QueryRow(ctx, `SELECT stripe_meter_id FROM billing_meters WHERE meter = $1`, d.meter).Scan(&meterID); err != nil {
+		return false, fmt.Errorf("read stripe meter %s: %w", d.meter, err)
+	}
+	it := r.api.BillingMeterEventSummaries.List(&stripe.BillingMeterEventSummaryListParams{ID: stripe.String(meterID),
+		Customer: stripe.String(cust), StartTime: stripe.Int64(d.hour.Unix()), EndTime: stripe.Int64(d.hour.Add(time.Hour).Unix())})
+	var inStripe float64
+	for it.Next() {
+		inStripe += it.BillingMeterEventSummary().AggregatedValue
+	}
+	hold := ""
+	switch {
+	case it.Err() != nil:
+		hold = fmt.Sprintf("first sent %s, over %s ago, and Stripe's summary of the hour cannot be read: %v",
+			d.first.UTC().Format(time.RFC3339), ResendWindow, it.Err())
+	case inStripe == float64(d.value):
+		r.cfg.Logger.Info("meter event first sent over the resend window ago is in Stripe; marked sent", "identifier", d.id)
+		if _, err := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET state = 'sent', sent_at = now(), last_error = '' WHERE identifier = $1`, d.id); err != nil {
+			return true, fmt.Errorf("record meter event sent: %w", err)
+		}
+		return true, nil
+	case inStripe == 0:
+		if _, err := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET first_attempt_at = NULL WHERE identifier = $1`, d.id); err != nil {
+			return true, fmt.Errorf("restart the resend window: %w", err)
+		}
+		d.first = nil
+		return false, nil
+	default:
+		hold = fmt.Sprintf("first sent %s, over %s ago; Stripe's summary of the hour holds %v, the event %d: resending could bill twice",
+			d.first.UTC().Format(time.RFC3339), ResendWindow, inStripe, d.value)
+	}
+	r.cfg.Logger.Warn("meter event held: not resent past Stripe's identifier window", "identifier", d.id, "reason", hold)
+	if _, err := r.cfg.DB.Exec(ctx, `UPDATE billing_outbox SET state = 'held', last_error = $2 WHERE identifier = $1`, d.id, hold); err != nil {
+		return true, fmt.Errorf("hold meter event: %w", err)
+	}
+	return true, nil
 }

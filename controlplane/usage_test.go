@@ -229,7 +229,7 @@ func TestBillingEstimate(t *testing.T) {
 	if err := a.key.Do(context.Background(), http.MethodGet, "/v1/billing", nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Plan != "standard" || out.MonthToDate != 1 || out.Projected < 1 {
-		t.Fatalf("estimate %+v, want 20 GiB in at $0.05 = $1.00 so far", out)
+	if out.Plan != "standard" || out.MonthToDate != 1.2 || out.Projected < 1.2 {
+		t.Fatalf("estimate %+v, want 20 GiB in at $0.06 = $1.20 so far", out)
 	}
 }

@@ -207,8 +207,8 @@ func startBillingWorker(ctx context.Context, pool *pgxpool.Pool, cfg Config, log
 }
 
 // billingReconcile is `tenantd admin billing reconcile [-since T]`: the
-// hours whose Stripe meter event is pending, missing, or differs from the
-// ledger (GET /v1/admin/billing/reconcile).
+// hours whose Stripe meter event is pending, held, missing, or differs
+// from the ledger (GET /v1/admin/billing/reconcile).
 func billingReconcile(ctx context.Context, c *client.Client, p printer, args []string) error {
 	sub := flag.NewFlagSet("billing reconcile", flag.ContinueOnError)
 	since := sub.String("since", "", "RFC 3339 time of the first hour to compare (default 7 days ago)")
@@ -225,7 +225,7 @@ func billingReconcile(ctx context.Context, c *client.Client, p printer, args []s
 	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
 		return err
 	}
-	return table(p, out.Items, []string{"HOUR", "TENANT", "METER", "LEDGER", "SENT", "STATE"}, func(d billing.Difference) []any {
-		return []any{d.Hour.Format(time.RFC3339), d.Tenant, d.Meter, d.Ledger, d.Outbox, d.State}
+	return table(p, out.Items, []string{"HOUR", "TENANT", "METER", "LEDGER", "SENT", "STATE", "REASON"}, func(d billing.Difference) []any {
+		return []any{d.Hour.Format(time.RFC3339), d.Tenant, d.Meter, d.Ledger, d.Outbox, d.State, d.Reason}
 	})
 }

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -61,6 +62,36 @@ type meterState struct {
 	PendingBytes   int64      `json:"pending_bytes,omitempty"`
 	PendingRecords int64      `json:"pending_records,omitempty"`
 	Closed         MeterRange `json:"closed"`
+	// FromLog is whether the pending sums are the log's since the
+	// partition's first batch or since a start entry. A replica restored
+	// from a snapshot a version that metered produce at its front doors
+	// wrote (no "meter" in it) has false: the entries it applies again
+	// after that snapshot were counted where they were produced, so its
+	// leader starts metering (meterStart) instead of closing them.
+	FromLog bool `json:"from_log"`
+	// Term, TermBytes and TermRecords are the pending sums of the newest
+	// leader epoch's batches: what a start keeps, as the batches its own
+	// leader appended.
+	Term        int32 `json:"term,omitempty"`
+	TermBytes   int64 `json:"term_bytes,omitempty"`
+	TermRecords int64 `json:"term_records,omitempty"`
+}
+
+// UnmarshalJSON reads a snapshot's meter state. A state without
+// "from_log" was written by a version that metered from the log before
+// the field existed: its sums are the log's.
+func (m *meterState) UnmarshalJSON(b []byte) error {
+	type plain meterState
+	var p struct {
+		plain
+		FromLog *bool `json:"from_log"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*m = meterState(p.plain)
+	m.FromLog = p.FromLog == nil || *p.FromLog
+	return nil
 }
 
 // add counts an applied data batch of n bytes. Control batches
@@ -69,6 +100,14 @@ func (m *meterState) add(h log.Header, n int) {
 	if h.IsControl() {
 		return
 	}
+	if h.BaseOffset == 0 {
+		m.FromLog = true // the partition's first batch: these sums hold the whole log
+	}
+	if h.LeaderEpoch != m.Term {
+		m.Term, m.TermBytes, m.TermRecords = h.LeaderEpoch, 0, 0
+	}
+	m.TermBytes += int64(n)
+	m.TermRecords += int64(h.NumRecords)
 	m.PendingBytes += int64(n)
 	m.PendingRecords += int64(h.NumRecords)
 }
@@ -77,6 +116,7 @@ func (m *meterState) add(h log.Header, n int) {
 // hour of atMillis (or the previous range's hour, if later). With nothing
 // pending it changes nothing: two closes in a row make one range.
 func (m *meterState) close(end, atMillis int64) {
+	m.FromLog = true
 	if m.PendingBytes == 0 && m.PendingRecords == 0 {
 		return
 	}
@@ -89,18 +129,49 @@ func (m *meterState) close(end, atMillis int64) {
 	}
 	m.Closed = c
 	m.PendingBytes, m.PendingRecords = 0, 0
+	m.TermBytes, m.TermRecords = 0, 0
 }
 
-// applyMeterClose applies a ControlMeterClose entry.
+// start applies a start entry of leader epoch epoch: produce is metered
+// from the log from here, and of the batches pending only that epoch's
+// are kept (its leader, which appended them, meters produce from the log;
+// the earlier epochs' leaders metered at their front doors). Every
+// replica applies it alike, whatever snapshot it restored: after it the
+// pending sums are the same on all.
+func (m *meterState) start(epoch int32) {
+	m.FromLog = true
+	if m.Term == epoch {
+		m.PendingBytes, m.PendingRecords = m.TermBytes, m.TermRecords
+		return
+	}
+	m.PendingBytes, m.PendingRecords, m.TermBytes, m.TermRecords = 0, 0, 0, 0
+}
+
+// applyMeterClose applies a ControlMeterClose entry, a close or a start.
 func (f *fsm) applyMeterClose(l *raft.Log) interface{} {
-	at, err := raftlog.DecodeMeterClose(l.Data)
+	at, start, err := raftlog.DecodeMeterEntry(l.Data)
 	if err != nil {
 		return applyResult{err: fmt.Errorf("apply entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.st.Meter.close(f.st.HighWatermark, at)
+	if start {
+		// The epoch the store stamps on this term's batches.
+		f.st.Meter.start(int32(uint64(f.epochBase.Load()) + l.Term))
+	} else {
+		f.st.Meter.close(f.st.HighWatermark, at)
+	}
 	return applyResult{base: f.st.Meter.Closed.End}
+}
+
+// meterNeedsStart reports whether this replica's sums may hold batches
+// metered at the front doors (meterState.FromLog) in a partition that has
+// data and is not a mirror (a promoted mirror's first batch is not at 0,
+// and none of its batches was metered elsewhere).
+func (f *fsm) meterNeedsStart() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.st.Meter.FromLog && f.st.Mirror == nil && f.st.HighWatermark > 0
 }
 
 // meter returns the last closed range and whether sums are pending.
@@ -139,6 +210,12 @@ func (r *Replica) meterLoop() {
 			// know whether the last range reached the sink.
 			term, recorded = tm, -1
 		}
+		if r.fsm.meterNeedsStart() {
+			if err := r.startMeter(); err != nil {
+				r.cfg.Logger.Debug("start produce metering; will retry", "replica", r.cfg.ID, "err", err)
+			}
+			continue
+		}
 		closed, pending := r.fsm.meter()
 		if closed.End > 0 && closed.End != recorded {
 			if !r.recordRange(closed) {
@@ -166,19 +243,39 @@ var errStopped = errors.New("partition: replica stopped")
 // closeMeter appends a ControlMeterClose entry and returns the closed
 // range once it is applied here.
 func (r *Replica) closeMeter() (MeterRange, error) {
-	f := r.raft.ApplyLog(raft.Log{Data: raftlog.EncodeMeterClose(time.Now().UnixMilli()), Extensions: raftlog.ControlExtension}, r.cfg.ApplyTimeout)
-	stopped, err := r.await(f)
-	switch {
-	case stopped:
-		return MeterRange{}, errStopped
-	case err != nil:
-		return MeterRange{}, fmt.Errorf("append meter close: %w", err)
-	}
-	if res, ok := f.Response().(applyResult); ok && res.err != nil {
-		return MeterRange{}, fmt.Errorf("apply meter close: %w", res.err)
+	if err := r.appendMeter(raftlog.EncodeMeterClose(time.Now().UnixMilli())); err != nil {
+		return MeterRange{}, fmt.Errorf("meter close: %w", err)
 	}
 	closed, _ := r.fsm.meter()
 	return closed, nil
+}
+
+// startMeter appends a start entry (meterState.start) and waits for it to
+// apply here.
+func (r *Replica) startMeter() error {
+	if err := r.appendMeter(raftlog.EncodeMeterStart(time.Now().UnixMilli())); err != nil {
+		return fmt.Errorf("meter start: %w", err)
+	}
+	r.cfg.Logger.Info("produce metered from the log from here on: the batches before were metered where they were produced",
+		"replica", r.cfg.ID, "high_watermark", r.fsm.highWatermark())
+	return nil
+}
+
+// appendMeter appends a ControlMeterClose entry of data and waits for it
+// to apply here.
+func (r *Replica) appendMeter(data []byte) error {
+	f := r.raft.ApplyLog(raft.Log{Data: data, Extensions: raftlog.ControlExtension}, r.cfg.ApplyTimeout)
+	stopped, err := r.await(f)
+	switch {
+	case stopped:
+		return errStopped
+	case err != nil:
+		return fmt.Errorf("append: %w", err)
+	}
+	if res, ok := f.Response().(applyResult); ok && res.err != nil {
+		return fmt.Errorf("apply: %w", res.err)
+	}
+	return nil
 }
 
 // recordRange hands c to the sink, bounded by ApplyTimeout and Close, and

@@ -50,6 +50,26 @@ func EncodeMeterClose(atMillis int64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{ControlMeterClose}, uint64(atMillis))
 }
 
+// EncodeMeterStart is the data of a ControlMeterClose entry that starts
+// produce metering from the log rather than closing a range
+// (partition/meter.go: after an upgrade from front-door metering):
+// EncodeMeterClose's data and a last byte 1. A version that knows only
+// closes refuses it as malformed, and so changes nothing.
+func EncodeMeterStart(atMillis int64) []byte {
+	return append(EncodeMeterClose(atMillis), 1)
+}
+
+// DecodeMeterEntry decodes EncodeMeterClose's and EncodeMeterStart's
+// data: the time, and whether the entry is a start.
+func DecodeMeterEntry(data []byte) (atMillis int64, start bool, err error) {
+	if len(data) == 10 && data[9] == 1 {
+		at, err := DecodeMeterClose(data[:9])
+		return at, err == nil, err
+	}
+	at, err := DecodeMeterClose(data)
+	return at, false, err
+}
+
 // DecodeMeterClose decodes EncodeMeterClose's data.
 func DecodeMeterClose(data []byte) (int64, error) {
 	if len(data) != 9 || data[0] != ControlMeterClose {

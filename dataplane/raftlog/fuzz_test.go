@@ -97,6 +97,29 @@ func FuzzDecodeMeterClose(f *testing.F) {
 	})
 }
 
+// FuzzDecodeMeterEntry decodes a meter close or start entry's data.
+// Invariants: it never panics; an accepted time is ≥ 0 and encodes back,
+// as a start or a close, to the same bytes.
+func FuzzDecodeMeterEntry(f *testing.F) {
+	f.Add(EncodeMeterClose(5))
+	f.Add(EncodeMeterStart(1_800_000_000_000))
+	f.Add(append(EncodeMeterClose(5), 2))
+	f.Add([]byte{2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		at, start, err := DecodeMeterEntry(b)
+		if err != nil {
+			return
+		}
+		enc := EncodeMeterClose(at)
+		if start {
+			enc = EncodeMeterStart(at)
+		}
+		if at < 0 || !bytes.Equal(enc, b) || ControlKind(b) != ControlMeterClose {
+			t.Fatalf("decoded %d, start %v from %x", at, start, b)
+		}
+	})
+}
+
 // FuzzDecodeClean decodes compaction-decision data as a follower's FSM
 // gets it from the network or the entries file. Invariants: it never
 // panics; an accepted decision has no negative point or duration, its

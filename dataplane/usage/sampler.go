@@ -41,9 +41,13 @@ type SamplerConfig struct {
 type Sampler struct {
 	cfg  SamplerConfig
 	last time.Time
-	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	// carry is the time below a millisecond the last samples left
+	// uncounted, added to the next one: at a 100 ms interval dropping it
+	// would lose up to 1% of partition- and byte-seconds.
+	carry time.Duration
+	stop  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
 }
 
 // NewSampler checks cfg and starts sampling; Close stops it.
@@ -89,10 +93,13 @@ func (s *Sampler) Sample() {
 	if elapsed <= 0 {
 		return
 	}
-	// Milliseconds, rounded, summed into seconds at hour granularity by
-	// the ledger: counting whole seconds per sample would lose up to a
-	// second every Interval.
+	// Whole milliseconds, the rest carried to the next sample; the Meter
+	// carries what is below a second (addMilli), so the time counted is
+	// the time elapsed, exactly, but for the last sample's fraction of a
+	// millisecond.
+	elapsed += s.carry
 	ms := elapsed.Milliseconds()
+	s.carry = elapsed - time.Duration(ms)*time.Millisecond
 	for _, p := range s.cfg.Led() {
 		s.cfg.Meter.addMilli(p.Tenant, p.Topic, PartitionSeconds, ms)
 		s.cfg.Meter.addMilli(p.Tenant, p.Topic, StorageByteSeconds, p.Bytes*ms)

@@ -43,3 +43,50 @@ func TestSamplerPartitionAndStorageSeconds(t *testing.T) {
 	}
 	_ = s.Close()
 }
+
+// TestSamplerExactAt100ms: sampled every 100.999 ms, an interval whose
+// sub-millisecond part is nearly a whole millisecond, an hour of three
+// partitions is counted to within a second (what the Meter carries below
+// a whole second), not 1% short as whole milliseconds per sample were.
+func TestSamplerExactAt100ms(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	m := NewMeter(clock)
+	l := &memLog{}
+	newTestFlusher(t, l, m)
+	s, err := NewSampler(SamplerConfig{Meter: m, Interval: time.Hour * 1000, Now: clock, Led: func() []Sample {
+		return []Sample{{"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const every = 100*time.Millisecond + 999*time.Microsecond
+	// The hour's samples, stopping short of its end so that every one
+	// is billed in it.
+	for elapsed := time.Duration(0); elapsed+every < time.Hour; elapsed += every {
+		mu.Lock()
+		now = now.Add(every)
+		mu.Unlock()
+		s.Sample()
+	}
+	mu.Lock()
+	held := now.Sub(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+	mu.Unlock()
+	if err := m.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.totals(t)
+	for meter, want := range map[string]float64{"t1/tp/partition_seconds": 3 * held.Seconds(), "t1/tp/storage_byte_seconds": 3e6 * held.Seconds()} {
+		// Below a second of each counter may stay in the Meter, and
+		// below a millisecond in the sampler.
+		slack := 1.01
+		if meter == "t1/tp/storage_byte_seconds" {
+			slack = 3e6 * 0.002
+		}
+		if g := float64(got[meter]); g > want || g < want-slack {
+			t.Errorf("%s = %.0f, want %.0f (at most %.0f short)", meter, g, want, slack)
+		}
+	}
+	_ = s.Close()
+}
