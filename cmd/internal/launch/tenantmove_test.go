@@ -1,0 +1,154 @@
+package launch_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/dataplane/peercert"
+)
+
+// addCell creates pool (of kind) and a cell id in it with n brokers of
+// their own peer CA, on the procCell's control plane, and starts them.
+// It returns the brokers' specs.
+func (c *procCell) addCell(ctx context.Context, pool, kind, cellID string, n int) []*launch.Broker {
+	c.t.Helper()
+	op := c.cp.Operator
+	if _, err := op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: pool, Kind: kind, Description: pool}); err != nil {
+		c.t.Fatalf("create pool %s: %v", pool, err)
+	}
+	if _, err := op.AdminCreateCell(ctx, api.CreateCellRequest{ID: cellID, PoolID: pool}); err != nil {
+		c.t.Fatalf("create cell %s: %v", cellID, err)
+	}
+	addrs, err := launch.FreeAddrs("127.0.0.1", 3*n)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nodes := make([]string, n)
+	for i := range n {
+		nodes[i] = strconv.Itoa(i + 1)
+	}
+	dir := filepath.Join(c.dir, cellID)
+	peers, err := peercert.EnsureDir(filepath.Join(dir, "certs"), cellID, nodes)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var specs []*launch.Broker
+	for i := range n {
+		a := addrs[3*i:]
+		b := &launch.Broker{ID: fmt.Sprintf("%s-b%d", cellID, i+1), NodeID: i + 1, Kafka: a[0], Raft: a[1], HTTP: a[2],
+			DataDir: dir, Peer: peers[nodes[i]]}
+		registerArgs(b)
+		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: b.ID, CellID: cellID, NodeID: b.NodeID,
+			KafkaAddr: b.Kafka, HTTPAddr: b.HTTP, RaftAddr: b.Raft}); err != nil {
+			c.t.Fatalf("create broker %s: %v", b.ID, err)
+		}
+		specs = append(specs, b)
+	}
+	ck, err := op.AdminCreateCellKey(ctx, cellID)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, b := range specs {
+		logPath := filepath.Join(dir, b.ID+".log")
+		p, err := b.Start(c.bin, c.cp.URL, cellID, ck.ID+":"+ck.Secret, "warn", logPath)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() {
+			p.Stop(15 * time.Second)
+			if c.t.Failed() {
+				if out, err := os.ReadFile(logPath); err == nil {
+					c.t.Logf("%s's log, last 4 KiB:\n%s", b.ID, out[max(0, len(out)-4096):])
+				}
+			}
+		})
+	}
+	return specs
+}
+
+// registerArgs makes a broker register itself at start, which sends the
+// control plane its cell's peer CA.
+func registerArgs(b *launch.Broker) {
+	b.Args = append(b.Args, "-node-id", strconv.Itoa(b.NodeID), "-kafka-advertise", b.Kafka, "-http-advertise", b.HTTP, "-raft-advertise", b.Raft)
+}
+
+// TestTenantMoveUnderTraffic moves a tenant from its shared cell to a
+// cell of a dedicated pool while a franz-go idempotent producer and a
+// consumer group run against the shared cell's bootstrap addresses: the
+// move ends done, nothing acknowledged is lost or doubled, the group's
+// polls stay in order, the clients never change their bootstrap address,
+// and the tenant's key then works through the old cell's HTTP data API
+// too (it follows the tenant home).
+func TestTenantMoveUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane and six brokers in two cells")
+	}
+	const topic, parts = "moving", 3
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c := startProcCellWith(t, "tmove", 3, registerArgs)
+	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		t.Fatal(err)
+	}
+	c.addCell(ctx, "tmove-dedicated", "dedicated", "tmove-dcell", 3)
+
+	tr := c.startTraffic(ctx, topic, "move-group", 2*time.Minute)
+	waitAcks(ctx, t, tr.chk, 300)
+
+	var mv api.TenantMove
+	err := launch.WaitFor(ctx, "the move starts (the dedicated cell's brokers registered and report moves)", time.Minute, func() error {
+		var err error
+		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, "tmove-dedicated")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	err = launch.WaitFor(ctx, "the tenant move is done", 4*time.Minute, func() error {
+		m, err := c.cp.Operator.AdminTenantMove(ctx, mv.ID)
+		if err != nil {
+			return err
+		}
+		if m.State != "done" {
+			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
+		}
+		mv = m
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(started)
+	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+300) // produce continues on the new cell
+	tr.halt()
+	t.Logf("move %d to %s took %s; longest wait for an ack during it %s", mv.ID, mv.DestCellID, took.Round(time.Millisecond),
+		tr.longestGap(started, started.Add(took)).Round(time.Millisecond))
+	res := tr.check(ctx, t, c, topic, parts)
+	t.Logf("history: %+v", res)
+
+	// The old cell's HTTP data API follows the tenant to its new home.
+	body := []byte(`{"messages":[{"key":"aw==","value":"YWZ0ZXIgdGhlIG1vdmU="}]}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(body))
+	req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("publish through the old cell after the move: %s %s", resp.Status, out)
+	}
+}
