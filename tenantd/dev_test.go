@@ -550,14 +550,14 @@ func TestDevReadyServesGroups(t *testing.T) {
 // partitions without a serving leader, and stops when dev is stopped.
 func TestDevGroupsServedBounded(t *testing.T) {
 	parts := []*brokerParts{newBrokerParts(), newBrokerParts()} // no coordinator runs: nothing is served
-	err := devGroupsServed(context.Background(), parts, 3, 50*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "offsets partitions 0, 1, 2 (of 3) have no leader serving consumer groups") ||
+	err := devGroupsServed(context.Background(), "dev-cell-1", parts, 3, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "dev cell dev-cell-1 not ready") || !strings.Contains(err.Error(), "offsets partitions 0, 1, 2 (of 3) have no leader serving consumer groups") ||
 		!strings.Contains(err.Error(), "not ready after 50ms") {
 		t.Fatalf("bounded wait: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := devGroupsServed(ctx, parts, 3, time.Minute); !errors.Is(err, context.Canceled) {
+	if err := devGroupsServed(ctx, "dev-cell-1", parts, 3, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait after dev stopped: %v, want context.Canceled", err)
 	}
 }
