@@ -221,10 +221,11 @@ func TestRunbooks(t *testing.T) {
 				n := nAcks() - n0
 				return n >= 100, fmt.Sprintf("%d new acknowledgements since the unthrottle", n)
 			})
+			b1 := hotBytes.Load()
 			from, to := window(ctx, 6*time.Second)
 			p99, n := calmLat.p99(from, to)
 			t.Logf("T+%v: after the move: %d new acknowledgements of the hot tenant's producer (bootstrap %s); compliant tenant's produce p99 %v (%d produces; alone %v); hot tenant %.0f KiB/s on its own cell",
-				since(), nAcks()-n0, s.bootstrap, p99, n, solo, hotRate(from, to, hotBytes.Load())/1024)
+				since(), nAcks()-n0, s.bootstrap, p99, n, solo, hotRate(from, to, b1)/1024)
 		}
 		if b.heading != "3. Verify the neighbours recovered" {
 			continue
