@@ -561,3 +561,42 @@ func TestDevGroupsServedBounded(t *testing.T) {
 		t.Fatalf("wait after dev stopped: %v, want context.Canceled", err)
 	}
 }
+
+// TestDevDedicatedCellFlag: dev runs the dedicated pool's cell unless
+// -dedicated-cell=false, and the flag is refused where it would do
+// nothing (any other role).
+func TestDevDedicatedCellFlag(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, tc := range []struct {
+		name     string
+		cmd      string
+		args     []string
+		wantErr  string
+		wantCell bool
+	}{
+		{name: "dev default", cmd: "dev", wantCell: true},
+		{name: "dev without", cmd: "dev", args: []string{"-dedicated-cell=false"}},
+		{name: "dev explicit", cmd: "dev", args: []string{"-dedicated-cell=true"}, wantCell: true},
+		{name: "broker refuses", cmd: "broker", args: []string{"-dedicated-cell=false"}, wantErr: "-dedicated-cell is for tenantd dev only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(tc.cmd, tc.args, env)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cells := devCellsOf(cfg)
+			if got := len(cells) == 2; got != tc.wantCell {
+				t.Fatalf("cells %v, want the dedicated one: %v", cells, tc.wantCell)
+			}
+			if tc.wantCell && (cells[1].ID != "dev-cell-2" || cells[1].Pool != "dev-dedicated" || cells[1].Kind != "dedicated" || devFleetBrokers(cells) != 6) {
+				t.Fatalf("dedicated cell %+v", cells[1])
+			}
+		})
+	}
+}
