@@ -79,7 +79,9 @@ func TestDevReadmeFlow(t *testing.T) {
 	}
 	consoleOperatorSignIn(t, apiURL, opKey, "acme")
 
-	// The dev cell's three brokers sync their state and report their disks.
+	// Both dev cells' brokers (three each) sync their state and report
+	// their disks.
+	fleet := devFleetBrokers(devCellsOf(defaultConfig()))
 	deadline = time.After(20 * time.Second)
 	for {
 		out, err := exec.Command(bin, "admin", "-api", apiURL, "-key", opKey, "-o", "json", "brokers", "list").Output()
@@ -99,7 +101,7 @@ func TestDevReadmeFlow(t *testing.T) {
 				reported++
 			}
 		}
-		if len(bs) == 3 && reported == 3 {
+		if len(bs) == fleet && reported == fleet {
 			break
 		}
 		select {
