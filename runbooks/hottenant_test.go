@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // latencies records a producer's acknowledged produce latencies.
@@ -80,8 +82,9 @@ func window(ctx context.Context, d time.Duration) (time.Time, time.Time) {
 // `tenantd dev`: hot-tenant.md with a synthetic hot tenant producing as
 // fast as it can beside a compliant tenant producing steadily, checking
 // what the runbook says (the compliant tenant's produce p99 recovers once
-// the hot one is throttled, the hot one loses no acknowledged record),
-// then the others. A block that fails (a command that drifted from the
+// the hot one is throttled; moved live to the dedicated pool and back, the
+// hot one's running producer keeps its bootstrap address and loses no
+// acknowledged record), then the others. A block that fails (a command that drifted from the
 // CLI) or whose output misses its expectations fails the test.
 func TestRunbooks(t *testing.T) {
 	if testing.Short() {
@@ -193,11 +196,36 @@ func TestRunbooks(t *testing.T) {
 	var after time.Duration
 	var hotAfter float64
 	var throttledAt time.Time
+	var moved, followed bool
+	nAcks := func() int {
+		acksMu.Lock()
+		defer acksMu.Unlock()
+		return len(acks)
+	}
 	for _, b := range blocks {
 		runBlock(t, b, env, 2*time.Minute)
 		t.Logf("T+%v: %s: ran hot-tenant.md:%d", since(), b.heading, b.line)
-		if strings.Contains(b.script, "tenants throttle \"$HOT_TENANT\"") {
+		if strings.Contains(b.script, "tenants throttle \"$HOT_TENANT\"") && throttledAt.IsZero() {
 			throttledAt = time.Now()
+		}
+		if strings.Contains(b.script, "tenants move \"$HOT_TENANT\" -pool dev-dedicated") {
+			moved = true
+		}
+		if moved && !followed && strings.Contains(b.script, "tenants unthrottle \"$HOT_TENANT\"") {
+			// The runbook's promise after the move: the hot tenant's
+			// running producer, seeded only with the shared cell's
+			// address, is acknowledged again, now by the dedicated cell.
+			followed = true
+			n0 := nAcks()
+			testkit.WaitForState(t, time.Minute, "the moved hot tenant's producer acknowledged again (bootstrap "+s.bootstrap+")", func() (bool, string) {
+				n := nAcks() - n0
+				return n >= 100, fmt.Sprintf("%d new acknowledgements since the unthrottle", n)
+			})
+			b1 := hotBytes.Load()
+			from, to := window(ctx, 6*time.Second)
+			p99, n := calmLat.p99(from, to)
+			t.Logf("T+%v: after the move: %d new acknowledgements of the hot tenant's producer (bootstrap %s); compliant tenant's produce p99 %v (%d produces; alone %v); hot tenant %.0f KiB/s on its own cell",
+				since(), nAcks()-n0, s.bootstrap, p99, n, solo, hotRate(from, to, b1)/1024)
 		}
 		if b.heading != "3. Verify the neighbours recovered" {
 			continue
@@ -237,6 +265,9 @@ func TestRunbooks(t *testing.T) {
 	}
 	if after == 0 {
 		t.Fatal("hot-tenant.md has no section \"3. Verify the neighbours recovered\"")
+	}
+	if !moved || !followed {
+		t.Fatal("hot-tenant.md does not move the hot tenant to dev-dedicated and then lift its throttle")
 	}
 
 	// The hot tenant lost no acknowledged record.

@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/tenantd/devtest"
 )
 
-// stack is a running `tenantd dev` (the control plane and a 3-broker
-// cell in one process, as `make run` starts it) on free ports and its own
+// stack is a running `tenantd dev` (the control plane, the shared cell
+// and the dedicated pool's cell in one process, as `make run` starts it) on free ports and its own
 // database, and the binary, whose directory the runbooks' commands find
 // tenantd in.
 type stack struct {

@@ -155,6 +155,11 @@ type Config struct {
 	// bill; a deployment that runs `tenantd billing` sets it false on its
 	// control planes. Any number of workers may run: one works at a time.
 	BillingWorker bool `json:"billing_worker"`
+	// DedicatedCell, for dev: also run the dedicated pool's cell
+	// (dev-dedicated, dev-cell-2) that a tenant can be moved to. Default
+	// true, so that make run shows a move; tests that need no second cell
+	// set it false to start three brokers instead of six.
+	DedicatedCell bool `json:"dedicated_cell"`
 	// BillingInterval is how often a billing worker does a round, a Go
 	// duration (default 30s).
 	BillingInterval string `json:"billing_interval"`
@@ -194,7 +199,7 @@ func (c Config) billingInterval() time.Duration {
 
 func defaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate,
-		MirrorRate: replicas.DefaultMirrorRate, BillingWorker: true}
+		MirrorRate: replicas.DefaultMirrorRate, BillingWorker: true, DedicatedCell: true}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -209,6 +214,9 @@ func (c *Config) validate(cmd string) error {
 	}
 	if c.DevTLS && cmd != "dev" {
 		return errors.New("-tls is for tenantd dev only: elsewhere give -tls-cert-file and -tls-key-file")
+	}
+	if !c.DedicatedCell && cmd != "dev" {
+		return errors.New("-dedicated-cell is for tenantd dev only")
 	}
 	if c.DevTLS && c.TLSCertFile != "" {
 		return errors.New("dev -tls makes its own certificate: drop -tls-cert-file and -tls-key-file, or -tls")
@@ -363,6 +371,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	seedRate := fs.Int64("seed-rate", -1, "broker, dev: bytes a second a broker's replicas may copy from peers when seeded from their segments (behind the log start, or new); 0 is unlimited (default 64 MiB/s)")
 	mirrorRate := fs.Int64("mirror-rate", -1, "broker, dev: bytes a second each partition of a tenant move may pull from the source cell when its topic sets no rate; 0 is unlimited (default 8 MiB/s)")
 	usageSample := fs.String("usage-sample", "", "broker, dev: how often a broker samples the partitions it leads for partition-hours and storage byte-hours, a Go duration (env SLUICE_USAGE_SAMPLE; default 10s)")
+	dedicatedCell := fs.Bool("dedicated-cell", true, "dev: also run a second cell, dev-cell-2 of the dedicated pool dev-dedicated, to move a tenant to (default true)")
 	billingWorker := fs.Bool("billing-worker", true, "controlplane, dev: also run the billing worker in this process; set false where the billing role (tenantd billing) runs (env SLUICE_BILLING_WORKER; default true)")
 	billingInterval := fs.String("billing-interval", "", "billing, controlplane, dev: how often the billing worker prunes the ledger and reports to Stripe, a Go duration (env SLUICE_BILLING_INTERVAL; default 30s); the Stripe key is env SLUICE_STRIPE_KEY only (none: the ledger is kept and nothing is sent)")
 	stripeURL := fs.String("stripe-url", "", "billing, controlplane, dev: Stripe's API address, e.g. stripe-mock's (env SLUICE_STRIPE_URL; default Stripe's)")
@@ -498,6 +507,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "billing-worker" {
 			cfg.BillingWorker = *billingWorker
+		}
+		if f.Name == "dedicated-cell" {
+			cfg.DedicatedCell = *dedicatedCell
 		}
 	})
 	return cfg, cfg.validate(cmd)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,12 +23,12 @@ import (
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/controlplane"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/migrations"
 )
 
-// The dev fleet: one shared pool with one cell of three brokers on loopback.
+// The dev fleet's shared cell: three brokers on loopback (devcells.go adds
+// the dedicated pool's cell).
 var devBrokers = []api.CreateBrokerRequest{
 	{ID: "dev-b1", CellID: "dev-cell-1", NodeID: 1, KafkaAddr: "127.0.0.1:9092", HTTPAddr: "127.0.0.1:8091", RaftAddr: "127.0.0.1:7001"},
 	{ID: "dev-b2", CellID: "dev-cell-1", NodeID: 2, KafkaAddr: "127.0.0.1:9093", HTTPAddr: "127.0.0.1:8092", RaftAddr: "127.0.0.1:7002"},
@@ -44,11 +43,12 @@ const (
 	devHTTPListen  = "127.0.0.1:8091"
 )
 
-// devAddrs returns the dev brokers' addresses of one kind: from first (or
-// def) on, one port apart, or free ports of first's host when its port is 0
+// devAddrs returns n dev brokers' addresses of one kind: from first (or
+// def) on, one port apart (the shared cell's brokers first, then the
+// dedicated cell's), or free ports of first's host when its port is 0
 // (reserved by listening and released just before the brokers listen again,
 // for tests that run next to another tenantd).
-func devAddrs(first, def string) ([]string, error) {
+func devAddrs(first, def string, n int) ([]string, error) {
 	if first == "" {
 		first = def
 	}
@@ -60,7 +60,7 @@ func devAddrs(first, def string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dev address %q: bad port", first)
 	}
-	addrs := make([]string, len(devBrokers))
+	addrs := make([]string, n)
 	for i := range addrs {
 		if port != 0 {
 			addrs[i] = net.JoinHostPort(host, strconv.Itoa(port+i))
@@ -124,26 +124,19 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 			return
 		}
 		op := client.New(apiURL, client.WithAPIKey(id, secret), client.WithHTTPClient(lt.httpClient()))
-		raftAddrs, err := devAddrs(cfg.RaftListen, devRaftListen)
+		cells := devCellsOf(cfg)
+		n := devFleetBrokers(cells)
+		raftAddrs, err := devAddrs(cfg.RaftListen, devRaftListen, n)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		kafkaAddrs, err := devAddrs(cfg.KafkaListen, devKafkaListen)
+		kafkaAddrs, err := devAddrs(cfg.KafkaListen, devKafkaListen, n)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		httpAddrs, err := devAddrs(cfg.HTTPListen, devHTTPListen)
-		if err != nil {
-			readyErr = err
-			return
-		}
-		if err := seedDevFleet(ctx, op, raftAddrs, kafkaAddrs, httpAddrs); err != nil {
-			readyErr = err
-			return
-		}
-		cellKey, err := devCellKey(ctx, op, filepath.Join(cfg.DataDir, "cell-key"))
+		httpAddrs, err := devAddrs(cfg.HTTPListen, devHTTPListen, n)
 		if err != nil {
 			readyErr = err
 			return
@@ -153,36 +146,60 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 			readyErr = err
 			return
 		}
-		peers, err := devPeerCerts(cfg.DataDir)
-		if err != nil {
-			readyErr = err
-			return
-		}
-		parts := make([]*brokerParts, len(devBrokers))
-		for i, b := range devBrokers {
-			parts[i] = newBrokerParts()
-			bc := brokerConfig{parts: parts[i], Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
-				CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
-				Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt, SeedRate: cfg.SeedRate, MirrorRate: cfg.MirrorRate,
-				UsageSample: cfg.usageSample(), CompactInterval: cfg.CompactInterval}
-			bc.Metrics = metrics(b.ID)
-			if bc.Metrics == nil {
-				bc.Metrics = wrapBroker(reg, b.ID)
-			}
-			bc.Isolation = brokerConfigOf(cfg).Isolation
-			brokers.Add(1)
-			go func() {
-				defer brokers.Done()
-				if err := runBroker(sctx, bc, log); err != nil {
-					log.Error("dev broker stopped", "broker", bc.BrokerID, "err", err)
-				}
-			}()
-		}
-		if err := devGroupsServed(sctx, parts, groups.DefaultPartitions, devReadyWait); err != nil {
-			if sctx.Err() == nil {
+		// Each cell takes the next len(Brokers) addresses of each kind.
+		var cellKafka, cellHTTP [][]string
+		served := make([][]*brokerParts, len(cells))
+		for ci, c := range cells {
+			k := len(c.Brokers)
+			rAddrs, kAddrs, hAddrs := raftAddrs[:k], kafkaAddrs[:k], httpAddrs[:k]
+			raftAddrs, kafkaAddrs, httpAddrs = raftAddrs[k:], kafkaAddrs[k:], httpAddrs[k:]
+			cellKafka, cellHTTP = append(cellKafka, kAddrs), append(cellHTTP, hAddrs)
+			if err := c.seed(ctx, op, rAddrs, kAddrs, hAddrs); err != nil {
 				readyErr = err
+				return
 			}
-			return
+			cellKey, err := c.cellKey(ctx, op, cfg.DataDir)
+			if err != nil {
+				readyErr = err
+				return
+			}
+			peers, err := c.peerCerts(cfg.DataDir)
+			if err != nil {
+				readyErr = err
+				return
+			}
+			parts := make([]*brokerParts, len(c.Brokers))
+			for i, b := range c.Brokers {
+				parts[i] = newBrokerParts()
+				bc := brokerConfig{parts: parts[i], Cell: b.CellID, BrokerID: b.ID, APIURL: apiURL, CellKeyID: cellKey.ID,
+					CellKeySecret: cellKey.Secret, DataDir: filepath.Join(cfg.DataDir, b.ID),
+					Peer: peers[string(replicas.ServerID(b.NodeID))], TLS: lt, SeedRate: cfg.SeedRate, MirrorRate: cfg.MirrorRate,
+					UsageSample: cfg.usageSample(), CompactInterval: cfg.CompactInterval,
+					Register: devRegistration(b, rAddrs[i], kAddrs[i], hAddrs[i])}
+				bc.Metrics = metrics(b.ID)
+				if bc.Metrics == nil {
+					bc.Metrics = wrapBroker(reg, b.ID)
+				}
+				bc.Isolation = brokerConfigOf(cfg).Isolation
+				brokers.Add(1)
+				go func() {
+					defer brokers.Done()
+					if err := runBroker(sctx, bc, log); err != nil {
+						log.Error("dev broker stopped", "broker", bc.BrokerID, "err", err)
+					}
+				}()
+			}
+			served[ci] = parts
+		}
+		// Every cell serves groups before the banner: a tenant moved to
+		// the dedicated cell takes its groups' offsets there.
+		for ci, c := range cells {
+			if err := devGroupsServed(sctx, c.ID, served[ci], groups.DefaultPartitions, devReadyWait); err != nil {
+				if sctx.Err() == nil {
+					readyErr = err
+				}
+				return
+			}
 		}
 		fmt.Printf(`
 Sluice is running.
@@ -191,13 +208,13 @@ Sluice is running.
   API:       %[1]s/v1   (OpenAPI: %[1]s/v1/openapi.json)
   Cell:      %[5]s with brokers %[6]s (Kafka on %[7]s, SASL/PLAIN with an API key; partitions replicate over Raft)
   HTTP data: %[8]s (HTTP basic with an API key; see the README's tour)
-  Operator:  export SLUICE_ENDPOINT=%[1]s SLUICE_API_KEY_ID=%[2]s SLUICE_API_KEY_SECRET=%[3]s
+%[11]s  Operator:  export SLUICE_ENDPOINT=%[1]s SLUICE_API_KEY_ID=%[2]s SLUICE_API_KEY_SECRET=%[3]s
              then e.g.: tenantd admin tenants list
   Postgres:  %[4]s
   Mail:      none is sent (no mailer): each message is logged and written to %[10]s
 %[9]sPress Ctrl-C to stop.
-`, apiURL, id, secret, redactURL(dbURL), devBrokers[0].CellID, brokerIDs(), strings.Join(kafkaAddrs, ","), strings.Join(httpAddrs, ","),
-			devTLSBanner(lt, cfg.TLSCAFile, kafkaAddrs[0], httpAddrs[0]), mailDir)
+`, apiURL, id, secret, redactURL(dbURL), cells[0].ID, cells[0].brokerIDs(), strings.Join(cellKafka[0], ","), strings.Join(cellHTTP[0], ","),
+			devTLSBanner(lt, cfg.TLSCAFile, cellKafka[0][0], cellHTTP[0][0]), mailDir, devDedicatedBanner(cells, cellKafka, cellHTTP))
 	}
 	h, err := controlPlaneHandler(pool, log, apiURL, lt.httpClient(), reg, mailer, nil)
 	if err != nil {
@@ -227,13 +244,13 @@ Sluice is running.
 // starting.
 const devReadyWait = time.Minute
 
-// devGroupsServed waits, at most wait, until each of the dev cell's n
+// devGroupsServed waits, at most wait, until each of a dev cell's n
 // offsets partitions is served by one of its brokers' group coordinators
 // (the broker leads the partition and has loaded it), so that the banner
 // never precedes a README user's first group join, which would otherwise
 // get a retriable 503 while a partition still elects or loads. parts are
 // the brokers'; their coordinators appear as the brokers start.
-func devGroupsServed(ctx context.Context, parts []*brokerParts, n int, wait time.Duration) error {
+func devGroupsServed(ctx context.Context, cell string, parts []*brokerParts, n int, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -253,7 +270,7 @@ func devGroupsServed(ctx context.Context, parts []*brokerParts, n int, wait time
 		if time.Now().After(deadline) {
 			return fmt.Errorf("dev cell %s not ready after %s: offsets partitions %s (of %d) have no leader serving consumer groups yet, "+
 				"so group joins would fail; the brokers' log above says why (on a very busy machine, try again when it is quieter)",
-				devBrokers[0].CellID, wait, strings.Join(unserved, ", "), n)
+				cell, wait, strings.Join(unserved, ", "), n)
 		}
 		select {
 		case <-ctx.Done():
@@ -277,20 +294,6 @@ func devTLSBanner(lt *listenerTLS, caFile, kafkaAddr, httpAddr string) string {
 `, caFile, kafkaAddr, httpAddr)
 }
 
-// devPeerCerts keeps the dev cell's CA and its brokers' Raft transport
-// certificates under dataDir/peer-certs, reusing those already there.
-func devPeerCerts(dataDir string) (map[string]peercert.Files, error) {
-	ids := make([]string, len(devBrokers))
-	for i, b := range devBrokers {
-		ids[i] = string(replicas.ServerID(b.NodeID))
-	}
-	files, err := peercert.EnsureDir(filepath.Join(dataDir, "peer-certs"), devBrokers[0].CellID, ids)
-	if err != nil {
-		return nil, fmt.Errorf("dev peer certificates: %w", err)
-	}
-	return files, nil
-}
-
 // devOperatorKey reuses the operator key saved in keyFile while it still
 // works, or makes and saves a new one.
 func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL string, hc *http.Client, keyFile string) (string, string, error) {
@@ -312,63 +315,6 @@ func devOperatorKey(ctx context.Context, pool *pgxpool.Pool, apiURL string, hc *
 		return "", "", fmt.Errorf("save operator key: %w", err)
 	}
 	return id, secret, nil
-}
-
-// devCellKey reuses the cell key saved in keyFile, or makes and saves one.
-func devCellKey(ctx context.Context, op *client.Client, keyFile string) (api.CellKey, error) {
-	if b, err := os.ReadFile(keyFile); err == nil {
-		var k api.CellKey
-		if json.Unmarshal(b, &k) == nil && k.ID != "" {
-			cell := op.With(client.WithAPIKey(k.ID, k.Secret))
-			if _, _, err := cell.CellState(ctx, k.CellID, 1<<62, 0); err == nil {
-				return k, nil
-			}
-		}
-	}
-	k, err := op.AdminCreateCellKey(ctx, devBrokers[0].CellID)
-	if err != nil {
-		return k, fmt.Errorf("create dev cell key: %w", err)
-	}
-	b, _ := json.Marshal(k)
-	if err := os.WriteFile(keyFile, b, 0o600); err != nil {
-		return k, fmt.Errorf("save dev cell key: %w", err)
-	}
-	return k, nil
-}
-
-func brokerIDs() string {
-	ids := make([]string, len(devBrokers))
-	for i, b := range devBrokers {
-		ids[i] = b.ID
-	}
-	return strings.Join(ids, ", ")
-}
-
-// seedDevFleet creates the dev pool, cell and brokers unless they exist, and
-// sets the brokers' Raft addresses to raftAddrs.
-func seedDevFleet(ctx context.Context, op *client.Client, raftAddrs, kafkaAddrs, httpAddrs []string) error {
-	ignoreExists := func(_ any, err error) error {
-		if client.IsCode(err, "already_exists") {
-			return nil
-		}
-		return err
-	}
-	if err := ignoreExists(op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "dev-shared", Kind: "shared", Description: "dev shared pool"})); err != nil {
-		return fmt.Errorf("seed pool: %w", err)
-	}
-	if err := ignoreExists(op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "dev-cell-1", PoolID: "dev-shared"})); err != nil {
-		return fmt.Errorf("seed cell: %w", err)
-	}
-	for i, b := range devBrokers {
-		b.RaftAddr, b.KafkaAddr, b.HTTPAddr = raftAddrs[i], kafkaAddrs[i], httpAddrs[i]
-		if err := ignoreExists(op.AdminCreateBroker(ctx, b)); err != nil {
-			return fmt.Errorf("seed broker %s: %w", b.ID, err)
-		}
-		if _, err := op.AdminUpdateBroker(ctx, b.ID, api.UpdateBrokerRequest{RaftAddr: &raftAddrs[i], KafkaAddr: &kafkaAddrs[i], HTTPAddr: &httpAddrs[i]}); err != nil {
-			return fmt.Errorf("set addresses of broker %s: %w", b.ID, err)
-		}
-	}
-	return nil
 }
 
 func redactURL(u string) string {

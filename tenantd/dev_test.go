@@ -79,7 +79,9 @@ func TestDevReadmeFlow(t *testing.T) {
 	}
 	consoleOperatorSignIn(t, apiURL, opKey, "acme")
 
-	// The dev cell's three brokers sync their state and report their disks.
+	// Both dev cells' brokers (three each) sync their state and report
+	// their disks.
+	fleet := devFleetBrokers(devCellsOf(defaultConfig()))
 	deadline = time.After(20 * time.Second)
 	for {
 		out, err := exec.Command(bin, "admin", "-api", apiURL, "-key", opKey, "-o", "json", "brokers", "list").Output()
@@ -99,7 +101,7 @@ func TestDevReadmeFlow(t *testing.T) {
 				reported++
 			}
 		}
-		if len(bs) == 3 && reported == 3 {
+		if len(bs) == fleet && reported == fleet {
 			break
 		}
 		select {
@@ -550,14 +552,53 @@ func TestDevReadyServesGroups(t *testing.T) {
 // partitions without a serving leader, and stops when dev is stopped.
 func TestDevGroupsServedBounded(t *testing.T) {
 	parts := []*brokerParts{newBrokerParts(), newBrokerParts()} // no coordinator runs: nothing is served
-	err := devGroupsServed(context.Background(), parts, 3, 50*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "offsets partitions 0, 1, 2 (of 3) have no leader serving consumer groups") ||
+	err := devGroupsServed(context.Background(), "dev-cell-1", parts, 3, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "dev cell dev-cell-1 not ready") || !strings.Contains(err.Error(), "offsets partitions 0, 1, 2 (of 3) have no leader serving consumer groups") ||
 		!strings.Contains(err.Error(), "not ready after 50ms") {
 		t.Fatalf("bounded wait: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := devGroupsServed(ctx, parts, 3, time.Minute); !errors.Is(err, context.Canceled) {
+	if err := devGroupsServed(ctx, "dev-cell-1", parts, 3, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("wait after dev stopped: %v, want context.Canceled", err)
+	}
+}
+
+// TestDevDedicatedCellFlag: dev runs the dedicated pool's cell unless
+// -dedicated-cell=false, and the flag is refused where it would do
+// nothing (any other role).
+func TestDevDedicatedCellFlag(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, tc := range []struct {
+		name     string
+		cmd      string
+		args     []string
+		wantErr  string
+		wantCell bool
+	}{
+		{name: "dev default", cmd: "dev", wantCell: true},
+		{name: "dev without", cmd: "dev", args: []string{"-dedicated-cell=false"}},
+		{name: "dev explicit", cmd: "dev", args: []string{"-dedicated-cell=true"}, wantCell: true},
+		{name: "broker refuses", cmd: "broker", args: []string{"-dedicated-cell=false"}, wantErr: "-dedicated-cell is for tenantd dev only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(tc.cmd, tc.args, env)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cells := devCellsOf(cfg)
+			if got := len(cells) == 2; got != tc.wantCell {
+				t.Fatalf("cells %v, want the dedicated one: %v", cells, tc.wantCell)
+			}
+			if tc.wantCell && (cells[1].ID != "dev-cell-2" || cells[1].Pool != "dev-dedicated" || cells[1].Kind != "dedicated" || devFleetBrokers(cells) != 6) {
+				t.Fatalf("dedicated cell %+v", cells[1])
+			}
+		})
 	}
 }

@@ -37,7 +37,9 @@ func tourBlocks(t *testing.T) string {
 // TestReadmeTourTwice runs the README's tour as written, with bash, curl,
 // jq and kcat, against a real `tenantd dev`, twice in a row: a second run
 // must work as well as the first (a refused signup used to leave
-// TOKEN=null and every later call failed).
+// TOKEN=null and every later call failed). The tour moves its tenant to
+// the dedicated cell and back, with kcat on the first bootstrap address
+// in between.
 func TestReadmeTourTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs tenantd")
@@ -60,13 +62,20 @@ func TestReadmeTourTwice(t *testing.T) {
 		"127.0.0.1:8093", d.HTTPAddrs[2],
 		"127.0.0.1:9092", d.Bootstrap,
 		".dev/mail/", filepath.Join(d.DataDir, "mail")+"/",
+		"./bin/tenantd ", d.Bin+" ",
 	).Replace(script)
-	if strings.Contains(script, "127.0.0.1:8080") || strings.Contains(script, "127.0.0.1:809") || strings.Contains(script, ".dev/") {
+	if len(d.DedicatedKafka) != 3 {
+		t.Fatalf("the banner names %d dedicated-cell Kafka addresses, want the 3 brokers'", len(d.DedicatedKafka))
+	}
+	if strings.Contains(script, "127.0.0.1:8080") || strings.Contains(script, "127.0.0.1:809") || strings.Contains(script, ".dev/") ||
+		strings.Contains(script, "./bin/") {
 		t.Fatalf("the tour names an address this test does not map:\n%s", script)
 	}
 	for run := 1; run <= 2; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", script)
+		// The operator's export line that make run prints, for the move.
+		cmd.Env = append(os.Environ(), d.OpEnv...)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		text := string(out)
@@ -83,6 +92,10 @@ func TestReadmeTourTwice(t *testing.T) {
 			"\"value\": \"paid\"",           // the HTTP read, decoded by jq
 			`"action": "retry"`,             // the nack
 			`{"offsets":[{"topic":"orders"`, // the commit
+			"-> dev-cell-2: done;",          // the move to the dedicated cell
+			"user-3 => moved",               // kcat on the same bootstrap address after it
+			" at " + d.DedicatedKafka[0],    // the metadata names the dedicated cell's brokers
+			"-> dev-cell-1: done;",          // and the move back
 		} {
 			if !strings.Contains(text, want) {
 				t.Errorf("tour run %d printed no %q:\n%s", run, want, text)

@@ -1,5 +1,6 @@
-// Package devtest runs `tenantd dev` (the control plane and a 3-broker
-// cell in one process, as `make run` starts it) as a real process on free
+// Package devtest runs `tenantd dev` (the control plane, a 3-broker shared
+// cell and a 3-broker dedicated cell in one process, as `make run` starts
+// it) as a real process on free
 // ports and its own database, and reads what its banner prints. The
 // tenantd and runbooks tests start it this one way. Only tests import it.
 package devtest
@@ -38,6 +39,9 @@ type Dev struct {
 	Bootstrap, HTTPData string
 	HTTPAddrs           []string
 	CAFile              string
+	// From the banner's Dedicated line (none with -dedicated-cell=false):
+	// the dedicated cell's brokers' Kafka and HTTP data addresses.
+	DedicatedKafka, DedicatedHTTP []string
 }
 
 // Start runs bin (a tenantd binary) as `tenantd dev` with extra flags
@@ -79,6 +83,7 @@ func Start(t *testing.T, bin string, ready time.Duration, extra ...string) *Dev 
 	keyRE := regexp.MustCompile(`export (SLUICE_ENDPOINT=\S+ SLUICE_API_KEY_ID=(\S+) SLUICE_API_KEY_SECRET=(\S+))`)
 	kafkaRE := regexp.MustCompile(`Kafka on ([^,\s]+)`)
 	httpRE := regexp.MustCompile(`HTTP data: (\S+)`)
+	dedicatedRE := regexp.MustCompile(`Dedicated: .*\(Kafka (\S+), HTTP (\S+)\)`)
 	deadline := time.After(ready)
 	for banner := false; !banner; { // until the banner's last line
 		select {
@@ -95,6 +100,9 @@ func Start(t *testing.T, bin string, ready time.Duration, extra ...string) *Dev 
 			if m := httpRE.FindStringSubmatch(l); m != nil {
 				d.HTTPAddrs = strings.Split(m[1], ",")
 				d.HTTPData = d.HTTPAddrs[0]
+			}
+			if m := dedicatedRE.FindStringSubmatch(l); m != nil {
+				d.DedicatedKafka, d.DedicatedHTTP = strings.Split(m[1], ","), strings.Split(m[2], ",")
 			}
 			if m := caRE.FindStringSubmatch(l); m != nil {
 				d.CAFile = m[1]
