@@ -20,18 +20,14 @@ func TestMirrorEpochsAboveSource(t *testing.T) {
 	ctx := ctxLong(t)
 	fill(t, m.src, 3, func(int) []byte { return celltest.Batch([]byte("first leader")) })
 	for i := 0; i < 3; i++ {
-		b := m.src.Leader(0)
+		b := m.src.WaitLeader(0, waitLong)
 		m.src.StopBroker(b)
 		m.src.WaitLeader(0, waitLong)
 		fill(t, m.src, 2, func(int) []byte { return celltest.Batch([]byte("next leader")) })
 		m.src.StartBroker(b)
 	}
 	m.startPullers()
-	src := leaderOf(m.src)
-	end, err := src.Fence(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, end := fenceLeader(t, ctx, m.src)
 	srcEpoch := src.LeaderEpoch()
 	srcEpochs := src.Epochs()
 	if last := srcEpochs[len(srcEpochs)-1].Epoch; last > srcEpoch || len(srcEpochs) < 2 {
@@ -54,7 +50,7 @@ func TestMirrorEpochsAboveSource(t *testing.T) {
 		t.Fatalf("batch after the promotion: epoch %d, %v; want %d", h.LeaderEpoch, err, first)
 	}
 
-	m.stopBroker(m.dst.Leader(0))
+	m.stopBroker(m.dst.WaitLeader(0, waitLong))
 	m.dst.WaitLeader(0, waitLong)
 	off, err = sendRetrying(ctx, m.dst, celltest.Batch([]byte("after a leader change")))
 	if err != nil {

@@ -65,6 +65,29 @@ func leaderOf(c *celltest.Cell) *partition.Replica {
 	return nil
 }
 
+// fenceLeader fences the source partition on its leader, as often as a
+// busy machine's leader changes make it (a fence is idempotent: a
+// fenced partition answers its end again), and returns that leader and
+// the fenced end.
+func fenceLeader(t testing.TB, ctx context.Context, c *celltest.Cell) (*partition.Replica, int64) {
+	t.Helper()
+	var src *partition.Replica
+	var end int64
+	celltest.WaitFor(t, waitLong, "the source's fence", func() bool {
+		if src = leaderOf(c); src == nil {
+			return false
+		}
+		var err error
+		end, err = src.Fence(ctx)
+		var nl *partition.NotLeaderError
+		if err != nil && !errors.As(err, &nl) {
+			t.Fatalf("fence: %v", err)
+		}
+		return err == nil
+	})
+	return src, end
+}
+
 // startPullers starts a puller beside every running destination replica
 // that has none.
 func (m *move) startPullers() {
@@ -264,12 +287,8 @@ func TestMirrorIdempotentProducerAcrossCutover(t *testing.T) {
 	}()
 	started.Wait()
 	m.waitMirrored(41)
-	src := leaderOf(m.src)
-	end, err := src.Fence(ctx)
-	if err != nil {
-		t.Fatalf("fence: %v", err)
-	}
-	err = <-fenced
+	src, end := fenceLeader(t, ctx, m.src)
+	err := <-fenced
 	if !errors.Is(err, partition.ErrFenced) {
 		t.Fatalf("produce after the fence: %v, want ErrFenced", err)
 	}
@@ -338,18 +357,15 @@ func TestMirrorResumesAfterLeaderChanges(t *testing.T) {
 	hw := leaderOf(m.src).HighWatermark()
 	m.startPullers()
 	m.waitMirrored(hw / 4)
-	m.stopBroker(m.dst.Leader(0))
+	m.stopBroker(m.dst.WaitLeader(0, waitLong))
 	if got := m.mirrored(); got >= hw {
 		t.Fatalf("the mirror finished (%d of %d) before its leader stopped; slow it down", got, hw)
 	}
 	m.dst.WaitLeader(0, waitLong)
 	m.waitMirrored(hw / 2)
-	m.src.StopBroker(m.src.Leader(0))
+	m.src.StopBroker(m.src.WaitLeader(0, waitLong))
 	m.src.WaitLeader(0, waitLong)
-	end, err := leaderOf(m.src).Fence(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, end := fenceLeader(t, ctx, m.src)
 	m.promote(end)
 	m.sameLog()
 }
@@ -374,10 +390,7 @@ func TestMirrorTrimmedSource(t *testing.T) {
 		t.Fatal("the source's segments below its log start were not deleted")
 	}
 	m.startPullers()
-	end, err := src.Fence(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, end := fenceLeader(t, ctx, m.src)
 	dst := m.promote(end)
 	if got := dst.LogStartOffset(); got != 57 {
 		t.Fatalf("destination log start %d, want 57", got)
@@ -396,10 +409,7 @@ func TestMirrorReplicasByteIdentical(t *testing.T) {
 	ctx := ctxLong(t)
 	fill(t, m.src, 200, func(i int) []byte { return celltest.Batch(bytes.Repeat([]byte{byte(i)}, 300), []byte("x")) })
 	m.startPullers()
-	end, err := leaderOf(m.src).Fence(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, end := fenceLeader(t, ctx, m.src)
 	m.promote(end)
 	celltest.WaitFor(t, waitLong, "every destination replica to apply the whole mirror", func() bool {
 		for b := 0; b < m.dst.Brokers(); b++ {
@@ -451,11 +461,7 @@ func TestFenceRollbackBeforePromote(t *testing.T) {
 	ctx := ctxLong(t)
 	fill(t, m.src, 30, func(int) []byte { return celltest.Batch([]byte("before")) })
 	m.startPullers()
-	src := leaderOf(m.src)
-	end, err := src.Fence(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, end := fenceLeader(t, ctx, m.src)
 	m.waitMirrored(end)
 	if _, err := m.src.Produce(ctx, 0, celltest.Batch([]byte("fenced"))); !errors.Is(err, partition.ErrFenced) {
 		t.Fatalf("produce to the fenced source: %v, want ErrFenced", err)
@@ -470,9 +476,9 @@ func TestFenceRollbackBeforePromote(t *testing.T) {
 		t.Fatalf("promote with the source unfenced: %v, want ErrNotFenced", err)
 	}
 	m.waitMirrored(end + 1)
-	end2, err := leaderOf(m.src).Fence(ctx)
-	if err != nil || end2 != end+1 {
-		t.Fatalf("second fence: end %d, %v; want %d", end2, err, end+1)
+	_, end2 := fenceLeader(t, ctx, m.src)
+	if end2 != end+1 {
+		t.Fatalf("second fence: end %d; want %d", end2, end+1)
 	}
 	m.promote(end2)
 	m.sameLog()
