@@ -96,6 +96,9 @@ type Tracker struct {
 	mu   sync.Mutex
 	at   time.Time
 	last []Lag
+	// orphans are the commits of Lag's round on topics the cell state
+	// no longer has (Report sends them).
+	orphans []Committed
 }
 
 // New checks cfg and returns a Tracker.
@@ -127,11 +130,14 @@ func (t *Tracker) Lag() []Lag {
 	}
 	topics := map[gtopic]bool{}
 	committed := make(map[gpart]bool, len(cs))
+	var orphans []Committed
 	for _, c := range cs {
 		topics[gtopic{c.TenantID, c.Group, c.TopicID}] = true
 		committed[gpart{gtopic{c.TenantID, c.Group, c.TopicID}, c.Partition}] = true
 		if l, ok := t.measure(c, now); ok {
 			out = append(out, l)
+		} else {
+			orphans = append(orphans, c)
 		}
 	}
 	if t.cfg.Consumed != nil {
@@ -156,7 +162,8 @@ func (t *Tracker) Lag() []Lag {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return less(out[i].Committed, out[j].Committed) })
-	t.at, t.last = now, out
+	sort.Slice(orphans, func(i, j int) bool { return less(orphans[i], orphans[j]) })
+	t.at, t.last, t.orphans = now, out, orphans
 	return out
 }
 
@@ -204,14 +211,28 @@ func retentionOf(t *wire.Topic) Retention {
 
 // Report returns the lag in the shape the broker's report carries: a
 // partition without a commit has CommittedOffset -1 and no CommittedAt.
+//
+// It also carries, unmeasured, the commits on topics the cell state no
+// longer lists: a tenant that moved to another cell leaves this cell's
+// state at the switch, and the control plane takes its groups' final
+// offsets from the report this broker makes after that (the control
+// plane keeps such rows only for a tenant moving out; a deleted topic's
+// are dropped there).
 func (t *Tracker) Report() []wire.GroupLag {
 	ls := t.Lag()
-	out := make([]wire.GroupLag, len(ls))
+	t.mu.Lock()
+	orphans := t.orphans
+	t.mu.Unlock()
+	out := make([]wire.GroupLag, len(ls), len(ls)+len(orphans))
 	for i, l := range ls {
 		out[i] = wire.GroupLag{TenantID: l.TenantID, Group: l.Group, TopicID: l.TopicID, Partition: int(l.Partition),
 			CommittedOffset: l.Offset, CommittedAt: l.CommittedAt, Measured: l.Measured,
 			HighWatermark: l.HighWatermark, LogStartOffset: l.LogStartOffset, LagRecords: l.Records, LagBytes: l.Bytes,
 			LagSeconds: l.Seconds, RetentionFraction: l.RetentionFraction, Expired: l.Expired}
+	}
+	for _, c := range orphans {
+		out = append(out, wire.GroupLag{TenantID: c.TenantID, Group: c.Group, TopicID: c.TopicID, Partition: int(c.Partition),
+			CommittedOffset: c.Offset, CommittedAt: c.CommittedAt})
 	}
 	return out
 }
