@@ -216,7 +216,16 @@ func BenchmarkTenantMove(b *testing.B) {
 	started := time.Now()
 	var timeline []string
 	last := ""
-	if err := launch.WaitFor(ctx, "the tenant move is done", 5*time.Minute, func() error {
+	nextLag := started
+	// A mirror that cannot catch up with the rate never lets the move
+	// leave mirroring: give up after limit, with the lag's course logged.
+	limit := 3 * time.Minute
+	if v := os.Getenv("SLUICE_TENANT_MOVE_LIMIT"); v != "" {
+		if limit, err = time.ParseDuration(v); err != nil || limit <= 0 {
+			b.Fatalf("SLUICE_TENANT_MOVE_LIMIT %q: want a duration", v)
+		}
+	}
+	if err := launch.WaitFor(ctx, "the tenant move is done", limit, func() error {
 		m, err := op.AdminTenantMove(ctx, mv.ID)
 		if err != nil {
 			return err
@@ -225,12 +234,25 @@ func BenchmarkTenantMove(b *testing.B) {
 			last = m.State
 			timeline = append(timeline, fmt.Sprintf("%s %s", m.State, time.Since(started).Round(10*time.Millisecond)))
 		}
+		if time.Now().After(nextLag) {
+			nextLag = nextLag.Add(15 * time.Second)
+			var sum, most int64
+			for _, p := range m.Partitions {
+				if p.Lag != nil {
+					sum += *p.Lag
+					most = max(most, *p.Lag)
+				}
+			}
+			b.Logf("at %s: %s, mirror lag %d offsets in all, %d at most; %d acknowledged", time.Since(started).Round(time.Second),
+				m.State, sum, most, ackedN.Load())
+		}
 		if m.State != "done" {
 			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
 		}
 		mv = m
 		return nil
 	}); err != nil {
+		b.Logf("produced %.1f MB/s in the %v before the move", float64(ackedBefore-ackedFrom)*recSize/1e6/beforeTo.Sub(beforeFrom).Seconds(), window)
 		b.Fatal(err)
 	}
 	finished := time.Now()

@@ -40,6 +40,7 @@ type groupWatch struct {
 	resumes   []string                   // each resume: where, and how much was read again
 	reread    int64                      // records polled a second time
 	bad       []string                   // resumes before a commit or past the end
+	since     time.Time                  // resumes are timed from here (the move's start)
 }
 
 func newGroupWatch(chks map[string]*history.Checker) *groupWatch {
@@ -119,7 +120,8 @@ func (w *groupWatch) polled(sess string, fs kgo.Fetches) {
 			end, com := w.polledEnd[t][part], w.committed[t][part]
 			again := max(0, end-first)
 			w.reread += again
-			w.resumes = append(w.resumes, fmt.Sprintf("%s/%d at %d (committed %d, polled to %d)", t, part, first, com, end))
+			w.resumes = append(w.resumes, fmt.Sprintf("%s/%d at %d (committed %d, polled to %d) at %s", t, part, first, com, end,
+				time.Since(w.since).Round(time.Millisecond)))
 			// A compacted log may have no record at the committed offset:
 			// the first one is then above it, never below.
 			if first < com || (first > end && !w.isCompacted(t)) {
@@ -312,6 +314,7 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 	otherProd := startTenantProducer(ctx, otherCl, "o", otherChk, nil)
 
 	watch := newGroupWatch(chks)
+	watch.since = time.Now()
 	stopFirst := watch.member(ctx, c, "whole-group", "member")
 	prod.waitAcks(ctx, t, 300)
 	otherProd.waitAcks(ctx, t, 100)
@@ -329,6 +332,9 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
+	watch.mu.Lock()
+	watch.since = started
+	watch.mu.Unlock()
 	uncommittedAtMove := watch.uncommitted()
 	var timeline []string
 	last := ""
@@ -390,6 +396,7 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopSecond()
+	t.Logf("move %d to %s imported %d committed offsets (offsets partitions %v)", mv.ID, mv.DestCellID, mv.GroupOffsets, mv.OffsetsImported)
 	t.Logf("move %d to %s took %s (%s); longest wait for an ack during it: tenant %s, other tenant %s", mv.ID, mv.DestCellID,
 		finished.Sub(started).Round(time.Millisecond), strings.Join(timeline, ", "),
 		prod.longestGap(started, finished).Round(time.Millisecond), otherProd.longestGap(started, finished).Round(time.Millisecond))
