@@ -3,6 +3,7 @@ package launch_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -138,19 +139,32 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	res := tr.check(ctx, t, c, topic, parts)
 	t.Logf("history: %+v", res)
 
-	// The old cell's HTTP data API follows the tenant to its new home.
+	// The old cell's HTTP data API follows the tenant to its new home. A
+	// retriable answer (the tenant's request rate, just after the
+	// producer stopped) is retried, as a client does.
 	body := []byte(`{"messages":[{"key":"aw==","value":"YWZ0ZXIgdGhlIG1vdmU="}]}`)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(body))
-	req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	var refused error
+	err = launch.WaitFor(ctx, "a publish through the old cell after the move", 30*time.Second, func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(body))
+		req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return nil
+		case bytes.Contains(out, []byte(`"retriable":true`)):
+			return fmt.Errorf("%s %s", resp.Status, out)
+		}
+		refused = fmt.Errorf("%s %s", resp.Status, out)
+		return nil
+	})
+	if err = errors.Join(err, refused); err != nil {
 		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("publish through the old cell after the move: %s %s", resp.Status, out)
 	}
 
 	// A librdkafka consumer group seeded only with the old cell finds its
