@@ -192,7 +192,14 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 			}
 			rc := cfg
 			rc.Register = wire.Registration{NodeID: self.NodeID, PeerCA: cfg.Register.PeerCA}
-			return registerBroker(ctx, api, rc, log)
+			if err := registerBroker(ctx, api, rc, log); err != nil && ctx.Err() == nil {
+				// The broker serves on: the CA matters only to tenant
+				// moves, which the control plane refuses for a cell
+				// without one agreed CA.
+				log.Warn("the control plane refused this broker's peer CA; tenant moves into or out of its cell need one CA for all its brokers",
+					"err", err)
+			}
+			return nil
 		})
 	}
 	if cfg.HealthListen != "" {
