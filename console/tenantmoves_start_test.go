@@ -2,21 +2,14 @@ package console
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
@@ -38,7 +31,7 @@ func movableCells(e *env) {
 			e.t.Fatal(err)
 		}
 		c := client.New(e.url, client.WithAPIKey(k.ID, k.Secret))
-		ca := peerCA(e.t, cell)
+		ca := testkit.PeerCAPEM(e.t, cell)
 		for i := range 3 {
 			b := fmt.Sprintf("%s-b%d", cell, i+1)
 			if err := c.Do(ctx, http.MethodPut, "/internal/v1/cells/"+cell+"/brokers/"+b,
@@ -51,24 +44,6 @@ func movableCells(e *env) {
 			}
 		}
 	}
-}
-
-// peerCA is a self-signed CA certificate in PEM, as a cell's brokers
-// register for their Raft transport.
-func peerCA(t *testing.T, cell string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cell + " peer CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // Between cells whose brokers take part in tenant moves, the form starts

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
@@ -85,7 +86,7 @@ func TestTenantMoveBadInput(t *testing.T) {
 		{"show unknown", func() error { _, err := m.op.AdminTenantMove(ctx, 99); return err }, "not_found", "no such tenant move"},
 		{"list a bad state", func() error { _, err := m.op.AdminTenantMoves(ctx, "finished", ""); return err }, "invalid_request", `state "finished"`},
 		{"peer CA not PEM", register("cell-1", "cell-1-b1", 1, "not a certificate"), "invalid_request", "peer_ca: mirror grant: peer CA is not a PEM CA certificate"},
-		{"a second peer CA", register("cell-1", "cell-1-b2", 2, testCA(t, "cell-1")), "already_exists", "cell cell-1 already has another peer CA"},
+		{"a second peer CA", register("cell-1", "cell-1-b2", 2, testkit.PeerCAPEM(t, "cell-1")), "already_exists", "cell cell-1 already has another peer CA"},
 	})
 
 	// A destination broker that does not report moves; too few live

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
@@ -220,7 +221,7 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 	for _, cell := range []string{"cell-3", "cell-4"} {
 		m.must(m.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: cell, PoolID: "shared-2"}))
 		m.cells[cell] = m.cellKey(cell)
-		ca := testCA(t, cell)
+		ca := testkit.PeerCAPEM(t, cell)
 		for i := range 3 {
 			b := fmt.Sprintf("%s-b%d", cell, i+1)
 			m.register(cell, b, wire.Registration{NodeID: i + 1, RaftAddr: b + ":7000", PeerCA: ca})

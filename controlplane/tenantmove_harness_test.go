@@ -2,21 +2,14 @@ package controlplane_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane"
 )
@@ -58,7 +51,7 @@ func newTenantMoveEnv(t *testing.T) *tenantMoveEnv {
 	}
 	for _, cell := range []string{"cell-1", "cell-2"} {
 		m.cells[cell] = m.cellKey(cell)
-		m.cas[cell] = testCA(t, cell)
+		m.cas[cell] = testkit.PeerCAPEM(t, cell)
 		for i, b := range moveBrokers[cell] {
 			m.register(cell, b, wire.Registration{NodeID: i + 1, RaftAddr: fmt.Sprintf("%s.raft:%d", b, 7000+i), PeerCA: m.cas[cell]})
 			m.reportAs(cell, wire.Report{BrokerID: b})
@@ -187,23 +180,6 @@ func (m *tenantMoveEnv) secondServer() map[string]*client.Client {
 		out[cell] = client.New(hs.URL, client.WithAPIKey(k.ID, k.Secret))
 	}
 	return out
-}
-
-// testCA is a fresh self-signed CA certificate in PEM naming cell.
-func testCA(t *testing.T, cell string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cell + " peer CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // secondOperator is an operator client of another control plane on the

@@ -2,14 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"regexp"
 	"strings"
@@ -50,7 +43,7 @@ func TestAdminTenantMoves(t *testing.T) {
 		}
 	}
 	for _, cell := range []string{cptest.Cell, "cell-2"} {
-		ca := selfSignedCA(t, cell)
+		ca := testkit.PeerCAPEM(t, cell)
 		brokers := []string{cell + "-b1", cell + "-b2", cell + "-b3"}
 		if cell == cptest.Cell {
 			brokers = append(brokers, "cell-1-b4")
@@ -172,21 +165,4 @@ func tenantOfTopic(t *testing.T, m *moveCell) string {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// selfSignedCA is a fresh CA certificate in PEM naming cell.
-func selfSignedCA(t *testing.T, cell string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cell + " peer CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
