@@ -143,12 +143,27 @@ func (s *Server) loadMove(ctx context.Context, id int64) (api.Move, error) {
 	return only("move", ms, err)
 }
 
-func moveID(c echo.Context) (int64, error) {
+func moveID(c echo.Context) (int64, error) { return idParam(c, "move") }
+
+// idParam is the route's numeric :id; anything else is no such what.
+func idParam(c echo.Context, what string) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
-		return 0, catalog.NotFound.New("no such move")
+		return 0, catalog.NotFound.Newf("no such %s", what)
 	}
 	return id, nil
+}
+
+// afterID is an id-ordered page's token: the last id of the page before.
+func afterID(pg page) (int64, error) {
+	if pg.after == "" {
+		return 0, nil
+	}
+	after, err := strconv.ParseInt(pg.after, 10, 64)
+	if err != nil {
+		return 0, catalog.InvalidPageToken.New("")
+	}
+	return after, nil
 }
 
 func (s *Server) adminGetMove(c echo.Context) error {
@@ -173,11 +188,9 @@ func (s *Server) adminListMoves(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after := int64(0)
-	if pg.after != "" {
-		if after, err = strconv.ParseInt(pg.after, 10, 64); err != nil {
-			return catalog.InvalidPageToken.New("")
-		}
+	after, err := afterID(pg)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	where, args := `WHERE m.id > $1`, []any{after}

@@ -98,13 +98,7 @@ func (s *Server) loadTenantMove(ctx context.Context, id int64) (api.TenantMove, 
 	return only("tenant move", ms, nil)
 }
 
-func tenantMoveID(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return 0, catalog.NotFound.New("no such tenant move")
-	}
-	return id, nil
-}
+func tenantMoveID(c echo.Context) (int64, error) { return idParam(c, "tenant move") }
 
 func (s *Server) adminGetTenantMove(c echo.Context) error {
 	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
@@ -128,11 +122,9 @@ func (s *Server) adminListTenantMoves(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after := int64(0)
-	if pg.after != "" {
-		if after, err = strconv.ParseInt(pg.after, 10, 64); err != nil {
-			return catalog.InvalidPageToken.New("")
-		}
+	after, err := afterID(pg)
+	if err != nil {
+		return err
 	}
 	where, args := `WHERE m.id > $1`, []any{after}
 	if st := c.QueryParam("state"); st != "" {
