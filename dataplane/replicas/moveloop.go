@@ -43,10 +43,7 @@ const promotePoll = 20 * time.Millisecond
 // after an Apply, and every promotePoll while a promotion waits.
 func (m *Manager) moveLoop() {
 	defer m.wg.Done()
-	every := m.cfg.CheckInterval
-	if every <= 0 {
-		every = time.Second
-	}
+	every := m.checkEvery()
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {

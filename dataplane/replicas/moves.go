@@ -103,6 +103,15 @@ func (m *Manager) present(v *cellview.View) map[key]bool {
 	return out
 }
 
+// checkEvery is the manager's check interval: Config.CheckInterval, one
+// second when unset.
+func (m *Manager) checkEvery() time.Duration {
+	if m.cfg.CheckInterval > 0 {
+		return m.cfg.CheckInterval
+	}
+	return time.Second
+}
+
 // leaveProbeAfter is how long a leaving replica that still names itself a
 // voter waits for its removal to reach it before leaveLoop asks the
 // target's members whether they still count it (partition.LeftGroup).
@@ -114,10 +123,7 @@ const leaveProbeAfter = 3 * time.Second
 // interval until Close.
 func (m *Manager) leaveLoop() {
 	defer m.wg.Done()
-	every := m.cfg.CheckInterval
-	if every <= 0 {
-		every = time.Second
-	}
+	every := m.checkEvery()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
