@@ -108,6 +108,11 @@ type Coordinator struct {
 	checks atomic.Int64 // periodic checks run, for tests
 	// moves are the tenants moving to this cell (SetMoves).
 	moves atomic.Pointer[moveSet]
+	// gone are the tenants that moved away from this cell (SetMoves);
+	// leaving, those whose last state marked them as moving away.
+	gone      atomic.Pointer[map[string]bool]
+	leavingMu sync.Mutex
+	leaving   map[string]bool
 }
 
 // Partitions is the cell's offsets partition count, which decides where
@@ -463,6 +468,9 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 	if err := c.held(tenantID); err != nil {
 		return err
 	}
+	if err := c.movedAway(tenantID); err != nil {
+		return err
+	}
 	if err := checkGroupID(group); err != nil {
 		return err
 	}
@@ -529,7 +537,12 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 	if first {
 		c.cfg.Changed()
 	}
-	return nil
+	// Checked again here, under the shard's lock with the offsets set: a
+	// commit that is durable only after the switch of its tenant's move
+	// away was applied may be missing from the final offsets the
+	// destination imports, so it is not acknowledged (the client commits
+	// again at the tenant's new home). See movedAway.
+	return c.movedAway(tenantID)
 }
 
 // FetchOffsets returns a group's committed offsets of parts (nil: all of

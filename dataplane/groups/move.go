@@ -68,6 +68,7 @@ func errHeld() error {
 // which offsets are imported (by the coordinator's next check, within
 // CheckInterval). tenantd calls it for every state it applies.
 func (c *Coordinator) SetMoves(tenants []wire.Tenant) {
+	c.setGone(tenants)
 	set := moveSet{}
 	for _, t := range tenants {
 		if t.Move == nil || t.Move.Role != wire.MoveDestination {
@@ -80,6 +81,57 @@ func (c *Coordinator) SetMoves(tenants []wire.Tenant) {
 		set[t.ID] = tm
 	}
 	c.moves.Store(&set)
+}
+
+// A tenant moving away from this cell (role source) leaves its state at
+// the switch, and the control plane takes its groups' final offsets from
+// each broker's first report of that state or a later one (the report
+// reads the state version before the commits). So a commit that becomes
+// durable after this coordinator saw that state must not be
+// acknowledged: movedAway refuses it, checked at the start of a commit
+// and again under the shard's lock after its offsets are set, which
+// orders every acknowledged commit before the report's read of the
+// offsets. The client gets NOT_COORDINATOR, looks for the group's
+// coordinator again and commits at the tenant's new home.
+
+// setGone notes, from a new state's tenants, those marked as moving away
+// and those that have gone (marked before, absent now); a tenant listed
+// again (moved back) is no longer gone.
+func (c *Coordinator) setGone(tenants []wire.Tenant) {
+	c.leavingMu.Lock()
+	defer c.leavingMu.Unlock()
+	present := make(map[string]bool, len(tenants))
+	leaving := map[string]bool{}
+	for _, t := range tenants {
+		present[t.ID] = true
+		if t.Move != nil && t.Move.Role == wire.MoveSource {
+			leaving[t.ID] = true
+		}
+	}
+	gone := map[string]bool{}
+	if old := c.gone.Load(); old != nil {
+		for id := range *old {
+			if !present[id] {
+				gone[id] = true
+			}
+		}
+	}
+	for id := range c.leaving {
+		if !present[id] {
+			gone[id] = true
+		}
+	}
+	c.leaving = leaving
+	c.gone.Store(&gone)
+}
+
+// movedAway returns NOT_COORDINATOR for a tenant that moved away from
+// this cell, nil otherwise.
+func (c *Coordinator) movedAway(tenantID string) error {
+	if gone := c.gone.Load(); gone != nil && (*gone)[tenantID] {
+		return catalog.NotCoordinator.New("the tenant has moved to another cell: its groups are coordinated there; look for the coordinator again")
+	}
+	return nil
 }
 
 // held returns errHeld for a tenant whose groups are held, nil otherwise.

@@ -115,11 +115,18 @@ func New(cfg Config) (*Tracker, error) {
 // topics the groups committed on or consume (NoCommit). Partitions of
 // topics the cell state no longer has are left out.
 func (t *Tracker) Lag() []Lag {
+	ls, _ := t.pass(false)
+	return ls
+}
+
+// pass returns the last measurement and its orphans, measuring again
+// unless fresh is false and the last is younger than Config.Every.
+func (t *Tracker) pass(fresh bool) ([]Lag, []Committed) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
-	if t.last != nil && now.Sub(t.at) < t.cfg.Every && now.Sub(t.at) >= 0 {
-		return t.last
+	if !fresh && t.last != nil && now.Sub(t.at) < t.cfg.Every && now.Sub(t.at) >= 0 {
+		return t.last, t.orphans
 	}
 	cs := t.cfg.Committed()
 	out := make([]Lag, 0, len(cs))
@@ -164,7 +171,7 @@ func (t *Tracker) Lag() []Lag {
 	sort.Slice(out, func(i, j int) bool { return less(out[i].Committed, out[j].Committed) })
 	sort.Slice(orphans, func(i, j int) bool { return less(orphans[i], orphans[j]) })
 	t.at, t.last, t.orphans = now, out, orphans
-	return out
+	return out, orphans
 }
 
 // measure measures one partition of a group from c.Offset; ok is false
@@ -218,11 +225,14 @@ func retentionOf(t *wire.Topic) Retention {
 // offsets from the report this broker makes after that (the control
 // plane keeps such rows only for a tenant moving out; a deleted topic's
 // are dropped there).
+//
+// Unlike Lag it always measures afresh: the final offsets of a tenant
+// moving away are those of the first report after the switch, so it must
+// hold every commit acknowledged before it (a pass cached from before the
+// last commits would hand the destination older offsets, and the group
+// would read again what it had committed).
 func (t *Tracker) Report() []wire.GroupLag {
-	ls := t.Lag()
-	t.mu.Lock()
-	orphans := t.orphans
-	t.mu.Unlock()
+	ls, orphans := t.pass(true)
 	out := make([]wire.GroupLag, len(ls), len(ls)+len(orphans))
 	for i, l := range ls {
 		out[i] = wire.GroupLag{TenantID: l.TenantID, Group: l.Group, TopicID: l.TopicID, Partition: int(l.Partition),
