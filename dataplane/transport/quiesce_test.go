@@ -18,6 +18,17 @@ func fastRaft(c *raft.Config) {
 	c.CommitTimeout = 50 * time.Millisecond
 }
 
+// idleRaft is fastRaft with a 3 s heartbeat timeout, for the test that
+// idles: quiescing lets a follower go 3/5 of it without a real contact,
+// and the 2/5 left (1.2 s) must cover a scheduler stall of the busy CI
+// machine, which 400 ms of a 1 s timeout did not (a follower timed its
+// leader out there, quiescing or not being beside the point).
+func idleRaft(c *raft.Config) {
+	fastRaft(c)
+	c.HeartbeatTimeout, c.ElectionTimeout = 3*time.Second, 3*time.Second
+	c.LeaderLeaseTimeout = 1500 * time.Millisecond
+}
+
 func fastProbes(c *Config) { c.ProbeInterval, c.DownAfter = 20*time.Millisecond, 200*time.Millisecond }
 
 // TestQuiescedGroupsKeepLeaders: with heartbeats quiesced, idle groups
@@ -25,7 +36,7 @@ func fastProbes(c *Config) { c.ProbeInterval, c.DownAfter = 20*time.Millisecond,
 // leader often enough), most heartbeats and repeated empty appends are
 // answered without a frame, and a write still reaches every replica.
 func TestQuiescedGroupsKeepLeaders(t *testing.T) {
-	c := newCell(t, 3, 4, 0, fastProbes, fastRaft)
+	c := newCell(t, 3, 4, 0, fastProbes, idleRaft)
 	c.waitLeaders(time.Minute)
 	terms := map[string]uint64{}
 	for _, g := range c.groups {
@@ -40,9 +51,9 @@ func TestQuiescedGroupsKeepLeaders(t *testing.T) {
 		return q, sent
 	}
 	q0, sent0 := quiesced()
-	// At least five heartbeat timeouts' worth of heartbeats (about 10 per
+	// About five heartbeat timeouts' worth of heartbeats (7 to 10 per
 	// follower per timeout, 8 followers).
-	testkit.WaitFor(t, 2*time.Minute, "heartbeats quiesced", func() bool { q, _ := quiesced(); return q-q0 >= 400 })
+	testkit.WaitFor(t, 2*time.Minute, "heartbeats quiesced", func() bool { q, _ := quiesced(); return q-q0 >= 300 })
 	q, sent := quiesced()
 	t.Logf("quiesced %d, heartbeats sent %d", q-q0, sent-sent0)
 	if q-q0 <= sent-sent0 {
