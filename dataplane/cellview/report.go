@@ -127,6 +127,10 @@ func (r *Reporter) ReportOnce(ctx context.Context) error {
 	}
 	rep := wire.Report{Version: wire.Version, BrokerID: r.cfg.BrokerID, DiskUsedBytes: used, DiskTotalBytes: total,
 		Partitions: []wire.PartitionStatus{}, HTTPScheme: r.cfg.HTTPScheme, Moves: r.cfg.Moves}
+	// The state version is read before the groups: a tenant moving away
+	// takes its final offsets from the first report at or past the
+	// switch's version, so that report's groups must be read after the
+	// broker applied it (groups.Coordinator refuses later commits).
 	if r.cfg.StateVersion != nil {
 		rep.StateVersion = r.cfg.StateVersion()
 	}
