@@ -49,6 +49,7 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 
 	// Traffic first, then the drain.
 	waitAcks(ctx, t, tr.chk, 200)
+	tr.waitGroupRead(ctx, t, 0, "before the drain")
 	drain, err := c.cp.Operator.AdminDrainBroker(ctx, "b1")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,9 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	}
 	finished := time.Now()
 	t.Logf("the drain's %d moves completed in %v", len(drain.Moves), finished.Sub(started).Round(10*time.Millisecond))
+	read := tr.chk.Result().GroupRecords
 	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+100) // the producer goes on after the moves
+	tr.waitGroupRead(ctx, t, read, "after the drain")
 	tr.halt()
 
 	// Broker 1's replicas of the topic are gone from its disk, and it can

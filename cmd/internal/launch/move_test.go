@@ -51,6 +51,7 @@ func TestMoveReplicasOneTwoThreeToFourFiveSix(t *testing.T) {
 	c, topicID := moveCell(t, ctx, "move", topic)
 	tr := c.startTraffic(ctx, topic, "move-group", 3*time.Minute)
 	waitAcks(ctx, t, tr.chk, 200)
+	tr.waitGroupRead(ctx, t, 0, "before the move")
 
 	started := time.Now()
 	mv, err := c.cp.Operator.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: topicID, Partition: 0, Replicas: []int{4, 5, 6}})
@@ -61,7 +62,9 @@ func TestMoveReplicasOneTwoThreeToFourFiveSix(t *testing.T) {
 		t.Fatal(err)
 	}
 	finished := time.Now()
+	read := tr.chk.Result().GroupRecords
 	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+100) // the producer goes on after the move
+	tr.waitGroupRead(ctx, t, read, "after the move")
 	tr.halt()
 	for i := range 3 {
 		if err := c.waitNoReplica(ctx, i, topicID); err != nil {
@@ -126,6 +129,7 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 	tr := c.startTraffic(ctx, topic, "movekill-group", 3*time.Minute)
 	tr.chk.MayTrim(0, 1) // the deleted first record
 	waitAcks(ctx, t, tr.chk, 200)
+	tr.waitGroupRead(ctx, t, 0, "before the move")
 
 	started := time.Now()
 	mv, err := c.cp.Operator.AdminCreateMove(ctx, api.CreateMoveRequest{TopicID: topicID, Partition: 0, Replicas: []int{4, 5, 6}})
@@ -159,7 +163,9 @@ func TestMoveSurvivesLeaderAndControlPlaneKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	finished := time.Now()
+	read := tr.chk.Result().GroupRecords
 	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+100)
+	tr.waitGroupRead(ctx, t, read, "after the move")
 	tr.halt()
 	for i := range 3 {
 		if err := c.waitNoReplica(ctx, i, topicID); err != nil {

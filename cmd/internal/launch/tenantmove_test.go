@@ -100,6 +100,7 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 
 	tr := c.startTraffic(ctx, topic, "move-group", 2*time.Minute)
 	waitAcks(ctx, t, tr.chk, 300)
+	tr.waitGroupRead(ctx, t, 0, "before the move")
 
 	var mv api.TenantMove
 	err := launch.WaitFor(ctx, "the move starts (the dedicated cell's brokers registered and report moves)", time.Minute, func() error {
@@ -132,7 +133,9 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(started)
+	read := tr.chk.Result().GroupRecords
 	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+300) // produce continues on the new cell
+	tr.waitGroupRead(ctx, t, read, "after the move")
 	tr.halt()
 	t.Logf("move %d to %s took %s (%s); longest wait for an ack during it %s", mv.ID, mv.DestCellID, took.Round(time.Millisecond),
 		strings.Join(timeline, ", "), tr.longestGap(started, started.Add(took)).Round(time.Millisecond))

@@ -27,14 +27,25 @@ type traffic struct {
 	mu         sync.Mutex
 	ackTimes   []time.Time
 	produceErr error
+	// groupLog keeps the group member's client log, shown when it read
+	// nothing.
+	groupLog tailBuffer
 }
 
 // startTraffic starts the producer, whose records each have delivery to
 // be acknowledged, and the group member (group) on topic.
 func (c *procCell) startTraffic(ctx context.Context, topic, group string, delivery time.Duration) *traffic {
+	tr := c.startProducer(ctx, topic, delivery)
+	tr.startGroup(ctx, c, topic, group)
+	return tr
+}
+
+// startProducer starts only the producer of startTraffic; startGroup adds
+// the group member.
+func (c *procCell) startProducer(ctx context.Context, topic string, delivery time.Duration) *traffic {
 	tr := &traffic{chk: history.New(), stop: make(chan struct{})}
 	prod := c.kgo(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(delivery), kgo.ProducerLinger(5*time.Millisecond))
-	tr.wg.Add(2)
+	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
 		for i := 0; ; i++ {
@@ -57,7 +68,13 @@ func (c *procCell) startTraffic(ctx context.Context, topic, group string, delive
 			tr.mu.Unlock()
 		}
 	}()
+	return tr
+}
+
+// startGroup starts the group member, whose client logs into tr.groupLog.
+func (tr *traffic) startGroup(ctx context.Context, c *procCell, topic, group string) {
 	g := c.kgo(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.WithLogger(kgo.BasicLogger(&tr.groupLog, kgo.LogLevelInfo, nil)),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			for _, p := range m[topic] {
 				tr.chk.StartSessionAnywhere("member", p)
@@ -68,6 +85,7 @@ func (c *procCell) startTraffic(ctx context.Context, topic, group string, delive
 				tr.chk.EndSession("member", p)
 			}
 		}))
+	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
 		for {
@@ -86,7 +104,6 @@ func (c *procCell) startTraffic(ctx context.Context, topic, group string, delive
 			tr.chk.Polled("member", recs)
 		}
 	}()
-	return tr
 }
 
 // halt stops the producer and the group member and waits for them.
@@ -119,7 +136,7 @@ func (tr *traffic) check(ctx context.Context, t *testing.T, c *procCell, topic s
 		t.Fatalf("the history violates the delivery contract: %+v", res.Examples)
 	}
 	if res.GroupRecords == 0 {
-		t.Error("the group polled nothing")
+		t.Errorf("the group polled nothing; its client's log, last %d KiB:\n%s", tailKeep>>10, tr.groupLog.String())
 	}
 	return res
 }
@@ -167,4 +184,21 @@ func (c *procCell) waitMove(ctx context.Context, id int64, want string, limit ti
 		}
 		return nil
 	})
+}
+
+// waitGroupRead waits until the group member has polled more than n
+// records (redeliveries count), and logs how long that took; it fails t,
+// with the member's client log, if that takes over a minute.
+func (tr *traffic) waitGroupRead(ctx context.Context, t *testing.T, n int, what string) {
+	t.Helper()
+	from := time.Now()
+	if err := launch.WaitFor(ctx, fmt.Sprintf("the group polls more than %d records %s", n, what), time.Minute, func() error {
+		if got := tr.chk.Result().GroupRecords; got <= n {
+			return fmt.Errorf("%d polled", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; the group member's client log, last %d KiB:\n%s", err, tailKeep>>10, tr.groupLog.String())
+	}
+	t.Logf("the group polled more than %d records %s after %s", n, what, time.Since(from).Round(time.Millisecond))
 }
