@@ -63,8 +63,10 @@ func (s *Server) ingestTenantMoves(ctx context.Context, tx pgx.Tx, cell, broker 
 			ms := p.Mirror
 			switch cell {
 			case m.dest:
-				batch.Queue(`UPDATE tenant_move_partitions SET mirroring = $4, lag = $5, promoted = $6, mirror_error = $7, mirror_at = now()
-					WHERE move_id = $1 AND topic_id = $2 AND partition = $3`, m.id, p.TopicID, p.Partition, ms.Mirroring, ms.Lag, ms.Promoted, ms.Error)
+				batch.Queue(`UPDATE tenant_move_partitions SET mirroring = $4, lag = $5, promoted = $6, mirror_error = $7, mirror_at = now(),
+					dest_broker_id = $8, dest_leader_epoch = $9, dest_log_start = $10, dest_log_end = $11, dest_hw = $12, dest_size = $13
+					WHERE move_id = $1 AND topic_id = $2 AND partition = $3`, m.id, p.TopicID, p.Partition, ms.Mirroring, ms.Lag, ms.Promoted, ms.Error,
+					broker, p.LeaderEpoch, p.LogStartOffset, p.LogEndOffset, p.HighWatermark, p.SizeBytes)
 			case m.source:
 				batch.Queue(`UPDATE tenant_move_partitions SET fenced = $4, fenced_end = $5, fenced_at = now()
 					WHERE move_id = $1 AND topic_id = $2 AND partition = $3`, m.id, p.TopicID, p.Partition, ms.Fenced, ms.FencedEnd)
@@ -230,7 +232,8 @@ func stuck(why, mirrorErr string) string {
 // destination's, its partitions' rows the destination placement (so
 // keyhome, /v1/cluster and group lag answer the new home), the source
 // brokers' partition status goes (their leaders and epochs no longer
-// describe where the tenant is served), and both cells get new states:
+// describe where the tenant is served) and the destination leaders' last
+// reports take its place, and both cells get new states:
 // the source's drops the tenant and the version of that state is the
 // switch's.
 func switchTenant(ctx context.Context, tx pgx.Tx, m reportedMove) error {
@@ -243,6 +246,19 @@ func switchTenant(ctx context.Context, tx pgx.Tx, m reportedMove) error {
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM partition_status s USING tenant_move_partitions mp
 		WHERE mp.move_id = $1 AND s.topic_id = mp.topic_id AND s.partition = mp.partition`, m.id); err != nil {
+		return err
+	}
+	// The destination leaders' last reports (each said it promoted) become
+	// the partitions' status, so the tenant's redirected Metadata names
+	// its leaders now rather than after the destination's next reports
+	// (without an epoch, franz-go waits its metadata age again).
+	if _, err := tx.Exec(ctx, `INSERT INTO partition_status (topic_id, partition, broker_id, leader_node, leader_epoch,
+			log_start_offset, log_end_offset, high_watermark, size_bytes, reported_at)
+		SELECT mp.topic_id, mp.partition, mp.dest_broker_id, b.node_id, mp.dest_leader_epoch,
+			mp.dest_log_start, mp.dest_log_end, mp.dest_hw, mp.dest_size, mp.mirror_at
+		FROM tenant_move_partitions mp JOIN brokers b ON b.id = mp.dest_broker_id AND b.cell_id = $2
+		WHERE mp.move_id = $1 AND mp.dest_leader_epoch IS NOT NULL
+		ON CONFLICT (topic_id, partition, broker_id) DO NOTHING`, m.id, m.dest); err != nil {
 		return err
 	}
 	if err := bumpCell(ctx, tx, m.dest); err != nil {

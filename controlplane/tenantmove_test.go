@@ -158,8 +158,13 @@ func TestTenantMoveHappyPath(t *testing.T) {
 		t.Fatal("source unfenced in step promoting")
 	}
 
-	// Promoted everywhere: the switch.
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Promoted: true}))
+	// Promoted everywhere: the switch. The promoted leaders' epoch is
+	// above the source's.
+	promoted := m.leads("cell-2", wire.MirrorStatus{Promoted: true})
+	for i := range promoted.Partitions {
+		promoted.Partitions[i].LeaderEpoch = 9
+	}
+	m.reportAs("cell-2", promoted)
 	got = m.wantState(mv.ID, "switching")
 	if got.SwitchVersion == nil {
 		t.Fatal("no switch version")
@@ -196,6 +201,17 @@ func TestTenantMoveHappyPath(t *testing.T) {
 	if err != nil || home.Status != wire.KeyValid || home.Cell != "cell-2" || len(home.Brokers) != 3 ||
 		home.Brokers[0] != (wire.HomeNode{NodeID: 1, KafkaAddr: "10.0.2.1:9092", HTTPAddr: "10.0.2.1:8090", HTTPScheme: "https"}) {
 		t.Fatalf("key home after the switch: %+v, %v", home, err)
+	}
+	// The destination leaders' last reports are the partitions' status
+	// from the switch on: a redirected client learns each leader and its
+	// epoch without waiting for the destination's next reports.
+	if len(home.Topics) != 1 || len(home.Topics[0].Partitions) != 2 {
+		t.Fatalf("key home topics after the switch: %+v", home.Topics)
+	}
+	for _, hp := range home.Topics[0].Partitions {
+		if hp.Leader != 1 || hp.LeaderEpoch != 9 {
+			t.Fatalf("key home partition %d after the switch: leader %d epoch %d, want the promoted leader 1 at epoch 9", hp.Partition, hp.Leader, hp.LeaderEpoch)
+		}
 	}
 
 	// The source's coordinators report the final offsets once they run
