@@ -74,6 +74,17 @@ func electedHere(p Partition) bool {
 	return ok && e.ElectedHere()
 }
 
+// fencedHere reports whether p is fenced here for a move of its tenant to
+// another cell.
+func fencedHere(p Partition) bool {
+	f, ok := p.(interface{ Fenced() (int64, bool) })
+	if !ok {
+		return false
+	}
+	_, fenced := f.Fenced()
+	return fenced
+}
+
 // electionWait bounds how long a Produce or a Metadata answer waits for a
 // partition hosted here to learn its new leader (an election or a
 // leadership transfer in progress, with a majority up). Kafka clients

@@ -145,6 +145,16 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 					j.out.CurrentLeader.LeaderID, j.out.CurrentLeader.LeaderEpoch = int32(node), j.part.LeaderEpoch()
 				}
 			}
+			if j.out.CurrentLeader.LeaderID < 0 && fencedHere(j.part) {
+				// Fenced for its tenant's move: the new home serves it
+				// in moments, and this broker's sessions of the tenant
+				// are then redirected, naming the new leaders. Naming
+				// this broker keeps the client retrying here after its
+				// backoff rather than after a metadata refresh (which
+				// franz-go spaces by its metadata age, 5 s by default,
+				// and which would still name this broker).
+				j.out.CurrentLeader.LeaderID, j.out.CurrentLeader.LeaderEpoch = int32(c.s.cfg.NodeID), j.part.LeaderEpoch()
+			}
 			if ce := catalogued(err); ce.Entry == catalog.Internal {
 				c.s.cfg.Logger.Error("produce failed", "remote", c.remote, "err", err)
 			}

@@ -111,6 +111,9 @@ func (c *conn) handleRedirected(req *request) (done bool, err error) {
 		return true, errors.New("acks=0 produce on a redirect session")
 	}
 	resp := redirectAnswer(req.body)
+	if pr, ok := resp.(*kmsg.ProduceResponse); ok && pr.Version >= 10 {
+		hintHomeLeaders(pr, c.redirect.home)
+	}
 	if resp == nil {
 		return true, fmt.Errorf("%s on a redirect session", kmsg.NameForKey(req.key))
 	}

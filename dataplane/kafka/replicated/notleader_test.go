@@ -94,3 +94,41 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 		t.Fatalf("fetch v12 from follower node %d: code %d, current leader %+v; want NOT_LEADER naming node %d", followerNode, fe.ErrorCode, fe.CurrentLeader, leaderNode)
 	}
 }
+
+// A leader fenced for its tenant's move answers a v10 produce with
+// NOT_LEADER_OR_FOLLOWER naming itself at its own epoch: KIP-951 clients
+// (franz-go) then retry here after their backoff instead of waiting for a
+// metadata refresh that would name this broker again, and so reach the
+// redirect to the new home as soon as the switch happens.
+func TestFencedLeaderNamesItself(t *testing.T) {
+	c, tn := startCell(t, 1, "fenced")
+	l := c.cell.WaitLeader(0, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.cell.Replica(l, 0).Fence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.client(t, tn)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "fenced"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, celltest.Batch([]byte("after the fence"))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	raw, err := cl.Broker(l+1).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ProduceResponse)
+	pr := resp.Topics[0].Partitions[0]
+	epoch := c.cell.Replica(l, 0).LeaderEpoch()
+	if pr.ErrorCode != catalog.NotLeader.KafkaCode || pr.CurrentLeader.LeaderID != int32(l+1) || pr.CurrentLeader.LeaderEpoch != epoch {
+		t.Fatalf("produce to fenced leader node %d: code %d, current leader %+v; want NOT_LEADER naming node %d at epoch %d",
+			l+1, pr.ErrorCode, pr.CurrentLeader, l+1, epoch)
+	}
+	if len(resp.Brokers) != 1 || resp.Brokers[0].NodeID != int32(l+1) {
+		t.Fatalf("produce response endpoints %+v, want node %d's", resp.Brokers, l+1)
+	}
+}

@@ -269,6 +269,28 @@ func TestRedirectToHomeCell(t *testing.T) {
 	if p := resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]; p.ErrorCode != catalog.NotLeader.KafkaCode {
 		t.Fatalf("ListOffsets on a redirect session: code %d", p.ErrorCode)
 	}
+	// A v10 produce there names the leader at home and its address
+	// (KIP-951), so a client moves the partition without a metadata
+	// refresh.
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Version, pr.Acks, pr.TimeoutMillis = 10, -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = celltest.Batch([]byte("redirected"))
+	pt.Partitions = append(pt.Partitions, pp)
+	pr.Topics = append(pr.Topics, pt)
+	if resp, err = rc.roundTrip(pr); err != nil {
+		t.Fatal(err)
+	}
+	presp := resp.(*kmsg.ProduceResponse)
+	if p := presp.Topics[0].Partitions[0]; p.ErrorCode != catalog.NotLeader.KafkaCode || p.CurrentLeader.LeaderID != leaders[0] || p.CurrentLeader.LeaderEpoch < 1 {
+		t.Fatalf("produce v10 on a redirect session: code %d, current leader %+v; want NOT_LEADER naming node %d", p.ErrorCode, p.CurrentLeader, leaders[0])
+	}
+	if len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != leaders[0] ||
+		net.JoinHostPort(presp.Brokers[0].Host, strconv.Itoa(int(presp.Brokers[0].Port))) != c.addrs[leaders[0]-1] {
+		t.Fatalf("produce v10 on a redirect session: endpoints %+v, want node %d at %s", presp.Brokers, leaders[0], c.addrs[leaders[0]-1])
+	}
 
 	// Isolation: acme sees nothing of local's from cell-2, local nothing of
 	// acme's, either way.

@@ -1,0 +1,60 @@
+package kafka
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/contract/wire"
+)
+
+// hintHomeLeaders names, in a redirect session's v10+ Produce answer, each
+// partition's leader at the tenant's home and that leader's endpoint
+// (KIP-951's CurrentLeader and NodeEndpoints), where the home knows the
+// leader with its epoch. A client that takes the hint (franz-go does when
+// the epoch is newer than the one it knows, which a moved partition's is)
+// produces to the new home at once instead of waiting for its next
+// metadata refresh, which franz-go spaces by its metadata age (5 s by
+// default). A partition whose leader is not known gets no hint, and the
+// client refreshes its metadata as before.
+func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
+	named := map[int]bool{}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		var ht *wire.HomeTopic
+		for j := range home.Topics {
+			if t.Topic == home.Topics[j].Name && home.Topics[j].Describable {
+				ht = &home.Topics[j]
+			}
+		}
+		if ht == nil {
+			continue
+		}
+		for k := range t.Partitions {
+			p := &t.Partitions[k]
+			for _, hp := range ht.Partitions {
+				if int32(hp.Partition) == p.Partition && hp.Leader > 0 && hp.LeaderEpoch >= 0 {
+					p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = int32(hp.Leader), int32(hp.LeaderEpoch)
+					named[hp.Leader] = true
+				}
+			}
+		}
+	}
+	for _, b := range home.Brokers {
+		if !named[b.NodeID] {
+			continue
+		}
+		host, port, err := net.SplitHostPort(b.KafkaAddr)
+		if err != nil {
+			continue
+		}
+		pn, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			continue
+		}
+		eb := kmsg.NewProduceResponseBroker()
+		eb.NodeID, eb.Host, eb.Port = int32(b.NodeID), host, int32(pn)
+		resp.Brokers = append(resp.Brokers, eb)
+	}
+}
