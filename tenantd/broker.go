@@ -148,9 +148,13 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 		}
 		return []wire.PartitionStatus{}
 	}
+	// While the cell state names a tenant move, its steps are watched and
+	// reported sooner (moveSoonFast, cellview's FastGap).
+	moving := func() bool { return tenantMoving(syncer.View().Tenants) }
 	reporter, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cfg.Cell, BrokerID: cfg.BrokerID, API: api, DataDir: cfg.DataDir, Logger: log, OffsetsImported: cfg.parts.offsetsImported,
 		Groups:    gl.report,
 		Soon:      gl.soon,
+		Fast:      moving,
 		DiskState: func() string { return iso.adm.DiskState().String() },
 		KeysUsed:  syncer.TakeKeysUsed,
 		// The HTTP data API serves TLS exactly when the listeners do.
@@ -170,9 +174,9 @@ func runBroker(ctx context.Context, cfg brokerConfig, log *slog.Logger) error {
 	}
 	runReplicas := func(ctx context.Context) error { return runReplicas(ctx, cfg, syncer, &manager, gl, log) }
 	runs := []func(context.Context) error{syncer.Run, reporter.Run, runReplicas, func(ctx context.Context) error { return iso.run(ctx, syncer) },
-		func(ctx context.Context) error { return watchMoves(ctx, partitions, gl.soon) },
+		func(ctx context.Context) error { return watchMoves(ctx, partitions, moving, gl.soon) },
 		func(ctx context.Context) error {
-			return watchChanges(ctx, func() string { return tenantMoveSteps(syncer.View().Tenants, cfg.parts.offsetsImported()) }, gl.soon)
+			return watchChanges(ctx, func() string { return tenantMoveSteps(syncer.View().Tenants, cfg.parts.offsetsImported()) }, moving, gl.soon)
 		}}
 	if cfg.Register.PeerCA, err = peerCAPEM(cfg.Peer.CA); err != nil {
 		return err

@@ -14,6 +14,32 @@ import (
 // configurations with the last ones it saw.
 const moveSoonEvery = 200 * time.Millisecond
 
+// moveSoonFast is that interval while the broker's cell state names a
+// tenant move: the moving tenant's producers wait from the fence to the
+// switch, and the control plane takes each step between them on a
+// report, so each step's report should leave within tens of
+// milliseconds.
+const moveSoonFast = 25 * time.Millisecond
+
+// watchEvery is watchChanges' comparison interval: moveSoonFast while fast
+// (when set) reports true, else moveSoonEvery.
+func watchEvery(fast func() bool) time.Duration {
+	if fast != nil && fast() {
+		return moveSoonFast
+	}
+	return moveSoonEvery
+}
+
+// tenantMoving reports whether tenants (a cell state's) name a move.
+func tenantMoving(tenants []wire.Tenant) bool {
+	for _, t := range tenants {
+		if t.Move != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // watchMoves asks the reporter for a report soon (on soon, which never
 // blocks) whenever a replica's leader or Raft configuration changes: a
 // step of a replica move (a joiner added or promoted, leadership handed
@@ -22,17 +48,20 @@ const moveSoonEvery = 200 * time.Millisecond
 // sees a move's progress, and its end, within the reporter's MinGap
 // rather than at its interval; a drain no longer waits a report interval
 // per step. status is the broker's replicas' report (cheap: no I/O).
-func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, soon chan<- struct{}) error {
-	return watchChanges(ctx, func() string { return configurations(status()) }, soon)
+// fast, when set, says when to compare every moveSoonFast.
+func watchMoves(ctx context.Context, status func() []wire.PartitionStatus, fast func() bool, soon chan<- struct{}) error {
+	return watchChanges(ctx, func() string { return configurations(status()) }, fast, soon)
 }
 
 // watchChanges asks for a report soon whenever text's answer changes,
-// compared every moveSoonEvery.
-func watchChanges(ctx context.Context, text func() string, soon chan<- struct{}) error {
-	t := time.NewTicker(moveSoonEvery)
+// compared every moveSoonEvery, or every moveSoonFast while fast (when
+// set) reports true.
+func watchChanges(ctx context.Context, text func() string, fast func() bool, soon chan<- struct{}) error {
+	t := time.NewTimer(moveSoonEvery)
 	defer t.Stop()
 	last := text()
 	for {
+		t.Reset(watchEvery(fast))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

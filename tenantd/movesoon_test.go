@@ -31,7 +31,7 @@ func TestWatchMovesAsksForReports(t *testing.T) {
 	soon := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- watchMoves(ctx, status, soon) }()
+	go func() { done <- watchMoves(ctx, status, nil, soon) }()
 	defer func() {
 		cancel()
 		<-done
@@ -85,5 +85,32 @@ func TestTenantMoveStepsText(t *testing.T) {
 		if got == base {
 			t.Errorf("%s: the text did not change", name)
 		}
+	}
+}
+
+// TestWatchFastWhileTenantMoves: a cell state that names a tenant move
+// makes the watchers compare every moveSoonFast; one without, or without
+// a predicate, every moveSoonEvery.
+func TestWatchFastWhileTenantMoves(t *testing.T) {
+	still := []wire.Tenant{{ID: "a"}, {ID: "b"}}
+	moving := []wire.Tenant{{ID: "a"}, {ID: "b", Move: &wire.TenantMove{Role: wire.MoveSource, Peer: "cell-2"}}}
+	if tenantMoving(still) || !tenantMoving(moving) || tenantMoving(nil) {
+		t.Fatalf("tenantMoving: still %v, moving %v, none %v", tenantMoving(still), tenantMoving(moving), tenantMoving(nil))
+	}
+	for _, tc := range []struct {
+		name string
+		fast func() bool
+		want time.Duration
+	}{
+		{"no predicate", nil, moveSoonEvery},
+		{"no move", func() bool { return tenantMoving(still) }, moveSoonEvery},
+		{"a move", func() bool { return tenantMoving(moving) }, moveSoonFast},
+	} {
+		if got := watchEvery(tc.fast); got != tc.want {
+			t.Errorf("%s: every %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if moveSoonFast >= moveSoonEvery {
+		t.Fatalf("moveSoonFast %s is not below moveSoonEvery %s", moveSoonFast, moveSoonEvery)
 	}
 }

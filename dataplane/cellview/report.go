@@ -59,7 +59,14 @@ type ReporterConfig struct {
 	// MinGap is the least time between a report and one Soon asks for
 	// (default 500 ms), so requests cost at most two reports a second.
 	MinGap time.Duration
-	Logger *slog.Logger
+	// Fast, when set and true, makes FastGap the least time between
+	// reports instead of MinGap: tenantd sets it while its cell state
+	// names a tenant move, whose steps the control plane takes on reports
+	// while the tenant's producers wait.
+	Fast func() bool
+	// FastGap is MinGap while Fast reports true (default 50 ms).
+	FastGap time.Duration
+	Logger  *slog.Logger
 }
 
 // Reporter sends a broker's observations to the control plane
@@ -78,6 +85,9 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 	if cfg.MinGap == 0 {
 		cfg.MinGap = 500 * time.Millisecond
 	}
+	if cfg.FastGap == 0 {
+		cfg.FastGap = 50 * time.Millisecond
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -85,7 +95,7 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 }
 
 // Run reports now, then every interval and whenever Soon asks, until ctx
-// ends; never two reports less than MinGap apart.
+// ends; never two reports less than MinGap (FastGap while Fast) apart.
 func (r *Reporter) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
@@ -104,7 +114,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		if err := r.ReportOnce(ctx); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("report to control plane", "err", err)
 		}
-		gap.Reset(r.cfg.MinGap)
+		gap.Reset(r.minGap())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -117,6 +127,15 @@ func (r *Reporter) Run(ctx context.Context) error {
 		case <-gap.C:
 		}
 	}
+}
+
+// minGap is the least time until the next report: FastGap while
+// ReporterConfig.Fast says so, else MinGap.
+func (r *Reporter) minGap() time.Duration {
+	if r.cfg.Fast != nil && r.cfg.Fast() {
+		return r.cfg.FastGap
+	}
+	return r.cfg.MinGap
 }
 
 // ReportOnce sends one report.

@@ -76,3 +76,28 @@ func TestReporterReportsSoonWhenAsked(t *testing.T) {
 		t.Fatalf("the control plane has not heard from the broker: %+v %v", c, err)
 	}
 }
+
+// TestReporterFastGap: while Fast says so, a report asked for leaves
+// FastGap after the previous one, not MinGap (an hour here).
+func TestReporterFastGap(t *testing.T) {
+	cp := cptest.Start(t, cptest.Brokers{})
+	var reports atomic.Int64
+	soon := make(chan struct{}, 1)
+	r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
+		DataDir: t.TempDir(), Every: time.Hour, Soon: soon, MinGap: time.Hour, FastGap: time.Millisecond,
+		Fast:   func() bool { return true },
+		Groups: func() []wire.GroupLag { reports.Add(1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	celltest.WaitFor(t, 30*time.Second, "the first report", func() bool { return reports.Load() == 1 })
+	soon <- struct{}{}
+	celltest.WaitFor(t, 30*time.Second, "the report asked for, FastGap after the first", func() bool { return reports.Load() == 2 })
+}
