@@ -40,6 +40,7 @@ type conn struct {
 
 	redirect   *redirectSession // set when the key's tenant lives on another cell
 	redirected atomic.Bool      // redirect != nil, for the key watcher
+	holding    atomic.Bool      // a produce waits for its tenant's switch (awaitTenantSwitch)
 
 	wbuf []byte // reused for responses
 

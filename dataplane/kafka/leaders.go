@@ -74,15 +74,11 @@ func electedHere(p Partition) bool {
 	return ok && e.ElectedHere()
 }
 
-// fencedHere reports whether p is fenced here for a move of its tenant to
-// another cell.
+// fencedHere reports whether p refuses produce here because it is fenced,
+// or being fenced, for a move of its tenant to another cell.
 func fencedHere(p Partition) bool {
-	f, ok := p.(interface{ Fenced() (int64, bool) })
-	if !ok {
-		return false
-	}
-	_, fenced := f.Fenced()
-	return fenced
+	f, ok := p.(interface{ MoveRefusesProduce() bool })
+	return ok && f.MoveRefusesProduce()
 }
 
 // electionWait bounds how long a Produce or a Metadata answer waits for a

@@ -186,6 +186,15 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 	}
 	c.recordProduce(acked, records)
 	if r.Version >= 10 {
+		var fenced []Partition
+		for _, j := range jobs {
+			if j.out.ErrorCode == catalog.NotLeader.KafkaCode && fencedHere(j.part) {
+				fenced = append(fenced, j.part)
+			}
+		}
+		if len(fenced) > 0 && c.awaitTenantSwitch(resp, fenced) {
+			return resp // named the leaders at the tenant's new home
+		}
 		addLeaderEndpoints(v, resp)
 	}
 	return resp

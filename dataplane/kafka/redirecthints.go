@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
 )
 
@@ -16,8 +17,8 @@ import (
 // the epoch is newer than the one it knows, which a moved partition's is)
 // produces to the new home at once instead of waiting for its next
 // metadata refresh, which franz-go spaces by its metadata age (5 s by
-// default). A partition whose leader is not known gets no hint, and the
-// client refreshes its metadata as before.
+// default). A partition whose leader is not known, or that was not
+// refused with NOT_LEADER_OR_FOLLOWER, gets no hint.
 func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 	named := map[int]bool{}
 	for i := range resp.Topics {
@@ -34,7 +35,7 @@ func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 		for k := range t.Partitions {
 			p := &t.Partitions[k]
 			for _, hp := range ht.Partitions {
-				if int32(hp.Partition) == p.Partition && hp.Leader > 0 && hp.LeaderEpoch >= 0 {
+				if int32(hp.Partition) == p.Partition && hp.Leader > 0 && hp.LeaderEpoch >= 0 && p.ErrorCode == catalog.NotLeader.KafkaCode {
 					p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = int32(hp.Leader), int32(hp.LeaderEpoch)
 					named[hp.Leader] = true
 				}

@@ -372,8 +372,10 @@ func (s *Server) watchKeys() {
 		v, now := s.cfg.State.View(), s.cfg.Now()
 		s.mu.Lock()
 		for c := range s.conns {
-			// Redirect sessions re-check their key with each request.
-			if p := c.principal.Load(); p != nil && !c.dev && !c.redirected.Load() && !v.Valid(p, now) {
+			// Redirect sessions re-check their key with each request; a
+			// session holding a produce for its tenant's switch becomes
+			// one (or closes on its next request).
+			if p := c.principal.Load(); p != nil && !c.dev && !c.redirected.Load() && !c.holding.Load() && !v.Valid(p, now) {
 				s.cfg.Logger.Info("closing kafka connection: key no longer valid", "key_id", p.KeyID, "tenant_id", p.TenantID, "remote", c.remote)
 				c.nc.Close()
 			}

@@ -244,6 +244,16 @@ func (r *Replica) Fenced() (end int64, ok bool) {
 	return 0, false
 }
 
+// MoveRefusesProduce reports whether produce is refused here because the
+// partition is fenced, or being fenced, for a move to another cell.
+func (r *Replica) MoveRefusesProduce() bool {
+	r.move.mu.RLock()
+	pending := r.move.pending
+	r.move.mu.RUnlock()
+	_, fenced := r.Fenced()
+	return pending || fenced
+}
+
 // admitProduce refuses produce on a fenced or mirroring partition. On
 // success the caller holds the move gate shared until it calls release.
 func (r *Replica) admitProduce() (release func(), err error) {
