@@ -73,7 +73,6 @@ func TestRaftConfig() *raft.Config {
 	c.ElectionTimeout = 300 * time.Millisecond
 	c.LeaderLeaseTimeout = 150 * time.Millisecond
 	c.CommitTimeout = 20 * time.Millisecond
-	c.BatchApplyCh = true // as transport.RaftConfig
 	return c
 }
 

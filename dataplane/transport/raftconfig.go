@@ -45,19 +45,6 @@ import (
 // id, so unbounded), one go-metrics call fewer per RPC; the unsuffixed
 // series with a peer_id label stay, and tenantd's sink keeps neither.
 //
-// BatchApplyCh is set: Raft's apply channel is buffered to
-// MaxAppendEntries, so entries handed over one after another (a mirror's
-// pull, one entry per source batch; produces arriving together) reach
-// the store in one StoreLogs, one committer round, instead of one each:
-// unbuffered, the leader loop takes the one entry waiting and stores it
-// alone. BenchmarkMirror (docs/benchmarks.md) went from 5.08 to 38.18 MB/s
-// with 4 KiB batches and from 67 to 114 MB/s with 64 KiB. The cost,
-// hashicorp/raft's: an apply's timeout bounds only its wait for a free
-// buffer slot, not its wait in the buffer; Sluice's callers bound their
-// wait for the future by their own context, so an entry still waiting
-// there when they give up is indeterminate, as a timed-out one already
-// was.
-//
 // The caller sets Logger (hashicorp/raft logs at debug level to stderr
 // otherwise) and the store-related fields.
 func RaftConfig(id raft.ServerID) *raft.Config {
@@ -68,6 +55,5 @@ func RaftConfig(id raft.ServerID) *raft.Config {
 	c.CommitTimeout = 5 * time.Second
 	c.LeaderLeaseTimeout = 5 * time.Second
 	c.NoLegacyTelemetry = true
-	c.BatchApplyCh = true
 	return c
 }
