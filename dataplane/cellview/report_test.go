@@ -49,21 +49,9 @@ func TestReporterReportsSoonWhenAsked(t *testing.T) {
 		default:
 		}
 	}
-	r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
+	runReporter(t, cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
 		DataDir: t.TempDir(), Every: time.Hour, Soon: soon, MinGap: time.Millisecond,
 		Groups: func() []wire.GroupLag { reports.Add(1); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("run: %v", err)
-		}
-	})
 	celltest.WaitFor(t, 30*time.Second, "the first report", func() bool { return reports.Load() == 1 })
 	ask()
 	celltest.WaitFor(t, 30*time.Second, "the report asked for", func() bool { return reports.Load() == 2 })
@@ -83,10 +71,20 @@ func TestReporterFastGap(t *testing.T) {
 	cp := cptest.Start(t, cptest.Brokers{})
 	var reports atomic.Int64
 	soon := make(chan struct{}, 1)
-	r, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
+	runReporter(t, cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: cp.CellClient(),
 		DataDir: t.TempDir(), Every: time.Hour, Soon: soon, MinGap: time.Hour, FastGap: time.Millisecond,
 		Fast:   func() bool { return true },
 		Groups: func() []wire.GroupLag { reports.Add(1); return nil }})
+	celltest.WaitFor(t, 30*time.Second, "the first report", func() bool { return reports.Load() == 1 })
+	soon <- struct{}{}
+	celltest.WaitFor(t, 30*time.Second, "the report asked for, FastGap after the first", func() bool { return reports.Load() == 2 })
+}
+
+// runReporter runs a reporter of cfg until the test ends, when it must
+// stop with the context's cancellation.
+func runReporter(t *testing.T, cfg cellview.ReporterConfig) {
+	t.Helper()
+	r, err := cellview.NewReporter(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +93,8 @@ func TestReporterFastGap(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("run: %v", err)
+		}
 	})
-	celltest.WaitFor(t, 30*time.Second, "the first report", func() bool { return reports.Load() == 1 })
-	soon <- struct{}{}
-	celltest.WaitFor(t, 30*time.Second, "the report asked for, FastGap after the first", func() bool { return reports.Load() == 2 })
 }
