@@ -1,9 +1,6 @@
 package kafka
 
 import (
-	"net"
-	"strconv"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/catalog"
@@ -19,16 +16,12 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 	resp.ClusterID = &cluster
 	resp.ControllerID = int32(c.s.cfg.NodeID)
 	for _, b := range v.Brokers {
-		host, port, err := net.SplitHostPort(b.KafkaAddr)
-		if err != nil {
+		host, port, ok := splitKafkaAddr(b.KafkaAddr)
+		if !ok {
 			continue // a broker without a Kafka address yet
 		}
-		p, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
-			continue
-		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, int32(p)
+		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, port
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)

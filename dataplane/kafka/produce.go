@@ -3,8 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -217,19 +215,18 @@ func addLeaderEndpoints(v *cellview.View, resp *kmsg.ProduceResponse) {
 		return
 	}
 	for _, b := range v.Brokers {
-		if !named[int32(b.NodeID)] {
-			continue
+		if named[int32(b.NodeID)] {
+			addEndpoint(resp, b.NodeID, b.KafkaAddr)
 		}
-		host, port, err := net.SplitHostPort(b.KafkaAddr)
-		if err != nil {
-			continue
-		}
-		pn, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
-			continue
-		}
+	}
+}
+
+// addEndpoint lists broker node at its Kafka address addr in resp's
+// NodeEndpoints (KIP-951), if addr is one.
+func addEndpoint(resp *kmsg.ProduceResponse, node int, addr string) {
+	if host, port, ok := splitKafkaAddr(addr); ok {
 		eb := kmsg.NewProduceResponseBroker()
-		eb.NodeID, eb.Host, eb.Port = int32(b.NodeID), host, int32(pn)
+		eb.NodeID, eb.Host, eb.Port = int32(node), host, port
 		resp.Brokers = append(resp.Brokers, eb)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -131,16 +129,12 @@ func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
 	resp.ClusterID = &cluster
 	resp.ControllerID = -1
 	for _, b := range home.Brokers {
-		host, port, err := net.SplitHostPort(b.KafkaAddr)
-		if err != nil {
-			continue
-		}
-		p, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
+		host, port, ok := splitKafkaAddr(b.KafkaAddr)
+		if !ok {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, int32(p)
+		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, port
 		resp.Brokers = append(resp.Brokers, mb)
 		if resp.ControllerID < 0 {
 			resp.ControllerID = mb.NodeID

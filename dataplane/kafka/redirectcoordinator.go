@@ -66,7 +66,8 @@ func homeCoordinator(home wire.KeyHome, group string, partitions int) (wire.Home
 	return nodes[p%len(nodes)], true
 }
 
-// splitKafkaAddr is a host:port Kafka address's host and port.
+// splitKafkaAddr is a host:port Kafka address's host and port; ok is false
+// for an empty or malformed address (a broker without one yet).
 func splitKafkaAddr(addr string) (string, int32, bool) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

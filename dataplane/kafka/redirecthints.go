@@ -1,9 +1,6 @@
 package kafka
 
 import (
-	"net"
-	"strconv"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/catalog"
@@ -43,19 +40,8 @@ func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 		}
 	}
 	for _, b := range home.Brokers {
-		if !named[b.NodeID] {
-			continue
+		if named[b.NodeID] {
+			addEndpoint(resp, b.NodeID, b.KafkaAddr) // produce.go
 		}
-		host, port, err := net.SplitHostPort(b.KafkaAddr)
-		if err != nil {
-			continue
-		}
-		pn, err := strconv.ParseInt(port, 10, 32)
-		if err != nil {
-			continue
-		}
-		eb := kmsg.NewProduceResponseBroker()
-		eb.NodeID, eb.Host, eb.Port = int32(b.NodeID), host, int32(pn)
-		resp.Brokers = append(resp.Brokers, eb)
 	}
 }
