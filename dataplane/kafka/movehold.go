@@ -14,9 +14,9 @@ import (
 // for its tenant's move waits for the switch that sends the tenant to its
 // new cell. The switch follows the fence by the time the destination
 // needs to promote (a few hundred milliseconds, over a second on a busy
-// machine); answering at once
-// instead makes a client retry after its backoff (franz-go's: 250 ms,
-// then 500 ms, then 1 s), which adds up to a second to the move's pause.
+// machine); answering at once instead makes a client retry after its
+// backoff (franz-go's: 250 ms, then 500 ms, then 1 s), which adds up to a
+// second to the move's pause.
 const moveHold = 3 * time.Second
 
 // moveHoldRecheck is how often a held produce checks whether its
