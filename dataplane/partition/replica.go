@@ -424,10 +424,13 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	started.Store(ra)
 	r.raft = ra
 	// A follower far behind is caught up by plain AppendEntries, not a
-	// pipeline that an idle leader feeds one batch per CommitTimeout
+	// pipeline that an idle leader feeds one batch per CommitTimeout, and
+	// a pipelined append carries what the log holds after it
 	// (transport.GroupTransport.SetLocalLog).
-	if l, ok := cfg.Transport.(interface{ SetLocalLog(func() uint64, int) }); ok {
-		l.SetLocalLog(ra.LastIndex, rc.MaxAppendEntries)
+	if l, ok := cfg.Transport.(interface {
+		SetLocalLog(func() uint64, int, func(uint64, *raft.Log) error)
+	}); ok {
+		l.SetLocalLog(ra.LastIndex, rc.MaxAppendEntries, raftLogs.GetLog)
 	}
 	r.obsReg = raft.NewObserver(r.obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {

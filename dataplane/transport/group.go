@@ -498,6 +498,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.inflight <- f // never blocks: slots bound it
 		return f, nil
 	}
+	p.g.topUp(args) // progress.go
 	p.g.node.stats.sent[kindAppendEntries].Add(1)
 	c, reqID, cl, err := p.g.send(p.id, p.lane, kindAppendEntries, args)
 	if err != nil {

@@ -46,21 +46,74 @@ func (g *GroupTransport) PeerLastLog(id raft.ServerID) (index uint64, at time.Ti
 	return p.lastLog.Load(), time.Unix(0, p.at.Load()), true
 }
 
-// localLog is what SetLocalLog gave: the group's own last log index and
-// the lag a pipeline may start at.
+// localLog is what SetLocalLog gave: the group's own last log index, the
+// lag a pipeline may start at, and a reader of its own entries.
 type localLog struct {
 	lastIndex func() uint64
 	maxLag    uint64
+	get       func(index uint64, out *raft.Log) error // nil: no top-up
 }
 
-// SetLocalLog gives the transport its group's own last log index and the
+// SetLocalLog gives the transport its group's own last log index, the
 // most entries hashicorp/raft sends in one AppendEntries (its
-// MaxAppendEntries). With them AppendEntriesPipeline refuses a pipeline to
-// a follower that last reported a log more than maxLag entries behind
-// (see behind).
-func (g *GroupTransport) SetLocalLog(lastIndex func() uint64, maxLag int) {
-	g.local.Store(&localLog{lastIndex: lastIndex, maxLag: uint64(max(maxLag, 1))})
+// MaxAppendEntries) and a reader of the group's own log entries (its
+// LogStore's GetLog; nil turns topping up off). With the first two,
+// AppendEntriesPipeline refuses a pipeline to a follower that last
+// reported a log more than maxLag entries behind (see behind); with the
+// reader, a pipelined append carries every entry the log holds after its
+// own, up to a frame (see topUp).
+func (g *GroupTransport) SetLocalLog(lastIndex func() uint64, maxLag int, get func(index uint64, out *raft.Log) error) {
+	g.local.Store(&localLog{lastIndex: lastIndex, maxLag: uint64(max(maxLag, 1)), get: get})
 }
+
+// topUpEntries bounds how many entries a topped-up append carries:
+// hashicorp/raft's own limit for MaxAppendEntries, well below what the
+// decoder accepts (maxEntriesPerFrame).
+const topUpEntries = 1024
+
+// topUp adds to a pipelined append the entries this group's log holds
+// after the append's last one, while they fit in four fifths of a frame
+// (the rest is room for headers) and topUpEntries.
+//
+// hashicorp/raft's pipeline sends one append of at most MaxAppendEntries
+// entries per trigger, and a trigger is a channel of one: entries stored
+// while the previous append was being sent share one trigger, and the
+// append it sends leaves the rest behind until the next entry is stored
+// or CommitTimeout (5–10 s in RaftConfig) passes. A leader whose writers
+// wait for those entries to commit (a mirror's puller, producers
+// awaiting acks) then stores nothing new: one batch of entries reached
+// the followers every CommitTimeout, and a mirror copied a few records a
+// second. Raft reads the request's entries after the call returns (the
+// next index it sends from) and again on the answer (the follower's
+// match index), so entries added here are accounted for as its own.
+func (g *GroupTransport) topUp(args *raft.AppendEntriesRequest) {
+	l := g.local.Load()
+	n := len(args.Entries)
+	if l == nil || l.get == nil || n == 0 || n >= topUpEntries {
+		return
+	}
+	next, last := args.Entries[n-1].Index+1, l.lastIndex()
+	if next > last {
+		return
+	}
+	budget := g.node.cfg.MaxFrameSize / 5 * 4
+	for _, e := range args.Entries {
+		budget -= entrySize(e)
+	}
+	for ; next <= last && len(args.Entries) < topUpEntries; next++ {
+		e := new(raft.Log)
+		if err := l.get(next, e); err != nil {
+			return // what raft would send next; it reads it again itself
+		}
+		if budget -= entrySize(e); budget < 0 {
+			return
+		}
+		args.Entries = append(args.Entries, e)
+	}
+}
+
+// entrySize is about what e takes in a frame.
+func entrySize(e *raft.Log) int { return len(e.Data) + len(e.Extensions) + 64 }
 
 // behind reports whether follower id last reported a log more than one
 // AppendEntries batch behind this group's own. hashicorp/raft switches a

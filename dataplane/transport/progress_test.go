@@ -21,7 +21,7 @@ func TestPipelineRefusedToFollowerBehind(t *testing.T) {
 	serveFake(t, b, "g", nil)
 	g := mustGroup(t, a, "g")
 	var last atomic.Uint64
-	g.SetLocalLog(last.Load, 64)
+	g.SetLocalLog(last.Load, 64, nil)
 	last.Store(1000)
 	open := func() error {
 		p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
@@ -43,5 +43,73 @@ func TestPipelineRefusedToFollowerBehind(t *testing.T) {
 	last.Store(10 + 64)
 	if err := open(); err != nil {
 		t.Fatalf("pipeline to a follower one batch behind: %v", err)
+	}
+}
+
+// TestPipelineTopsUpAppend: a pipelined append carries the entries the
+// group's log holds after its own, up to the frame budget, and tells Raft
+// so in the request it was given (the next index Raft sends from and the
+// follower's match index are read from it). Without it an idle leader's
+// pipeline left what one trigger's append did not carry until
+// CommitTimeout.
+func TestPipelineTopsUpAppend(t *testing.T) {
+	nodes := newNodes(t, 2, nil, func(c *Config) { c.MaxFrameSize = 5 << 20 })
+	a, b := nodes[0], nodes[1]
+	got := make(chan []uint64, 4)
+	serveFake(t, b, "g", func(req *raft.AppendEntriesRequest) {
+		var idx []uint64
+		for _, e := range req.Entries {
+			idx = append(idx, e.Index)
+		}
+		got <- idx
+	})
+	g := mustGroup(t, a, "g")
+	log := bigAppend(1, 1, 100, 100<<10) // entries 1–100 of 100 KiB
+	var last atomic.Uint64
+	last.Store(100)
+	g.SetLocalLog(last.Load, 64, func(i uint64, out *raft.Log) error {
+		if i < 1 || i > uint64(len(log.Entries)) {
+			return raft.ErrLogNotFound
+		}
+		*out = *log.Entries[i-1]
+		return nil
+	})
+	p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(first, n int) []uint64 {
+		t.Helper()
+		req := bigAppend(1, uint64(first), n, 100<<10)
+		f, err := p.AppendEntries(req, new(raft.AppendEntriesResponse))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		sent := <-got
+		if k := len(req.Entries); k != len(sent) || req.Entries[k-1].Index != sent[len(sent)-1] {
+			t.Fatalf("request holds %d entries, %d were sent: raft would not account for them", k, len(sent))
+		}
+		if f.Response().LastLog != sent[len(sent)-1] {
+			t.Fatalf("answer's last log %d, want %d", f.Response().LastLog, sent[len(sent)-1])
+		}
+		return sent
+	}
+	// Four fifths of 5 MiB hold 40 entries of 100 KiB (and their headers):
+	// the append of entries 1–8 goes out with 9–40.
+	if s := send(1, 8); len(s) != 40 || s[0] != 1 || s[39] != 40 {
+		t.Fatalf("append of 1–8 sent %d entries, %d–%d; want 1–40", len(s), s[0], s[len(s)-1])
+	}
+	// The last of the log: nothing more to add.
+	if s := send(97, 4); len(s) != 4 || s[3] != 100 {
+		t.Fatalf("append of 97–100 sent %v", s)
+	}
+	// Entries past a hole in what the log can read are left to Raft.
+	last.Store(120)
+	if s := send(95, 6); len(s) != 6 || s[5] != 100 {
+		t.Fatalf("append of 95–100 with 101 unreadable sent %v", s)
 	}
 }
