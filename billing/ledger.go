@@ -222,9 +222,11 @@ func newBatches(ctx context.Context, tx pgx.Tx, batches map[batchKey]Batch, sums
 	for k := range batches {
 		topics, parts, bases = append(topics, k.topic), append(parts, k.partition), append(bases, k.base)
 	}
+	// In key order, as addSums: two leaders of a partition may report
+	// one batch in shipments of different usage partitions.
 	rows, err := tx.Query(ctx, `INSERT INTO usage_batches (topic_id, partition, base_offset)
-		SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[]) ON CONFLICT DO NOTHING
-		RETURNING topic_id, partition, base_offset`, topics, parts, bases)
+		SELECT * FROM unnest($1::text[], $2::integer[], $3::bigint[]) AS u(t, p, b) ORDER BY t, p, b
+		ON CONFLICT DO NOTHING RETURNING topic_id, partition, base_offset`, topics, parts, bases)
 	if err != nil {
 		return fmt.Errorf("record usage batches: %w", err)
 	}
@@ -256,8 +258,12 @@ func addSums(ctx context.Context, tx pgx.Tx, sums map[ledgerKey]int64) error {
 		tenants, topics, meters = append(tenants, k.tenant), append(topics, k.topic), append(meters, k.meter)
 		hours, values = append(hours, time.Unix(k.hour, 0).UTC()), append(values, v)
 	}
+	// In the ledger key's order: the usage partitions of a cell ship at
+	// once and add to the same rows (a tenant's hour), and two upserts
+	// that lock shared rows in different orders deadlock.
 	_, err := tx.Exec(ctx, `INSERT INTO usage_ledger (tenant_id, topic_id, meter, hour, value)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[])
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::bigint[]) AS u(tn, tp, m, h, v)
+		ORDER BY tn, m, h, tp
 		ON CONFLICT (tenant_id, meter, hour, topic_id) DO UPDATE SET value = usage_ledger.value + EXCLUDED.value`,
 		tenants, topics, meters, hours, values)
 	if err != nil {

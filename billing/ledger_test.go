@@ -132,6 +132,48 @@ func TestShipConcurrentShippers(t *testing.T) {
 	}
 }
 
+// TestShipPartitionsShareLedgerRows: the usage partitions of a cell ship
+// at once, each adding to the same ledger rows (every tenant's hour); no
+// shipment fails on a deadlock between them and every value is counted.
+func TestShipPartitionsShareLedgerRows(t *testing.T) {
+	l := newLedger(t)
+	ctx := context.Background()
+	const parts, ships, tenants = 6, 15, 40
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range int64(ships) {
+				var es []billing.Entry
+				for tn := range tenants {
+					es = append(es, e(fmt.Sprintf("t%02d", tn), "tp", "messages_in", hour0, 1), e(fmt.Sprintf("t%02d", tn), "tp", "bytes_in", hour0, 10))
+				}
+				r := rec(t, p+1, "b", i+1, es...)
+				res, err := l.Ship(ctx, billing.Shipment{Cell: "c1", Partition: int32(p), From: i, Next: i + 1, Records: []json.RawMessage{r}})
+				if err != nil {
+					t.Errorf("partition %d shipment %d: %v", p, i, err)
+					return
+				}
+				if !res.Applied {
+					t.Errorf("partition %d shipment %d not applied (position %d)", p, i, res.Position)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for tn := range tenants {
+		tot, err := l.Totals(ctx, fmt.Sprintf("t%02d", tn), hour0, hour0.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot["messages_in"] != parts*ships || tot["bytes_in"] != 10*parts*ships {
+			t.Fatalf("tenant t%02d: messages_in %d, bytes_in %d; want %d, %d", tn, tot["messages_in"], tot["bytes_in"], parts*ships, 10*parts*ships)
+		}
+	}
+}
+
 // TestShipBatchOnce: a produced batch reported by two leaders (the one
 // that appended it, and the next, which answered the producer's retry as
 // a duplicate) counts once, also when both reports come in one shipment.
