@@ -32,6 +32,7 @@ type procCell struct {
 	cellKey   string
 	tenant    *launch.Tenant
 	bootstrap []string
+	cellsDir  string // where addCell puts its cells' data; c.dir if empty
 }
 
 func startProcCell(t testing.TB, name string, n int) *procCell {

@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ func (c *procCell) addCell(ctx context.Context, pool, kind, cellID string, n int
 	for i := range n {
 		nodes[i] = strconv.Itoa(i + 1)
 	}
-	dir := filepath.Join(c.dir, cellID)
+	dir := filepath.Join(cmp.Or(c.cellsDir, c.dir), cellID)
 	peers, err := peercert.EnsureDir(filepath.Join(dir, "certs"), cellID, nodes)
 	if err != nil {
 		c.t.Fatal(err)
