@@ -27,7 +27,7 @@ func TestTenantMoveCancelBeforePromote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true}))
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(0))}))
 	m.wantState(mv.ID, "fencing")
 	v1, v2 := m.state("cell-1").StateVersion, m.state("cell-2").StateVersion
 	got, err := m.op.AdminCancelTenantMove(ctx, mv.ID)
@@ -96,7 +96,7 @@ func TestTenantMoveResumesAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true}))
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(0))}))
 	m.wantState(mv.ID, "fencing")
 	other := m.secondServer()
 	for _, cell := range []string{"cell-1", "cell-2"} {

@@ -155,7 +155,7 @@ func (m *tenantMoveEnv) toPromoting() api.TenantMove {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 3}))
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(3))}))
 	m.wantState(mv.ID, "fencing")
 	m.reportAs("cell-1", m.leads("cell-1", wire.MirrorStatus{Fenced: true, FencedEnd: 100}))
 	return m.wantState(mv.ID, "promoting")

@@ -123,15 +123,20 @@ func TestTenantMoveHappyPath(t *testing.T) {
 		t.Fatalf("destination grants %+v", dst.MirrorGrants)
 	}
 
-	// A lagging mirror, or a follower's report, does not fence.
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 50_000}))
+	// A lagging mirror, a mirror that has not read its source yet (no
+	// lag), or a follower's report, does not fence.
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true}))
+	if got := m.wantState(mv.ID, "mirroring"); got.Partitions[0].Lag != nil {
+		t.Fatalf("after a mirror that has not looked: %+v", got)
+	}
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(50_000))}))
 	m.reportAs("cell-2", wire.Report{BrokerID: "cell-2-b2", Partitions: []wire.PartitionStatus{
 		mirrorStatus(m.topic, 0, 1, wire.MirrorStatus{Mirroring: true}), mirrorStatus(m.topic, 1, 1, wire.MirrorStatus{Mirroring: true})}})
 	got := m.wantState(mv.ID, "mirroring")
 	if got.Partitions[0].Lag == nil || *got.Partitions[0].Lag != 50_000 || !got.Partitions[0].Mirroring || !strings.Contains(got.Error, "2 of 2") {
 		t.Fatalf("after a lagging mirror: %+v", got)
 	}
-	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 12}))
+	m.reportAs("cell-2", m.leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(12))}))
 	m.wantState(mv.ID, "fencing")
 	for _, x := range tenantTopics(m.state("cell-1"), tid) {
 		if !x.Fenced {

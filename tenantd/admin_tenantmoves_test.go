@@ -67,7 +67,7 @@ func TestAdminTenantMoves(t *testing.T) {
 		!regexp.MustCompile(`(?m)^orders \(`+m.topic+`\)\s+0\s+\d,\d,\d\s+false\s+-\s+false\s+false\s+-$`).MatchString(out) {
 		t.Fatalf("tenants move:\n%s", out)
 	}
-	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 5000})
+	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(5000))})
 	if out := mustRun("tenants", "moves", "show", "1"); !regexp.MustCompile(`(?m)\s+true\s+5000\s+false\s+false\s+-$`).MatchString(out) ||
 		!strings.Contains(out, "not yet mirroring within 1000 offsets") {
 		t.Fatalf("tenants moves show:\n%s", out)
@@ -76,7 +76,7 @@ func TestAdminTenantMoves(t *testing.T) {
 	if out := mustRun("tenants", "moves", "list", "-tenant", tid); !row.MatchString(out) {
 		t.Fatalf("tenants moves list:\n%s", out)
 	}
-	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 3})
+	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(3))})
 	if out := mustRun("tenants", "moves", "cancel", "1"); !regexp.MustCompile(`(?m)^state\s+cancelled$`).MatchString(out) {
 		t.Fatalf("tenants moves cancel:\n%s", out)
 	}
@@ -99,7 +99,7 @@ func TestAdminTenantMoves(t *testing.T) {
 		})
 	}
 	waitLine("mirroring")
-	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: 0})
+	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(0))})
 	waitLine("fencing")
 	leads(cptest.Cell, wire.MirrorStatus{Fenced: true, FencedEnd: 9})
 	waitLine("promoting")

@@ -15,7 +15,7 @@ import (
 func TestWatchMovesAsksForReports(t *testing.T) {
 	var mu sync.Mutex
 	cur := []wire.PartitionStatus{{TopicID: "tp", Partition: 0, LeaderNode: 1, LeaderEpoch: 2, Voters: []int{1, 2, 3}, Nonvoters: []int{4},
-		Joining: []wire.JoinStatus{{Node: 4, BytesBehind: 100}}, Mirror: &wire.MirrorStatus{Mirroring: true, Lag: 100}}}
+		Joining: []wire.JoinStatus{{Node: 4, BytesBehind: 100}}, Mirror: &wire.MirrorStatus{Mirroring: true, Lag: new(int64(100))}}}
 	set := func(f func(p *wire.PartitionStatus)) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -41,7 +41,7 @@ func TestWatchMovesAsksForReports(t *testing.T) {
 	// comparisons (the one case checked by waiting, bounded).
 	set(func(p *wire.PartitionStatus) {
 		p.Joining = []wire.JoinStatus{{Node: 4, BytesBehind: 10}}
-		p.Mirror = &wire.MirrorStatus{Mirroring: true, Lag: 10}
+		p.Mirror = &wire.MirrorStatus{Mirroring: true, Lag: new(int64(10))}
 	})
 	select {
 	case <-soon:

@@ -82,9 +82,11 @@ type MirrorStatus struct {
 	FencedEnd int64 `json:"fenced_end,omitempty"`
 	// Mirroring: this is a destination replica in mirror mode (not
 	// promoted yet). Lag is the source's high watermark minus what was
-	// mirrored, in offsets, as of the last pull.
+	// mirrored, in offsets, as of the last pull; nil until its puller has
+	// read the source's state (a mirror that has not looked is not
+	// caught up, whatever it holds).
 	Mirroring bool   `json:"mirroring,omitempty"`
-	Lag       int64  `json:"lag,omitempty"`
+	Lag       *int64 `json:"lag,omitempty"`
 	Promoted  bool   `json:"promoted,omitempty"`
 	Error     string `json:"error,omitempty"`
 }

@@ -136,6 +136,9 @@ type Status struct {
 	// Mirrored is the destination's high watermark: every source offset
 	// below it is mirrored.
 	Mirrored int64
+	// Looked: the puller has read the source's state at least once;
+	// until then Lag says nothing.
+	Looked bool
 	// SourceHighWatermark, SourceFenced and FencedEnd are the source's
 	// state at the last look.
 	SourceHighWatermark int64
@@ -277,7 +280,7 @@ func (p *Puller) step(ctx context.Context) (busy bool, err error) {
 		next = max(next, p.flight.end)
 	}
 	p.update(func(s *Status) {
-		s.SourceHighWatermark, s.SourceFenced, s.FencedEnd = src.HighWatermark, src.Fenced, src.FencedEnd
+		s.Looked, s.SourceHighWatermark, s.SourceFenced, s.FencedEnd = true, src.HighWatermark, src.Fenced, src.FencedEnd
 		s.Mirrored, s.Lag = r.HighWatermark(), max(src.HighWatermark-r.HighWatermark(), 0)
 	})
 	if next >= src.HighWatermark {

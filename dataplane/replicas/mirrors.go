@@ -522,7 +522,9 @@ func (m *Manager) mirrorStatus(k key, r *partition.Replica) *wire.MirrorStatus {
 	case mirroring:
 		st.Mirroring, some = true, true
 		if ps != nil {
-			st.Lag = ps.Lag
+			if ps.Looked {
+				st.Lag = new(ps.Lag)
+			}
 			if ps.Err != nil {
 				st.Error = ps.Err.Error()
 			}
