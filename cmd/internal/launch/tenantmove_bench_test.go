@@ -1,6 +1,7 @@
 package launch_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -284,13 +285,20 @@ func BenchmarkTenantMove(b *testing.B) {
 	}
 	slices.Sort(gaps)
 	var before, during []time.Duration
+	var slowest []lat // during the move, at: since its start
 	for _, l := range otherLat {
 		switch {
 		case !l.at.Before(beforeFrom) && l.at.Before(beforeTo):
 			before = append(before, l.d)
 		case !l.at.Before(started) && l.at.Before(finished):
 			during = append(during, l.d)
+			slowest = append(slowest, lat{at: time.Time{}.Add(l.at.Sub(started)), d: l.d})
 		}
+	}
+	slices.SortFunc(slowest, func(a, b lat) int { return cmp.Compare(b.d, a.d) })
+	var slow []string
+	for _, l := range slowest[:min(len(slowest), 5)] {
+		slow = append(slow, fmt.Sprintf("%v at +%v", l.d.Round(time.Millisecond), l.at.Sub(time.Time{}).Round(100*time.Millisecond)))
 	}
 	slices.Sort(before)
 	slices.Sort(during)
@@ -323,4 +331,5 @@ func BenchmarkTenantMove(b *testing.B) {
 	b.Logf("group lag (records acknowledged, not yet polled): max %d before, max %d during the move and 5 s after", lagBefore, lagDuring)
 	b.Logf("other tenant's produce latency: before p50 %v p99 %v (%d), during p50 %v p99 %v (%d)",
 		pct(before, 0.5), pct(before, 0.99), len(before), pct(during, 0.5), pct(during, 0.99), len(during))
+	b.Logf("other tenant's slowest produces during the move (sent, from the move's start): %s", strings.Join(slow, ", "))
 }
