@@ -32,7 +32,8 @@ type procCell struct {
 	cellKey   string
 	tenant    *launch.Tenant
 	bootstrap []string
-	cellsDir  string // where addCell puts its cells' data; c.dir if empty
+	cellsDir  string   // where addCell puts its cells' data; c.dir if empty
+	cellArgs  []string // further flags of addCell's brokers
 }
 
 func startProcCell(t testing.TB, name string, n int) *procCell {

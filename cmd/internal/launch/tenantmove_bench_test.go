@@ -36,8 +36,10 @@ import (
 // other tenant's produce latency before and during.
 // SLUICE_TENANT_MOVE_DEST_DIR puts the destination cell's data in a
 // directory there (a tmpfs stands in for the disks of machines of its
-// own: on one machine both cells share one disk). One run whatever b.N
-// (-benchtime 1x); about a minute and a half.
+// own: on one machine both cells share one disk);
+// SLUICE_TENANT_MOVE_MIRROR_RATE is the destination brokers' -mirror-rate
+// (bytes a second each partition pulls; their default is 8 MiB/s). One
+// run whatever b.N (-benchtime 1x); about a minute and a half.
 func BenchmarkTenantMove(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a control plane and six brokers in two cells")
@@ -89,6 +91,12 @@ func BenchmarkTenantMove(b *testing.B) {
 		}
 		b.Cleanup(func() { os.RemoveAll(d) })
 		c.cellsDir = d
+	}
+	if v := os.Getenv("SLUICE_TENANT_MOVE_MIRROR_RATE"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+			b.Fatalf("SLUICE_TENANT_MOVE_MIRROR_RATE %q: want bytes a second per partition", v)
+		}
+		c.cellArgs = []string{"-mirror-rate", v} // the destination's pullers
 	}
 	c.addCell(ctx, "tmbench-dedicated", "dedicated", "tmbench-dcell", 3)
 

@@ -50,7 +50,7 @@ func (c *procCell) addCell(ctx context.Context, pool, kind, cellID string, n int
 	for i := range n {
 		a := addrs[3*i:]
 		b := &launch.Broker{ID: fmt.Sprintf("%s-b%d", cellID, i+1), NodeID: i + 1, Kafka: a[0], Raft: a[1], HTTP: a[2],
-			DataDir: dir, Peer: peers[nodes[i]]}
+			DataDir: dir, Peer: peers[nodes[i]], Args: c.cellArgs}
 		if _, err := op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: b.ID, CellID: cellID, NodeID: b.NodeID,
 			KafkaAddr: b.Kafka, HTTPAddr: b.HTTP, RaftAddr: b.Raft}); err != nil {
 			c.t.Fatalf("create broker %s: %v", b.ID, err)
