@@ -70,7 +70,7 @@ var (
 	descLeaderless = prometheus.NewDesc("sluice_partitions_leaderless",
 		"Partitions with a replica on this broker that knows no leader.", nil, nil)
 	descUnder = prometheus.NewDesc("sluice_partitions_under_replicated",
-		"Partitions this broker leads with fewer live replicas than the cell state assigns: a replica's broker answers no transport probe, or the Raft configuration lacks an assigned voter.", nil, nil)
+		"Partitions this broker leads with fewer live, in-sync replicas than the cell state assigns: a replica's broker answers no transport probe, the Raft configuration lacks an assigned voter, or a follower has not held the leader's whole log for 30 s.", nil, nil)
 	descReplicas = prometheus.NewDesc("sluice_replicas",
 		"Partition replicas on this broker (internal offsets partitions excluded).", nil, nil)
 	descLeaderChanges = prometheus.NewDesc("sluice_partition_leader_changes_total",
@@ -137,7 +137,7 @@ func (pc *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 				leaderless++
 			case st.LeaderNode == self && self != 0:
 				led++
-				if ok && underReplicated(v, st.TopicID, st.Partition, self, node, r.Raft().GetConfiguration) {
+				if ok && underReplicated(v, st.TopicID, st.Partition, self, node, r.Raft().GetConfiguration, r.FollowerOutOfSync) {
 					under++
 				}
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/cellview"
@@ -8,11 +10,18 @@ import (
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
+// replicaLagMax is how long an assigned follower may go without holding
+// its leader's whole log before the partition counts as under-replicated:
+// Kafka's replica.lag.time.max.ms default, which shrinks the ISR then.
+const replicaLagMax = 30 * time.Second
+
 // underReplicated reports whether a partition this broker (node self)
-// leads has fewer live replicas than the cell state assigns it: an
-// assigned replica's broker answers no transport probe, or the partition's
-// Raft configuration lacks an assigned node as a voter.
-func underReplicated(v *cellview.View, topicID string, part, self int, node *transport.Node, config func() raft.ConfigurationFuture) bool {
+// leads has fewer live, caught-up replicas than the cell state assigns it:
+// an assigned replica's broker answers no transport probe, the partition's
+// Raft configuration lacks an assigned node as a voter, or an assigned
+// follower answers but has not held the leader's whole log for
+// replicaLagMax (outOfSync, partition.Replica.FollowerOutOfSync).
+func underReplicated(v *cellview.View, topicID string, part, self int, node *transport.Node, config func() raft.ConfigurationFuture, outOfSync func(raft.ServerID) time.Duration) bool {
 	t, ok := v.TopicByID(topicID)
 	if !ok {
 		return false
@@ -36,7 +45,13 @@ func underReplicated(v *cellview.View, topicID string, part, self int, node *tra
 		if len(voters) > 0 && !voters[id] {
 			return true
 		}
-		if n != self && node != nil && node.PeerDown(id) {
+		if n == self {
+			continue
+		}
+		if node != nil && node.PeerDown(id) {
+			return true
+		}
+		if outOfSync(id) > replicaLagMax {
 			return true
 		}
 	}

@@ -196,6 +196,22 @@ type progressReporter interface {
 	PeerLastLog(id raft.ServerID) (index uint64, at time.Time, ok bool)
 }
 
+// outOfSyncReporter is a transport that tells a leader how long a
+// follower has not held its whole log (transport.GroupTransport.PeerOutOfSync).
+type outOfSyncReporter interface {
+	PeerOutOfSync(id raft.ServerID) time.Duration
+}
+
+// FollowerOutOfSync is how long follower id has not held every entry
+// this leader held (Kafka's in-sync test, see PeerOutOfSync); 0 if it
+// never answered, or without such reports (another transport).
+func (r *Replica) FollowerOutOfSync(id raft.ServerID) time.Duration {
+	if p, ok := r.cfg.Transport.(outOfSyncReporter); ok {
+		return p.PeerOutOfSync(id)
+	}
+	return 0
+}
+
 // transferLag is how many entries behind the leader's last one a
 // follower may be and still count as caught up for a leadership transfer:
 // the pipeline's window, entries already on their way.

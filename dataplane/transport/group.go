@@ -118,12 +118,13 @@ func (g *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	} else {
 		g.node.stats.sent[kind].Add(1)
 	}
+	sent, end := time.Now(), g.logEnd()
 	msg, err := g.roundTrip(id, l, kind, args, timeout)
 	if err != nil {
 		return err
 	}
 	*resp = *msg.(*raft.AppendEntriesResponse)
-	g.noteProgress(id, args, resp)
+	g.noteProgress(id, args, resp, sent, end)
 	return nil
 }
 
@@ -462,6 +463,7 @@ type pipeline struct {
 
 type appendFuture struct {
 	start time.Time
+	end   uint64 // the group's last log index when sent; see PeerOutOfSync
 	req   *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
 	done  chan struct{}
@@ -498,6 +500,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		p.inflight <- f // never blocks: slots bound it
 		return f, nil
 	}
+	start, end := time.Now(), p.g.logEnd()
 	p.g.topUp(args) // progress.go
 	p.g.node.stats.sent[kindAppendEntries].Add(1)
 	c, reqID, cl, err := p.g.send(p.id, p.lane, kindAppendEntries, args)
@@ -505,7 +508,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		<-p.slots
 		return nil, err
 	}
-	f := &appendFuture{start: time.Now(), req: args, resp: resp, done: make(chan struct{}), c: c, reqID: reqID, cl: cl}
+	f := &appendFuture{start: start, end: end, req: args, resp: resp, done: make(chan struct{}), c: c, reqID: reqID, cl: cl}
 	p.inflight <- f // never blocks: slots bound it
 	return f, nil
 }
@@ -531,7 +534,7 @@ func (p *pipeline) run() {
 		}
 		if err == nil && !f.quiesced {
 			*f.resp = *msg.(*raft.AppendEntriesResponse)
-			p.g.noteProgress(p.id, f.req, f.resp)
+			p.g.noteProgress(p.id, f.req, f.resp, f.start, f.end)
 		}
 		f.err = err
 		close(f.done)

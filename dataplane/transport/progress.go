@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -9,20 +10,47 @@ import (
 
 // peerProgress is what a leader last heard of one follower's log.
 type peerProgress struct {
-	lastLog atomic.Uint64
-	at      atomic.Int64            // unix nanos
-	contact atomic.Pointer[contact] // last successful answer; see quiesce
-	held    atomic.Pointer[held]    // what the last answered append left; see quiesce
+	lastLog  atomic.Uint64
+	at       atomic.Int64            // unix nanos
+	caughtUp atomic.Int64            // unix nanos; see PeerOutOfSync
+	first    atomic.Int64            // unix nanos of the first answer
+	contact  atomic.Pointer[contact] // last successful answer; see quiesce
+	held     atomic.Pointer[held]    // what the last answered append left; see quiesce
 }
 
 // noteProgress records the follower's last log index, which every
 // AppendEntries answer (heartbeats included) carries.
-// req is the request answered, for noteContact.
-func (g *GroupTransport) noteProgress(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+// req is the request answered, for noteContact; sent is when it was sent
+// and end this group's last log index then (logEnd).
+func (g *GroupTransport) noteProgress(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse, sent time.Time, end uint64) {
 	p := g.progressOf(id)
+	now := time.Now().UnixNano()
 	p.lastLog.Store(resp.LastLog)
-	p.at.Store(time.Now().UnixNano())
+	p.at.Store(now)
+	p.first.CompareAndSwap(0, now)
+	if resp.Success && resp.LastLog >= end {
+		storeLater(&p.caughtUp, sent.UnixNano()) // answers to heartbeats and appends cross
+	}
 	g.noteContact(id, req, resp)
+}
+
+// logEnd is this group's last log index, or the most it can be (nothing
+// counts as caught up) when the replica did not give it (SetLocalLog).
+func (g *GroupTransport) logEnd() uint64 {
+	if l := g.local.Load(); l != nil {
+		return l.lastIndex()
+	}
+	return math.MaxUint64
+}
+
+// storeLater stores t in v unless v holds a later time.
+func storeLater(v *atomic.Int64, t int64) {
+	for {
+		old := v.Load()
+		if old >= t || v.CompareAndSwap(old, t) {
+			return
+		}
+	}
 }
 
 func (g *GroupTransport) progressOf(id raft.ServerID) *peerProgress {
@@ -44,6 +72,27 @@ func (g *GroupTransport) PeerLastLog(id raft.ServerID) (index uint64, at time.Ti
 	}
 	p := v.(*peerProgress)
 	return p.lastLog.Load(), time.Unix(0, p.at.Load()), true
+}
+
+// PeerOutOfSync is how long follower id has not held every entry this
+// group's leader held: the time since the latest AppendEntries (heartbeats
+// included) it answered with a log at least as long as the leader's was
+// when that request was sent, or since this transport first heard from it
+// if it never did; 0 if it never answered. This is Kafka's in-sync test (a
+// follower is in sync while it reached the leader's log end within
+// replica.lag.time.max.ms): under load a healthy follower is never level
+// with the leader's log now, but it holds what each append carried.
+func (g *GroupTransport) PeerOutOfSync(id raft.ServerID) time.Duration {
+	v, ok := g.progress.Load(id)
+	if !ok {
+		return 0
+	}
+	p := v.(*peerProgress)
+	n := max(p.caughtUp.Load(), p.first.Load())
+	if n == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, n)), 0)
 }
 
 // localLog is what SetLocalLog gave: the group's own last log index, the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -111,5 +112,72 @@ func TestPipelineTopsUpAppend(t *testing.T) {
 	last.Store(120)
 	if s := send(95, 6); len(s) != 6 || s[5] != 100 {
 		t.Fatalf("append of 95–100 with 101 unreadable sent %v", s)
+	}
+}
+
+// TestPeerOutOfSync: a follower is in sync from the send time of the
+// latest append it answered holding all the leader held when that append
+// was sent (by a plain or a pipelined append), and out of sync from then
+// on while its answers fall short; a follower never heard from is 0.
+func TestPeerOutOfSync(t *testing.T) {
+	nodes := newNodes(t, 2, nil, nil)
+	a, b := nodes[0], nodes[1]
+	serveFake(t, b, "g", nil)
+	g := mustGroup(t, a, "g")
+	var last atomic.Uint64
+	g.SetLocalLog(last.Load, 64, nil)
+	if d := g.PeerOutOfSync(b.ID()); d != 0 {
+		t.Fatalf("never heard from: out of sync %v, want 0", d)
+	}
+	appendTo := func(first uint64, n int) {
+		t.Helper()
+		var resp raft.AppendEntriesResponse
+		if err := g.AppendEntries(b.ID(), b.Addr(), bigAppend(1, first, n, 8), &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last.Store(10)
+	before := time.Now()
+	appendTo(1, 10) // 1–10 of 10: in sync
+	inSync := time.Now()
+	if d := g.PeerOutOfSync(b.ID()); d > time.Since(before) {
+		t.Fatalf("after an append of the whole log: out of sync %v, more than the %v since it was sent", d, time.Since(before))
+	}
+	time.Sleep(20 * time.Millisecond) // so an append sent now is told apart from the one before
+	last.Store(1000)
+	appendTo(11, 10) // 11–20 of 1000: short of the log the leader held
+	if d, want := g.PeerOutOfSync(b.ID()), time.Since(inSync); d < want {
+		t.Fatalf("after an append short of the leader's log: out of sync %v, want at least the %v since it last held it all", d, want)
+	}
+	// A pipelined append the transport tops up to the leader's end puts
+	// it back in sync (the log is within one batch of it, so Raft may
+	// pipeline to it).
+	last.Store(80)
+	log := bigAppend(1, 1, 80, 8)
+	g.SetLocalLog(last.Load, 64, func(i uint64, out *raft.Log) error {
+		if i < 1 || i > 80 {
+			return raft.ErrLogNotFound
+		}
+		*out = *log.Entries[i-1]
+		return nil
+	})
+	p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sent := time.Now()
+	f, err := p.AppendEntries(bigAppend(1, 21, 8, 8), new(raft.AppendEntriesResponse))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Response().LastLog != 80 {
+		t.Fatalf("pipelined append of 21–28 answered with last log %d, want 80 (topped up)", f.Response().LastLog)
+	}
+	if d := g.PeerOutOfSync(b.ID()); d > time.Since(sent) {
+		t.Fatalf("after a pipelined append to the log's end: out of sync %v, more than the %v since it was sent", d, time.Since(sent))
 	}
 }

@@ -130,6 +130,7 @@ func (g *GroupTransport) quiesce(id raft.ServerID, args *raft.AppendEntriesReque
 	*resp = c.resp
 	p.lastLog.Store(c.resp.LastLog)
 	p.at.Store(now)
+	storeLater(&p.caughtUp, now) // it holds the whole log, as far as this group said (above)
 	g.node.stats.quiesced.Add(1)
 	return true
 }
