@@ -68,13 +68,7 @@ func TestPipelineTopsUpAppend(t *testing.T) {
 	log := bigAppend(1, 1, 100, 100<<10) // entries 1–100 of 100 KiB
 	var last atomic.Uint64
 	last.Store(100)
-	g.SetLocalLog(last.Load, 64, func(i uint64, out *raft.Log) error {
-		if i < 1 || i > uint64(len(log.Entries)) {
-			return raft.ErrLogNotFound
-		}
-		*out = *log.Entries[i-1]
-		return nil
-	})
+	g.SetLocalLog(last.Load, 64, logReader(log))
 	p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -154,13 +148,7 @@ func TestPeerOutOfSync(t *testing.T) {
 	// pipeline to it).
 	last.Store(80)
 	log := bigAppend(1, 1, 80, 8)
-	g.SetLocalLog(last.Load, 64, func(i uint64, out *raft.Log) error {
-		if i < 1 || i > 80 {
-			return raft.ErrLogNotFound
-		}
-		*out = *log.Entries[i-1]
-		return nil
-	})
+	g.SetLocalLog(last.Load, 64, logReader(log))
 	p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -179,5 +167,17 @@ func TestPeerOutOfSync(t *testing.T) {
 	}
 	if d := g.PeerOutOfSync(b.ID()); d > time.Since(sent) {
 		t.Fatalf("after a pipelined append to the log's end: out of sync %v, more than the %v since it was sent", d, time.Since(sent))
+	}
+}
+
+// logReader reads the entries of log (numbered from 1), as a replica's
+// LogStore would for SetLocalLog.
+func logReader(log *raft.AppendEntriesRequest) func(uint64, *raft.Log) error {
+	return func(i uint64, out *raft.Log) error {
+		if i < 1 || i > uint64(len(log.Entries)) {
+			return raft.ErrLogNotFound
+		}
+		*out = *log.Entries[i-1]
+		return nil
 	}
 }
