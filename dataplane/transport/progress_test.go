@@ -17,12 +17,7 @@ import (
 // CommitTimeout; and it allows one to a follower within a batch, or of
 // which it has heard nothing.
 func TestPipelineRefusedToFollowerBehind(t *testing.T) {
-	nodes := newNodes(t, 2, nil, nil)
-	a, b := nodes[0], nodes[1]
-	serveFake(t, b, "g", nil)
-	g := mustGroup(t, a, "g")
-	var last atomic.Uint64
-	g.SetLocalLog(last.Load, 64, nil)
+	g, b, last := leaderOfFake(t)
 	last.Store(1000)
 	open := func() error {
 		p, err := g.AppendEntriesPipeline(b.ID(), b.Addr())
@@ -114,12 +109,7 @@ func TestPipelineTopsUpAppend(t *testing.T) {
 // was sent (by a plain or a pipelined append), and out of sync from then
 // on while its answers fall short; a follower never heard from is 0.
 func TestPeerOutOfSync(t *testing.T) {
-	nodes := newNodes(t, 2, nil, nil)
-	a, b := nodes[0], nodes[1]
-	serveFake(t, b, "g", nil)
-	g := mustGroup(t, a, "g")
-	var last atomic.Uint64
-	g.SetLocalLog(last.Load, 64, nil)
+	g, b, last := leaderOfFake(t)
 	if d := g.PeerOutOfSync(b.ID()); d != 0 {
 		t.Fatalf("never heard from: out of sync %v, want 0", d)
 	}
@@ -180,4 +170,17 @@ func logReader(log *raft.AppendEntriesRequest) func(uint64, *raft.Log) error {
 		*out = *log.Entries[i-1]
 		return nil
 	}
+}
+
+// leaderOfFake is group "g" on one node, with a fake follower on another
+// (serveFake) and a last log index the test sets (SetLocalLog, maxLag 64,
+// no reader).
+func leaderOfFake(t *testing.T) (*GroupTransport, *Node, *atomic.Uint64) {
+	t.Helper()
+	nodes := newNodes(t, 2, nil, nil)
+	serveFake(t, nodes[1], "g", nil)
+	g := mustGroup(t, nodes[0], "g")
+	last := new(atomic.Uint64)
+	g.SetLocalLog(last.Load, 64, nil)
+	return g, nodes[1], last
 }
