@@ -92,10 +92,14 @@ func fencedHere(p Partition) bool {
 const electionWait = 1500 * time.Millisecond
 
 // awaitLeader waits, up to electionWait or ctx, until p knows a serving
-// leader, and reports it. It answers at once when p has one, when its
-// majority is gone, or when this replica has won and is about to serve.
+// leader, and reports it. It answers at once when p has one or when its
+// majority is gone. A replica that has won and is applying its
+// predecessors' entries (ElectedHere) is waited for too: answered
+// NOT_LEADER_OR_FOLLOWER naming itself, franz-go (1.22) did not retry it
+// but waited for a metadata refresh, 5 s, before a new partition's first
+// record.
 func awaitLeader(ctx context.Context, p Partition) (node int, ok bool) {
-	if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) || electedHere(p) {
+	if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) {
 		return node, ok
 	}
 	ctx, cancel := context.WithTimeout(ctx, electionWait)
@@ -108,8 +112,40 @@ func awaitLeader(ctx context.Context, p Partition) (node int, ok bool) {
 		case <-ctx.Done():
 			return p.Leader()
 		}
-		if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) || electedHere(p) {
+		if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) {
 			return node, ok
+		}
+	}
+}
+
+// awaitOpened returns partition part of t as this broker holds it,
+// waiting up to electionWait or ctx for it to open when the cell state
+// places a replica here that has not opened yet. A new topic reaches the
+// brokers' cell state a few milliseconds before their replicas open, and
+// Metadata names a partition's preferred replica as its leader until a
+// replica here knows better: a produce that arrived in that moment was
+// answered NOT_LEADER_OR_FOLLOWER, and franz-go then waited for its next
+// metadata refresh (its 5 s metadata min age) before its first record.
+func (c *conn) awaitOpened(ctx context.Context, t *wire.Topic, part int32) (Partition, bool) {
+	if p, ok := c.s.cfg.Partitions.Get(t.ID, part); ok {
+		return p, true
+	}
+	i := slices.IndexFunc(t.Partitions, func(wp wire.Partition) bool { return int32(wp.Partition) == part })
+	if i < 0 || !slices.Contains(t.Partitions[i].Replicas, c.s.cfg.NodeID) {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, electionWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return c.s.cfg.Partitions.Get(t.ID, part)
+		}
+		if p, ok := c.s.cfg.Partitions.Get(t.ID, part); ok {
+			return p, true
 		}
 	}
 }

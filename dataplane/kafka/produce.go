@@ -107,7 +107,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				fail(catalog.InvalidRequest, "idempotent producers are not served by this listener; disable idempotence")
 				continue
 			}
-			part, ok := c.s.cfg.Partitions.Get(t.ID, rp.Partition)
+			part, ok := c.awaitOpened(ctx, t, rp.Partition)
 			if !ok {
 				fail(catalog.NotLeader, "")
 				continue

@@ -1,0 +1,113 @@
+package kafka_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/dataplane/kafka"
+)
+
+// opening hides every partition from the front door until opened is set:
+// a broker whose cell state already has a new topic but whose replicas
+// have not opened yet.
+type opening struct {
+	kafka.Partitions
+	opened atomic.Bool
+}
+
+func (o *opening) Get(topicID string, partition int32) (kafka.Partition, bool) {
+	if !o.opened.Load() {
+		return nil, false
+	}
+	return o.Partitions.Get(topicID, partition)
+}
+
+// TestProduceWaitsForPartitionOpening: a produce for a partition the cell
+// state places on this broker, arriving before its replica has opened
+// here, waits for it and is appended, instead of NOT_LEADER_OR_FOLLOWER
+// without a leader, after which franz-go waited out its 5 s metadata min
+// age before a new topic's first record.
+func TestProduceWaitsForPartitionOpening(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	tn := b.cp.Signup("acme", "")
+	b.createTopic(t, tn, "fresh", 1, nil)
+	b.waitForKey(t, tn)
+	parts := &opening{Partitions: b.store}
+	addr := b.startServer(t, func(c *kafka.Config) { c.Partitions = parts })
+	rc := dialRaw(t, addr)
+	if r := rc.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { parts.opened.Store(true) })
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "fresh", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: makeBatch("first")}}}}
+	resp, err := rc.roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce while the partition opens here: error %d, base offset %d; want 0, 0", p.ErrorCode, p.BaseOffset)
+	}
+}
+
+// electing wraps every partition as one whose replica here has won its
+// election and applies its predecessors' entries (ElectedHere) until
+// serving is set.
+type electing struct {
+	kafka.Partitions
+	serving atomic.Bool
+}
+
+func (e *electing) Get(topicID string, partition int32) (kafka.Partition, bool) {
+	p, ok := e.Partitions.Get(topicID, partition)
+	if !ok {
+		return nil, false
+	}
+	return electedPart{Partition: p, e: e}, true
+}
+
+type electedPart struct {
+	kafka.Partition
+	e *electing
+}
+
+func (p electedPart) Leader() (int, bool) {
+	if !p.e.serving.Load() {
+		return 0, false
+	}
+	return p.Partition.Leader()
+}
+
+func (p electedPart) ElectedHere() bool { return !p.e.serving.Load() }
+
+// TestProduceWaitsForElectedLeader: a produce reaching the replica that
+// has just won its election, before it serves, waits the moment until it
+// does: answered NOT_LEADER_OR_FOLLOWER naming itself, franz-go (1.22)
+// did not retry it but waited for a metadata refresh, 5 s.
+func TestProduceWaitsForElectedLeader(t *testing.T) {
+	b := startBroker(t, brokerOpts{})
+	tn := b.cp.Signup("acme", "")
+	b.createTopic(t, tn, "fresh", 1, nil)
+	b.waitForKey(t, tn)
+	parts := &electing{Partitions: b.store}
+	addr := b.startServer(t, func(c *kafka.Config) { c.Partitions = parts })
+	rc := dialRaw(t, addr)
+	if r := rc.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %+v", r)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { parts.serving.Store(true) })
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
+	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "fresh", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: makeBatch("first")}}}}
+	resp, err := rc.roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce to a leader about to serve: error %d, base offset %d; want 0, 0", p.ErrorCode, p.BaseOffset)
+	}
+}
