@@ -28,17 +28,26 @@ func (c *conn) waitForLeaders(ctx context.Context, topics []string) {
 	if len(topics) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	pollFor(ctx, leaderWait, func() bool { return c.leadersKnown(topics) })
+}
+
+// pollFor calls done at once and then every 5 ms, up to d or ctx, until
+// it reports true.
+func pollFor(ctx context.Context, d time.Duration, done func() bool) {
+	if done() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if c.leadersKnown(topics) {
-			return
-		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
+			return
+		}
+		if done() {
 			return
 		}
 	}
@@ -99,23 +108,11 @@ const electionWait = 1500 * time.Millisecond
 // but waited for a metadata refresh, 5 s, before a new partition's first
 // record.
 func awaitLeader(ctx context.Context, p Partition) (node int, ok bool) {
-	if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) {
-		return node, ok
-	}
-	ctx, cancel := context.WithTimeout(ctx, electionWait)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return p.Leader()
-		}
-		if node, ok = p.Leader(); ok || frontdoor.PartitionNoQuorum(p) {
-			return node, ok
-		}
-	}
+	pollFor(ctx, electionWait, func() bool {
+		node, ok = p.Leader()
+		return ok || frontdoor.PartitionNoQuorum(p)
+	})
+	return node, ok
 }
 
 // awaitOpened returns partition part of t as this broker holds it,
@@ -134,20 +131,13 @@ func (c *conn) awaitOpened(ctx context.Context, t *wire.Topic, part int32) (Part
 	if i < 0 || !slices.Contains(t.Partitions[i].Replicas, c.s.cfg.NodeID) {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, electionWait)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return c.s.cfg.Partitions.Get(t.ID, part)
-		}
-		if p, ok := c.s.cfg.Partitions.Get(t.ID, part); ok {
-			return p, true
-		}
-	}
+	var p Partition
+	var ok bool
+	pollFor(ctx, electionWait, func() bool {
+		p, ok = c.s.cfg.Partitions.Get(t.ID, part)
+		return ok
+	})
+	return p, ok
 }
 
 // awaitLeaders waits, up to electionWait or ctx, until every partition of

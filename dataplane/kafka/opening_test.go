@@ -31,27 +31,37 @@ func (o *opening) Get(topicID string, partition int32) (kafka.Partition, bool) {
 // without a leader, after which franz-go waited out its 5 s metadata min
 // age before a new topic's first record.
 func TestProduceWaitsForPartitionOpening(t *testing.T) {
+	parts := &opening{}
+	p := firstProduceThrough(t, func(ps kafka.Partitions) kafka.Partitions { parts.Partitions = ps; return parts },
+		func() { parts.opened.Store(true) })
+	if p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("produce while the partition opens here: error %d, base offset %d; want 0, 0", p.ErrorCode, p.BaseOffset)
+	}
+}
+
+// firstProduceThrough creates a topic of one partition, serves it through
+// a listener whose partitions are wrap's, calls release 200 ms after it
+// sends a produce of one record (v10, acks=all), and returns the answer.
+func firstProduceThrough(t *testing.T, wrap func(kafka.Partitions) kafka.Partitions, release func()) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
 	b := startBroker(t, brokerOpts{})
 	tn := b.cp.Signup("acme", "")
 	b.createTopic(t, tn, "fresh", 1, nil)
 	b.waitForKey(t, tn)
-	parts := &opening{Partitions: b.store}
-	addr := b.startServer(t, func(c *kafka.Config) { c.Partitions = parts })
+	addr := b.startServer(t, func(c *kafka.Config) { c.Partitions = wrap(b.store) })
 	rc := dialRaw(t, addr)
 	if r := rc.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
 		t.Fatalf("authenticate: %+v", r)
 	}
-	time.AfterFunc(200*time.Millisecond, func() { parts.opened.Store(true) })
+	time.AfterFunc(200*time.Millisecond, release)
 	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "fresh", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: makeBatch("first")}}}}
 	resp, err := rc.roundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
-		t.Fatalf("produce while the partition opens here: error %d, base offset %d; want 0, 0", p.ErrorCode, p.BaseOffset)
-	}
+	return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
 }
 
 // electing wraps every partition as one whose replica here has won its
@@ -89,25 +99,10 @@ func (p electedPart) ElectedHere() bool { return !p.e.serving.Load() }
 // does: answered NOT_LEADER_OR_FOLLOWER naming itself, franz-go (1.22)
 // did not retry it but waited for a metadata refresh, 5 s.
 func TestProduceWaitsForElectedLeader(t *testing.T) {
-	b := startBroker(t, brokerOpts{})
-	tn := b.cp.Signup("acme", "")
-	b.createTopic(t, tn, "fresh", 1, nil)
-	b.waitForKey(t, tn)
-	parts := &electing{Partitions: b.store}
-	addr := b.startServer(t, func(c *kafka.Config) { c.Partitions = parts })
-	rc := dialRaw(t, addr)
-	if r := rc.authenticate(tn.KeyID, tn.Secret); r.ErrorCode != 0 {
-		t.Fatalf("authenticate: %+v", r)
-	}
-	time.AfterFunc(200*time.Millisecond, func() { parts.serving.Store(true) })
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
-	req.Topics = []kmsg.ProduceRequestTopic{{Topic: "fresh", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: makeBatch("first")}}}}
-	resp, err := rc.roundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.BaseOffset != 0 {
+	parts := &electing{}
+	p := firstProduceThrough(t, func(ps kafka.Partitions) kafka.Partitions { parts.Partitions = ps; return parts },
+		func() { parts.serving.Store(true) })
+	if p.ErrorCode != 0 || p.BaseOffset != 0 {
 		t.Fatalf("produce to a leader about to serve: error %d, base offset %d; want 0, 0", p.ErrorCode, p.BaseOffset)
 	}
 }
