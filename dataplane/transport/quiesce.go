@@ -130,7 +130,9 @@ func (g *GroupTransport) quiesce(id raft.ServerID, args *raft.AppendEntriesReque
 	*resp = c.resp
 	p.lastLog.Store(c.resp.LastLog)
 	p.at.Store(now)
-	storeLater(&p.caughtUp, now) // it holds the whole log, as far as this group said (above)
+	if g.local.Load() != nil {
+		storeLater(&p.caughtUp, now) // it holds the whole log (checked above)
+	}
 	g.node.stats.quiesced.Add(1)
 	return true
 }
