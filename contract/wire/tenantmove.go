@@ -87,8 +87,12 @@ type MirrorStatus struct {
 	// caught up, whatever it holds).
 	Mirroring bool   `json:"mirroring,omitempty"`
 	Lag       *int64 `json:"lag,omitempty"`
-	Promoted  bool   `json:"promoted,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// BytesPerSec is, while Mirroring, the rate limit its puller applies
+	// (TopicMirror.BytesPerSec, or the broker's default when that is 0),
+	// in bytes a second; 0 is unlimited.
+	BytesPerSec int64  `json:"bytes_per_sec,omitempty"`
+	Promoted    bool   `json:"promoted,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // TenantMove, on a tenant of either cell, marks the tenant as moving.

@@ -148,6 +148,9 @@ type Status struct {
 	Lag int64
 	// Bytes is what this puller replicated since it started.
 	Bytes int64
+	// BytesPerSecond is the puller's rate limit (Config.BytesPerSecond;
+	// 0 is unlimited).
+	BytesPerSecond int64
 	// Promoted: the destination takes produce; the puller has stopped.
 	Promoted bool
 	// Err is the last error, nil after a pull that succeeded.
@@ -173,7 +176,7 @@ func Start(cfg Config) (*Puller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("start mirror: %w", err)
 	}
-	p := &Puller{cfg: cfg, limit: rate.NewLimiter(rate.Inf, 0)}
+	p := &Puller{cfg: cfg, limit: rate.NewLimiter(rate.Inf, 0), st: Status{BytesPerSecond: cfg.BytesPerSecond}}
 	if cfg.BytesPerSecond > 0 {
 		p.limit = rate.NewLimiter(rate.Limit(cfg.BytesPerSecond), cfg.MaxBytes)
 	}

@@ -525,6 +525,7 @@ func (m *Manager) mirrorStatus(k key, r *partition.Replica) *wire.MirrorStatus {
 			if ps.Looked {
 				st.Lag = new(ps.Lag)
 			}
+			st.BytesPerSec = ps.BytesPerSecond
 			if ps.Err != nil {
 				st.Error = ps.Err.Error()
 			}

@@ -176,7 +176,21 @@ func TestTenantMoveDrivenByCellState(t *testing.T) {
 	x.produceN(ctx, x.src, 10)
 	hw := x.srcHW()
 	x.mirrored(hw)
-	x.dst.waitStatus("lag 0", func(s *wire.MirrorStatus) bool { return s != nil && s.Mirroring && s.Lag != nil && *s.Lag == 0 })
+	caught := x.dst.waitStatus("lag 0", func(s *wire.MirrorStatus) bool { return s != nil && s.Mirroring && s.Lag != nil && *s.Lag == 0 })
+	if st := caught; st.BytesPerSec != 0 {
+		t.Fatalf("a mirror without a rate on brokers without a default reports %+v, want unlimited (0)", st)
+	}
+
+	// A copy rate in the state reaches the puller, which starts over at
+	// it and keeps mirroring.
+	rated := x.mirrorOf(false)
+	rated.BytesPerSec = 4 << 20
+	x.dst.publish(x.dstState(rated))
+	x.dst.waitStatus("the puller at the state's rate", func(s *wire.MirrorStatus) bool {
+		return s != nil && s.Mirroring && s.BytesPerSec == 4<<20
+	})
+	x.produceN(ctx, x.src, 5)
+	x.mirrored(x.srcHW())
 
 	// Step 2: fence.
 	fenceAt := time.Now()
