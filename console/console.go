@@ -207,6 +207,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /admin/tenant-moves", c.authed(c.adminTenantMovesPage))
 	m.HandleFunc("GET /admin/tenant-moves/{id}", c.authed(c.adminTenantMovePage))
 	m.HandleFunc("POST /admin/tenant-moves/{id}/cancel", c.authed(c.adminCancelTenantMove))
+	m.HandleFunc("POST /admin/tenant-moves/{id}/rate", c.authed(c.adminSetTenantMoveRate))
 	m.HandleFunc("GET /admin/usage", c.authed(c.adminUsagePage))
 
 	m.HandleFunc("/", c.notFound)

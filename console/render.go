@@ -87,6 +87,9 @@ var funcs = template.FuncMap{
 	"tmsummary":  summarizeTenantMove,
 	"tmcancel":   tenantMoveCancellable,
 	"tmfinished": tenantMoveFinished,
+	"tmcopying":  tenantMoveCopying,
+	"tmrate":     tenantMoveRate,
+	"tmpartrate": tenantMovePartitionRate,
 	"tmtable":    newTenantMoveTable,
 }
 

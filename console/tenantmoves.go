@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -17,6 +18,32 @@ import (
 // back: before promoting, when no destination partition took writes.
 func tenantMoveCancellable(m api.TenantMove) bool {
 	return m.State == "mirroring" || m.State == "fencing"
+}
+
+// tenantMoveCopying is whether a move's destination still copies from
+// the source, so its copy rate can change.
+func tenantMoveCopying(m api.TenantMove) bool {
+	return m.State == "mirroring" || m.State == "fencing" || m.State == "promoting"
+}
+
+// tenantMoveRate says a move's copy rate in words.
+func tenantMoveRate(m api.TenantMove) string {
+	if m.BytesPerSec == 0 {
+		return "the brokers' default for each partition"
+	}
+	return humanBytes(m.BytesPerSec) + "/s over all partitions, " + humanBytes(m.PartitionBytesPerSec) + "/s each"
+}
+
+// tenantMovePartitionRate is the rate limit a destination partition's
+// puller last reported, empty before a report.
+func tenantMovePartitionRate(p api.TenantMovePartition) string {
+	switch {
+	case p.MirrorBytesPerSec == nil:
+		return ""
+	case *p.MirrorBytesPerSec == 0:
+		return "unlimited"
+	}
+	return humanBytes(*p.MirrorBytesPerSec) + "/s"
 }
 
 // tenantMoveFinished is whether a move reached an end state.
@@ -94,6 +121,12 @@ func (c *Console) adminTenantMovePage(w http.ResponseWriter, r *http.Request, s 
 		c.notFound(w, r)
 		return
 	}
+	c.renderTenantMovePage(w, r, s, id, nil, nil)
+}
+
+// renderTenantMovePage renders move id's page, with ue beside the rate
+// form when a change was refused.
+func (c *Console) renderTenantMovePage(w http.ResponseWriter, r *http.Request, s *session, id int64, ue *uiError, form formInput) {
 	m, err := s.api.AdminTenantMove(r.Context(), id)
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -103,24 +136,32 @@ func (c *Console) adminTenantMovePage(w http.ResponseWriter, r *http.Request, s 
 	p.Data = m
 	// The notice claims only what the move's state shows.
 	switch q := r.URL.Query(); {
+	case ue != nil:
 	case q.Get("started") == "1" && !tenantMoveFinished(m):
 		p.Notice = "Move of tenant " + m.TenantID + " to pool " + m.PoolID + " started."
 	case q.Get("cancelled") == "1" && m.State == "cancelled":
 		p.Notice = "Move cancelled: the tenant stays on cell " + m.SourceCellID + "."
+	case q.Get("rate") == "1" && tenantMoveCopying(m):
+		p.Notice = "Copy rate set: " + tenantMoveRate(m) + "."
 	}
-	c.render(w, r, http.StatusOK, "admin_tenant_move", p)
+	c.renderForm(w, r, http.StatusOK, "admin_tenant_move", p, ue, form)
 }
 
 func (c *Console) adminMoveTenant(w http.ResponseWriter, r *http.Request, s *session) {
 	if !c.operatorOnly(w, r, s) {
 		return
 	}
-	form := trimmed(r, "pool")
+	form := trimmed(r, "pool", "rate")
 	if form["pool"] == "" {
 		c.renderAdminTenant(w, r, s, inputError("move-tenant", "choose the pool to move the tenant to"), form)
 		return
 	}
-	m, err := s.api.AdminMoveTenant(r.Context(), r.PathValue("id"), form["pool"])
+	rate, ue := moveRate(form["rate"], "move-tenant")
+	if ue != nil {
+		c.renderAdminTenant(w, r, s, ue, form)
+		return
+	}
+	m, err := s.api.AdminMoveTenant(r.Context(), r.PathValue("id"), api.MoveTenantRequest{Pool: form["pool"], BytesPerSec: rate})
 	if err != nil {
 		c.formError(w, r, err, "move-tenant", func(ue *uiError) { c.renderAdminTenant(w, r, s, ue, form) })
 		return
@@ -143,6 +184,48 @@ func (c *Console) adminCancelTenantMove(w http.ResponseWriter, r *http.Request, 
 	}
 	c.redirect(w, r, "/admin/tenant-moves/"+strconv.FormatInt(id, 10)+"?cancelled=1")
 }
+
+// adminSetTenantMoveRate changes the copy rate of a move that has not
+// switched yet, from its page.
+func (c *Console) adminSetTenantMoveRate(w http.ResponseWriter, r *http.Request, s *session) {
+	if !c.operatorOnly(w, r, s) {
+		return
+	}
+	id, ok := tenantMoveID(r)
+	if !ok {
+		c.notFound(w, r)
+		return
+	}
+	form := trimmed(r, "rate")
+	rate, ue := moveRate(form["rate"], "tenant-move-rate")
+	if ue == nil {
+		_, err := s.api.AdminUpdateTenantMove(r.Context(), id, api.UpdateTenantMoveRequest{BytesPerSec: &rate})
+		if err == nil {
+			c.redirect(w, r, "/admin/tenant-moves/"+strconv.FormatInt(id, 10)+"?rate=1")
+			return
+		}
+		c.formError(w, r, err, "tenant-move-rate", func(ue *uiError) { c.renderTenantMovePage(w, r, s, id, ue, form) })
+		return
+	}
+	c.renderTenantMovePage(w, r, s, id, ue, form)
+}
+
+// moveRate reads a copy rate field in whole MiB/s: empty or 0 is the
+// brokers' default.
+func moveRate(v, formID string) (int64, *uiError) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxMoveRateMiB {
+		return 0, inputError(formID, fmt.Sprintf("copy rate %q: a whole number of MiB/s from 0 (the brokers' default) to %d", v, maxMoveRateMiB))
+	}
+	return n << 20, nil
+}
+
+// maxMoveRateMiB is the largest copy rate the form takes, 1 TiB/s: a
+// bound that keeps the bytes a second an int64, not a limit of the move.
+const maxMoveRateMiB = 1 << 20
 
 func tenantMoveID(r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)

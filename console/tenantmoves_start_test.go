@@ -58,10 +58,13 @@ func TestTenantMoveStarts(t *testing.T) {
 	b := s.op
 	page := "/admin/tenants/" + s.tenantID
 	b.get(page)
-	resp, body := b.post(page+"/move", url.Values{"pool": {" " + tmPool + " "}})
+	resp, body := b.post(page+"/move", url.Values{"pool": {tmPool}, "rate": {"2.5"}})
+	wantStatus(t, resp, body, http.StatusUnprocessableEntity)
+	wantContains(t, body, `id="move-tenant-error"`, `copy rate &#34;2.5&#34;: a whole number of MiB/s`)
+	resp, body = b.post(page+"/move", url.Values{"pool": {" " + tmPool + " "}, "rate": {" 3 "}})
 	wantStatus(t, resp, body, http.StatusSeeOther)
 	ms, err := e.op.AdminTenantMoves(ctx, "", s.tenantID)
-	if err != nil || len(ms) != 1 || ms[0].DestCellID != tmCell || ms[0].State != "mirroring" {
+	if err != nil || len(ms) != 1 || ms[0].DestCellID != tmCell || ms[0].State != "mirroring" || ms[0].BytesPerSec != 3<<20 {
 		t.Fatalf("the form started %+v (%v)", ms, err)
 	}
 	id := fmt.Sprint(ms[0].ID)
@@ -72,6 +75,20 @@ func TestTenantMoveStarts(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, "Move of tenant "+s.tenantID+" to pool "+tmPool+" started.", `id="tenant-move-state">mirroring<`,
 		`id="tenant-move-partition-`+s.topicID+`-0"`, `id="tenant-move-partition-`+s.topicID+`-1"`, `id="cancel-tenant-move-`+id+`"`)
+	wantContains(t, body, `id="tenant-move-rate">Copy rate: 3.0 MiB/s over all partitions, 1.5 MiB/s each.<`, `id="tenant-move-rate-form"`)
+
+	// The move's page changes the rate, and refuses a rate that is not one.
+	resp, body = b.post("/admin/tenant-moves/"+id+"/rate", url.Values{"rate": {"-1"}})
+	wantStatus(t, resp, body, http.StatusUnprocessableEntity)
+	wantContains(t, body, `id="tenant-move-rate-error"`, `copy rate &#34;-1&#34;`, `value="-1"`)
+	resp, body = b.post("/admin/tenant-moves/"+id+"/rate", url.Values{"rate": {"0"}})
+	wantStatus(t, resp, body, http.StatusSeeOther)
+	resp, body = b.follow(resp)
+	wantStatus(t, resp, body, http.StatusOK)
+	wantContains(t, body, "Copy rate set: the brokers&#39; default for each partition.")
+	if m, err := e.op.AdminTenantMove(ctx, ms[0].ID); err != nil || m.BytesPerSec != 0 {
+		t.Fatalf("after the rate form the move is %+v (%v)", m, err)
+	}
 
 	// The tenant's page links the move; the API refuses a second one.
 	resp, body = b.get(page)

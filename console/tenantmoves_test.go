@@ -52,8 +52,8 @@ func (s *tenantMoveSetup) insertTenantMove(e *env, state, holdsBack string, lags
 
 // insertTenantMoveOf writes a tenant move row from the seeded cell to
 // cell dest of pool, in state with what holds it back, and one row per
-// partition of topic with the given destination lags (nil: not reported),
-// the first fenced. No broker of the tests reports tenant moves, so the
+// partition of topic with the given destination lags (nil: not reported;
+// a reported one pulls at 3 MiB/s), the first fenced. No broker of the tests reports tenant moves, so the
 // API cannot start one; the row stands for one the control plane placed,
 // as the tests' operator rows stand for hand-made operators.
 func insertTenantMoveOf(e *env, tenant, topic, dest, pool, state, holdsBack string, lags ...*int64) int64 {
@@ -65,8 +65,10 @@ func insertTenantMoveOf(e *env, tenant, topic, dest, pool, state, holdsBack stri
 		e.t.Fatal(err)
 	}
 	for part, lag := range lags {
-		if _, err := e.db.Exec(ctx, `INSERT INTO tenant_move_partitions (move_id, topic_id, partition, replicas, mirroring, lag, fenced, fenced_end, mirror_at, fenced_at)
-			VALUES ($1, $2, $3, '{1,2,3}', true, $4, $5, CASE WHEN $5 THEN 1234 END, now(), CASE WHEN $5 THEN now() END)`,
+		if _, err := e.db.Exec(ctx, `INSERT INTO tenant_move_partitions (move_id, topic_id, partition, replicas, mirroring, lag, fenced, fenced_end, mirror_at, fenced_at,
+				mirror_bytes_per_sec)
+			VALUES ($1, $2, $3, '{1,2,3}', true, $4, $5, CASE WHEN $5 THEN 1234 END, now(), CASE WHEN $5 THEN now() END,
+				CASE WHEN $4::bigint IS NOT NULL THEN 3145728 END)`,
 			id, topic, part, lag, part == 0); err != nil {
 			e.t.Fatal(err)
 		}
@@ -157,7 +159,8 @@ func TestTenantMovePages(t *testing.T) {
 	wantStatus(t, resp, body, http.StatusOK)
 	wantContains(t, body, `id="tenant-move-state">mirroring<`, `id="tenant-move-partitions"`,
 		`id="tenant-move-partition-`+s.topicID+`-0"`, `id="tenant-move-partition-`+s.topicID+`-1"`,
-		"orders", "1, 2, 3", "42 offsets", "not reported yet", "at offset 1234", "Held back: partition 1 of orders",
+		"orders", "1, 2, 3", "42 offsets", "3.0 MiB/s", "not reported yet", "at offset 1234", "Held back: partition 1 of orders",
+		`id="tenant-move-rate">Copy rate: the brokers&#39; default for each partition.<`,
 		`id="cancel-tenant-move-`+ids+`"`, `id="tenant-move-refresh"`)
 
 	resp, body = b.get("/admin/tenants/" + s.tenantID)

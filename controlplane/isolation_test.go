@@ -331,6 +331,7 @@ func TestTenantIsolation(t *testing.T) {
 		"POST /v1/admin/tenants/:id/move":  func() { operatorOnly("POST", "/v1/admin/tenants/"+a.Tenant.ID+"/move") },
 		"GET /v1/admin/tenant-moves":       func() { operatorOnly("GET", "/v1/admin/tenant-moves") },
 		"GET /v1/admin/tenant-moves/:id":   func() { operatorOnly("GET", "/v1/admin/tenant-moves/1") },
+		"PATCH /v1/admin/tenant-moves/:id": func() { operatorOnly("PATCH", "/v1/admin/tenant-moves/1") },
 		"POST /v1/admin/tenant-moves/:id/cancel": func() {
 			operatorOnly("POST", "/v1/admin/tenant-moves/1/cancel")
 		},

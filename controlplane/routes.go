@@ -85,6 +85,7 @@ func (s *Server) routes() *echo.Echo {
 	op.POST("/tenants/:id/move", s.adminMoveTenant)
 	op.GET("/tenant-moves", s.adminListTenantMoves)
 	op.GET("/tenant-moves/:id", s.adminGetTenantMove)
+	op.PATCH("/tenant-moves/:id", s.adminUpdateTenantMove)
 	op.POST("/tenant-moves/:id/cancel", s.adminCancelTenantMove)
 	op.GET("/pools", s.adminListPools)
 	op.POST("/pools", s.adminCreatePool)

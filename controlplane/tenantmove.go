@@ -47,7 +47,8 @@ func beforeSwitch(state string) bool {
 
 const tenantMoveSelect = `SELECT m.id, m.tenant_id, m.source_cell_id, m.dest_cell_id, m.dest_pool_id, m.state, m.error,
 	m.switch_version, jsonb_array_length(m.group_offsets), m.offsets_imported, m.created_by, m.created_at, m.updated_at,
-	m.finished_at FROM tenant_moves m`
+	m.finished_at, m.bytes_per_sec, (SELECT count(*) FROM tenant_move_partitions mp WHERE mp.move_id = m.id)
+	FROM tenant_moves m`
 
 func (s *Server) loadTenantMoves(ctx context.Context, where string, args ...any) ([]api.TenantMove, error) {
 	rows, err := s.db.Query(ctx, tenantMoveSelect+" "+where, args...)
@@ -56,8 +57,10 @@ func (s *Server) loadTenantMoves(ctx context.Context, where string, args ...any)
 	}
 	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.TenantMove, error) {
 		var m api.TenantMove
+		var parts int
 		err := r.Scan(&m.ID, &m.TenantID, &m.SourceCellID, &m.DestCellID, &m.PoolID, &m.State, &m.Error, &m.SwitchVersion,
-			&m.GroupOffsets, &m.OffsetsImported, &m.CreatedBy, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt)
+			&m.GroupOffsets, &m.OffsetsImported, &m.CreatedBy, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt, &m.BytesPerSec, &parts)
+		m.PartitionBytesPerSec = partitionRate(m.BytesPerSec, parts)
 		m.Partitions = []api.TenantMovePartition{}
 		return m, err
 	})
@@ -73,7 +76,7 @@ func (s *Server) loadTenantMoves(ctx context.Context, where string, args ...any)
 		idx[m.ID], ids[i] = i, m.ID
 	}
 	rows, err = s.db.Query(ctx, `SELECT mp.move_id, mp.topic_id, coalesce(x.name, ''), mp.partition, mp.replicas, mp.mirroring, mp.lag,
-		mp.promoted, mp.mirror_error, mp.mirror_at, mp.fenced, mp.fenced_end, mp.fenced_at
+		mp.promoted, mp.mirror_error, mp.mirror_at, mp.fenced, mp.fenced_end, mp.fenced_at, mp.mirror_bytes_per_sec
 		FROM tenant_move_partitions mp LEFT JOIN topics x ON x.id = mp.topic_id
 		WHERE mp.move_id = ANY($1) ORDER BY mp.move_id, x.name, mp.partition`, ids)
 	if err != nil {
@@ -82,7 +85,7 @@ func (s *Server) loadTenantMoves(ctx context.Context, where string, args ...any)
 	var id int64
 	var p api.TenantMovePartition
 	_, err = pgx.ForEachRow(rows, []any{&id, &p.TopicID, &p.Topic, &p.Partition, &p.Replicas, &p.Mirroring, &p.Lag, &p.Promoted,
-		&p.MirrorError, &p.MirrorAt, &p.Fenced, &p.FencedEnd, &p.FencedAt}, func() error {
+		&p.MirrorError, &p.MirrorAt, &p.Fenced, &p.FencedEnd, &p.FencedAt, &p.MirrorBytesPerSec}, func() error {
 		m := &ms[idx[id]]
 		m.Partitions = append(m.Partitions, p)
 		return nil
@@ -157,12 +160,15 @@ func (s *Server) adminMoveTenant(c echo.Context) error {
 	if req.Pool == "" {
 		return catalog.InvalidRequest.New("pool is required: the pool to move the tenant to")
 	}
+	if err := checkMoveRate(req.BytesPerSec); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	tenant := c.Param("id")
 	var id int64
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
-		id, err = createTenantMove(ctx, tx, p, tenant, req.Pool)
+		id, err = createTenantMove(ctx, tx, p, tenant, req)
 		return err
 	})
 	if err := txError("move tenant", err); err != nil {
@@ -178,7 +184,8 @@ func (s *Server) adminMoveTenant(c echo.Context) error {
 // createTenantMove checks a move of tenant to pool, places it and stores
 // it. The tenant's row is locked first, so its topic changes (lockTenant)
 // and another move of it wait; the destination cell's row next.
-func createTenantMove(ctx context.Context, tx pgx.Tx, p *principal, tenant, pool string) (int64, error) {
+func createTenantMove(ctx context.Context, tx pgx.Tx, p *principal, tenant string, req api.MoveTenantRequest) (int64, error) {
+	pool := req.Pool
 	var status, fromPool, source string
 	err := tx.QueryRow(ctx, `SELECT status, pool_id, home_cell_id FROM tenants WHERE id = $1 FOR UPDATE`, tenant).
 		Scan(&status, &fromPool, &source)
@@ -251,8 +258,8 @@ func createTenantMove(ctx context.Context, tx pgx.Tx, p *principal, tenant, pool
 		return 0, err
 	}
 	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO tenant_moves (tenant_id, source_cell_id, dest_cell_id, dest_pool_id, created_by)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`, tenant, source, dest, pool, p.actor()).Scan(&id); err != nil {
+	if err := tx.QueryRow(ctx, `INSERT INTO tenant_moves (tenant_id, source_cell_id, dest_cell_id, dest_pool_id, bytes_per_sec, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`, tenant, source, dest, pool, req.BytesPerSec, p.actor()).Scan(&id); err != nil {
 		return 0, err
 	}
 	batch := &pgx.Batch{}
@@ -272,7 +279,7 @@ func createTenantMove(ctx context.Context, tx pgx.Tx, p *principal, tenant, pool
 	actor := *p
 	actor.tenantID = tenant // the audit entry belongs to the moved tenant
 	return id, audit(ctx, tx, &actor, "tenant.move", strconv.FormatInt(id, 10), map[string]any{"tenant_id": tenant,
-		"source_cell": source, "dest_cell": dest, "pool": pool, "partitions": len(parts)})
+		"source_cell": source, "dest_cell": dest, "pool": pool, "partitions": len(parts), "bytes_per_sec": req.BytesPerSec})
 }
 
 // pickMoveCell chooses the destination cell in pool: for a dedicated pool

@@ -34,7 +34,10 @@ func TestTenantMoveBadInput(t *testing.T) {
 		msg  string
 	}
 	move := func(tenant, pool string) func() error {
-		return func() error { _, err := m.op.AdminMoveTenant(ctx, tenant, pool); return err }
+		return func() error {
+			_, err := m.op.AdminMoveTenant(ctx, tenant, api.MoveTenantRequest{Pool: pool})
+			return err
+		}
 	}
 	snapshot := func() string {
 		var moves int
@@ -127,7 +130,7 @@ func TestTenantMoveBadInput(t *testing.T) {
 
 	// During a move: another move of the tenant, a move to the cell it
 	// is going to, a topic change, a replica move... all refused.
-	mv, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1")
+	mv, err := m.op.AdminMoveTenant(ctx, tid, api.MoveTenantRequest{Pool: "dedicated-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestTenantMoveCancelBeforePromote(t *testing.T) {
 	ctx := context.Background()
 	tid := m.tn.Tenant.ID
 	fullQuotas := findTenant(m.state("cell-1"), tid).Quotas
-	mv, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1")
+	mv, err := m.op.AdminMoveTenant(ctx, tid, api.MoveTenantRequest{Pool: "dedicated-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestTenantMoveCancelBeforePromote(t *testing.T) {
 	if _, err := m.op.AdminCancelTenantMove(ctx, mv.ID); !client.IsCode(err, "invalid_request") || !strings.Contains(err.Error(), "is cancelled") {
 		t.Fatalf("cancel a cancelled move: %v", err)
 	}
-	if _, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1"); err != nil {
+	if _, err := m.op.AdminMoveTenant(ctx, tid, api.MoveTenantRequest{Pool: "dedicated-1"}); err != nil {
 		t.Fatalf("move again after the cancel: %v", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestTenantMoveCancelRefusedAfterPromote(t *testing.T) {
 func TestTenantMoveResumesAfterRestart(t *testing.T) {
 	m := newTenantMoveEnv(t)
 	ctx := context.Background()
-	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "dedicated-1")
+	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, api.MoveTenantRequest{Pool: "dedicated-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestTenantMovesRaceForOneDedicatedCell(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.op.AdminMoveTenant(ctx, c.tenant, "dedicated-1")
+			_, err := c.op.AdminMoveTenant(ctx, c.tenant, api.MoveTenantRequest{Pool: "dedicated-1"})
 			errs <- err
 		}()
 	}
@@ -232,7 +232,7 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 	if _, err := m.db.Exec(ctx, `UPDATE tenants SET home_cell_id = 'cell-3', pool_id = 'shared-2' WHERE id = $1`, resident.Tenant.ID); err != nil {
 		t.Fatal(err)
 	}
-	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "shared-2")
+	mv, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, api.MoveTenantRequest{Pool: "shared-2"})
 	if err != nil || mv.DestCellID != "cell-4" {
 		t.Fatalf("move to shared-2: %+v, %v", mv, err)
 	}
@@ -240,7 +240,7 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 		t.Fatalf("grants %+v", g)
 	}
 	// cell-3 and cell-4 now have one tenant each (one homed, one coming).
-	if mv, err := m.op.AdminMoveTenant(ctx, second.Tenant.ID, "shared-2"); err != nil || mv.State != "mirroring" || mv.DestCellID != "cell-3" {
+	if mv, err := m.op.AdminMoveTenant(ctx, second.Tenant.ID, api.MoveTenantRequest{Pool: "shared-2"}); err != nil || mv.State != "mirroring" || mv.DestCellID != "cell-3" {
 		t.Fatalf("a second tenant's move to the shared pool: %+v, %v", mv, err)
 	}
 }
@@ -251,7 +251,7 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 func TestTenantMoveKeyChangesReachBothCells(t *testing.T) {
 	m := newTenantMoveEnv(t)
 	ctx := context.Background()
-	if _, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, "dedicated-1"); err != nil {
+	if _, err := m.op.AdminMoveTenant(ctx, m.tn.Tenant.ID, api.MoveTenantRequest{Pool: "dedicated-1"}); err != nil {
 		t.Fatal(err)
 	}
 	has := func(cell, key string) bool {

@@ -151,7 +151,7 @@ func (m *tenantMoveEnv) home() (cell, pool string) {
 // toPromoting starts a move to dedicated-1 and drives it to promoting.
 func (m *tenantMoveEnv) toPromoting() api.TenantMove {
 	m.t.Helper()
-	mv, err := m.op.AdminMoveTenant(context.Background(), m.tn.Tenant.ID, "dedicated-1")
+	mv, err := m.op.AdminMoveTenant(context.Background(), m.tn.Tenant.ID, api.MoveTenantRequest{Pool: "dedicated-1"})
 	if err != nil {
 		m.t.Fatal(err)
 	}

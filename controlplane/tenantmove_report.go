@@ -66,9 +66,10 @@ func (s *Server) ingestTenantMoves(ctx context.Context, tx pgx.Tx, cell, broker 
 				// A mirror that has not read its source yet reports no
 				// lag (NULL: not caught up); a promoted one lags by nothing.
 				batch.Queue(`UPDATE tenant_move_partitions SET mirroring = $4, lag = CASE WHEN $6 THEN 0 ELSE $5::bigint END, promoted = $6, mirror_error = $7, mirror_at = now(),
-					dest_broker_id = $8, dest_leader_epoch = $9, dest_log_start = $10, dest_log_end = $11, dest_hw = $12, dest_size = $13
+					dest_broker_id = $8, dest_leader_epoch = $9, dest_log_start = $10, dest_log_end = $11, dest_hw = $12, dest_size = $13,
+					mirror_bytes_per_sec = CASE WHEN $4 THEN $14::bigint END
 					WHERE move_id = $1 AND topic_id = $2 AND partition = $3`, m.id, p.TopicID, p.Partition, ms.Mirroring, ms.Lag, ms.Promoted, ms.Error,
-					broker, p.LeaderEpoch, p.LogStartOffset, p.LogEndOffset, p.HighWatermark, p.SizeBytes)
+					broker, p.LeaderEpoch, p.LogStartOffset, p.LogEndOffset, p.HighWatermark, p.SizeBytes, ms.BytesPerSec)
 			case m.source:
 				batch.Queue(`UPDATE tenant_move_partitions SET fenced = $4, fenced_end = $5, fenced_at = now()
 					WHERE move_id = $1 AND topic_id = $2 AND partition = $3`, m.id, p.TopicID, p.Partition, ms.Fenced, ms.FencedEnd)

@@ -18,8 +18,9 @@ import (
 //	  the destination's peer CA); its topics Fenced from fencing on.
 //	destination, mirroring..promoting: the tenant (half its rate
 //	  quotas), keys and ACLs; its topics with the destination placement
-//	  and Mirror (the source's brokers and peer CA, Promote from
-//	  promoting on); Move{destination, HoldGroups}.
+//	  and Mirror (the source's brokers and peer CA, each partition's
+//	  share of the move's copy rate, Promote from promoting on);
+//	  Move{destination, HoldGroups}.
 //	destination, switching and offsets: the tenant is homed here now;
 //	  Move{destination, HoldGroups} stays, with GroupOffsets in offsets,
 //	  and the quotas stay halved until done.
@@ -30,6 +31,7 @@ type cellTenantMove struct {
 	id                   int64
 	tenant, source, dest string
 	state                string
+	bytesPerSec          int64 // the move's copy rate, over all its partitions
 	offsets              []wire.CommittedOffset
 	// placement is the destination replicas by topic id and partition.
 	placement map[string]map[int][]int
@@ -40,7 +42,7 @@ type cellTenantMoves []cellTenantMove
 // loadCellTenantMoves reads the unfinished tenant moves from or to cell,
 // with their destination placement.
 func loadCellTenantMoves(ctx context.Context, tx pgx.Tx, cell string) (cellTenantMoves, error) {
-	rows, err := tx.Query(ctx, `SELECT m.id, m.tenant_id, m.source_cell_id, m.dest_cell_id, m.state, m.group_offsets
+	rows, err := tx.Query(ctx, `SELECT m.id, m.tenant_id, m.source_cell_id, m.dest_cell_id, m.state, m.bytes_per_sec, m.group_offsets
 		FROM tenant_moves m WHERE (m.source_cell_id = $1 OR m.dest_cell_id = $1) AND `+tmUnfinished+` ORDER BY m.id`, cell)
 	if err != nil {
 		return nil, err
@@ -48,7 +50,7 @@ func loadCellTenantMoves(ctx context.Context, tx pgx.Tx, cell string) (cellTenan
 	var ms cellTenantMoves
 	var m cellTenantMove
 	var offsets []byte
-	if _, err := pgx.ForEachRow(rows, []any{&m.id, &m.tenant, &m.source, &m.dest, &m.state, &offsets}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&m.id, &m.tenant, &m.source, &m.dest, &m.state, &m.bytesPerSec, &offsets}, func() error {
 		var err error
 		m.offsets, err = committedOffsets(offsets)
 		m.placement = map[string]map[int][]int{}
@@ -79,6 +81,15 @@ func loadCellTenantMoves(ctx context.Context, tx pgx.Tx, cell string) (cellTenan
 		return nil
 	})
 	return ms, err
+}
+
+// partitions is how many partitions the move places on the destination.
+func (m cellTenantMove) partitions() int {
+	n := 0
+	for _, ps := range m.placement {
+		n += len(ps)
+	}
+	return n
 }
 
 // incoming is the tenants moving to cell that are not homed there yet:
@@ -157,7 +168,7 @@ func applyDestination(ctx context.Context, tx pgx.Tx, st *wire.CellState, m cell
 	if !beforeSwitch(m.state) {
 		return nil // the topics are the cell's own now, placed as partitions says
 	}
-	mirror := wire.TopicMirror{SourceCell: m.source, Promote: m.state == tmPromoting}
+	mirror := wire.TopicMirror{SourceCell: m.source, Promote: m.state == tmPromoting, BytesPerSec: partitionRate(m.bytesPerSec, m.partitions())}
 	if err := tx.QueryRow(ctx, `SELECT peer_ca FROM cells WHERE id = $1`, m.source).Scan(&mirror.SourcePeerCA); err != nil {
 		return err
 	}

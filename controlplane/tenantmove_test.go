@@ -59,7 +59,7 @@ func TestTenantMoveHappyPath(t *testing.T) {
 	fullQuotas := findTenant(full, tid).Quotas
 	v1, v2 := full.StateVersion, m.state("cell-2").StateVersion
 
-	mv, err := m.op.AdminMoveTenant(ctx, tid, "dedicated-1")
+	mv, err := m.op.AdminMoveTenant(ctx, tid, api.MoveTenantRequest{Pool: "dedicated-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

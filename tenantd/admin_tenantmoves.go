@@ -19,9 +19,10 @@ import (
 // from the two cells' reports; these commands only ask for it and watch.
 
 // tenantMovesUsage is admin's usage lines for the tenant-move commands.
-const tenantMovesUsage = `  tenants move TENANT_ID -pool POOL [-watch] [-interval 2s]   move a tenant live to a cell of another pool (-watch: follow it until done)
+const tenantMovesUsage = `  tenants move TENANT_ID -pool POOL [-rate BYTES_PER_SEC] [-watch] [-interval 2s]   move a tenant live to a cell of another pool (-rate: the most it copies from the tenant's cell a second, over all partitions; -watch: follow it until done)
   tenants moves list [-state mirroring|fencing|promoting|switching|offsets|done|cancelled] [-tenant T]
-  tenants moves show MOVE_ID         one tenant move: its state, what holds it back, each partition's lag and fence
+  tenants moves show MOVE_ID         one tenant move: its state, what holds it back, each partition's lag, copy rate (bytes a second its puller applies) and fence
+  tenants moves rate MOVE_ID BYTES_PER_SEC   change the copy rate of a move that has not switched (0: the brokers' default)
   tenants moves cancel MOVE_ID       roll a move back before promoting (after it, a move back is a new move)
 `
 
@@ -38,7 +39,7 @@ func adminTenantMoves(ctx context.Context, c *client.Client, p printer, out io.W
 		return false, nil
 	}
 	if len(rest) < 3 {
-		return true, fmt.Errorf("admin: tenants moves: name list, show or cancel")
+		return true, fmt.Errorf("admin: tenants moves: name list, show, rate or cancel")
 	}
 	switch rest[2] {
 	case "list":
@@ -47,8 +48,10 @@ func adminTenantMoves(ctx context.Context, c *client.Client, p printer, out io.W
 		return true, tenantMoveDo(ctx, p, rest, c.AdminTenantMove)
 	case "cancel":
 		return true, tenantMoveDo(ctx, p, rest, c.AdminCancelTenantMove)
+	case "rate":
+		return true, tenantMoveRate(ctx, c, p, rest)
 	}
-	return true, fmt.Errorf("admin: tenants moves %s: unknown command; want list, show or cancel", rest[2])
+	return true, fmt.Errorf("admin: tenants moves %s: unknown command; want list, show, rate or cancel", rest[2])
 }
 
 func tenantMove(ctx context.Context, c *client.Client, p printer, out io.Writer, rest []string) error {
@@ -57,10 +60,12 @@ func tenantMove(ctx context.Context, c *client.Client, p printer, out io.Writer,
 		return err
 	}
 	var pool string
+	var rate int64
 	var watch bool
 	var interval time.Duration
 	if err := parseSub("tenants move", out, rest[3:], func(fs *flag.FlagSet) {
 		fs.StringVar(&pool, "pool", "", "the pool to move the tenant to (required)")
+		fs.Int64Var(&rate, "rate", 0, "the most the move copies from the tenant's cell, bytes a second over all its partitions (0: the brokers' default for each partition)")
 		fs.BoolVar(&watch, "watch", false, "follow the move, printing each change, until it is done or cancelled")
 		fs.DurationVar(&interval, "interval", 2*time.Second, "how often -watch looks")
 	}); err != nil {
@@ -69,10 +74,12 @@ func tenantMove(ctx context.Context, c *client.Client, p printer, out io.Writer,
 	switch {
 	case pool == "":
 		return fmt.Errorf("admin: tenants move: -pool is required")
+	case rate < 0:
+		return fmt.Errorf("admin: tenants move: -rate %d is negative: bytes a second, 0 for the brokers' default", rate)
 	case interval < 100*time.Millisecond:
 		return fmt.Errorf("admin: tenants move: -interval must be at least 100ms (got %s)", interval)
 	}
-	m, err := c.AdminMoveTenant(ctx, tid, pool)
+	m, err := c.AdminMoveTenant(ctx, tid, api.MoveTenantRequest{Pool: pool, BytesPerSec: rate})
 	if err != nil {
 		return err
 	}
@@ -134,18 +141,49 @@ func tenantMoveLine(m api.TenantMove) string {
 }
 
 func tenantMoveDo(ctx context.Context, p printer, rest []string, do func(context.Context, int64) (api.TenantMove, error)) error {
-	raw, err := arg(rest, 3, "MOVE_ID")
+	id, err := tenantMoveArg(rest, 4)
 	if err != nil {
 		return err
 	}
+	m, err := do(ctx, id)
+	if err != nil {
+		return err
+	}
+	return tenantMoveShow(p, m)
+}
+
+// tenantMoveArg reads MOVE_ID, the fourth word of rest, which has at
+// most n words.
+func tenantMoveArg(rest []string, n int) (int64, error) {
+	raw, err := arg(rest, 3, "MOVE_ID")
+	if err != nil {
+		return 0, err
+	}
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
-		return fmt.Errorf("admin: tenants moves %s: MOVE_ID %q is not a tenant move id (a whole number)", rest[2], raw)
+		return 0, fmt.Errorf("admin: tenants moves %s: MOVE_ID %q is not a tenant move id (a whole number)", rest[2], raw)
 	}
-	if len(rest) > 4 {
-		return fmt.Errorf("admin: tenants moves %s: unexpected arguments %s", rest[2], strings.Join(rest[4:], " "))
+	if len(rest) > n {
+		return 0, fmt.Errorf("admin: tenants moves %s: unexpected arguments %s", rest[2], strings.Join(rest[n:], " "))
 	}
-	m, err := do(ctx, id)
+	return id, nil
+}
+
+// tenantMoveRate sets a move's copy rate: tenants moves rate MOVE_ID N.
+func tenantMoveRate(ctx context.Context, c *client.Client, p printer, rest []string) error {
+	id, err := tenantMoveArg(rest, 5)
+	if err != nil {
+		return err
+	}
+	if len(rest) < 5 || rest[4] == "" {
+		return fmt.Errorf("admin: tenants moves rate: BYTES_PER_SEC is required (0 for the brokers' default)")
+	}
+	raw := rest[4]
+	rate, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || rate < 0 {
+		return fmt.Errorf("admin: tenants moves rate: BYTES_PER_SEC %q is not a rate: a whole number of bytes a second, 0 for the brokers' default", raw)
+	}
+	m, err := c.AdminUpdateTenantMove(ctx, id, api.UpdateTenantMoveRequest{BytesPerSec: &rate})
 	if err != nil {
 		return err
 	}
@@ -166,12 +204,19 @@ func tenantMoveShow(p printer, m api.TenantMove) error {
 		return nil
 	}
 	fmt.Fprintln(p.w)
-	return table(p, parts, []string{"TOPIC", "PART", "REPLICAS", "MIRRORING", "LAG", "FENCED", "PROMOTED", "ERROR"}, func(x api.TenantMovePartition) []any {
-		lag := "-"
+	return table(p, parts, []string{"TOPIC", "PART", "REPLICAS", "MIRRORING", "LAG", "RATE", "FENCED", "PROMOTED", "ERROR"}, func(x api.TenantMovePartition) []any {
+		lag, rate := "-", "-"
 		if x.Lag != nil {
 			lag = strconv.FormatInt(*x.Lag, 10)
 		}
-		return []any{x.Topic + " (" + x.TopicID + ")", x.Partition, nodes(x.Replicas), x.Mirroring, lag, x.Fenced, x.Promoted,
+		switch {
+		case x.MirrorBytesPerSec == nil:
+		case *x.MirrorBytesPerSec == 0:
+			rate = "unlimited"
+		default:
+			rate = strconv.FormatInt(*x.MirrorBytesPerSec, 10)
+		}
+		return []any{x.Topic + " (" + x.TopicID + ")", x.Partition, nodes(x.Replicas), x.Mirroring, lag, rate, x.Fenced, x.Promoted,
 			firstNonEmpty(x.MirrorError, "-")}
 	})
 }

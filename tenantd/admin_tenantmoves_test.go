@@ -62,13 +62,22 @@ func TestAdminTenantMoves(t *testing.T) {
 			{TopicID: m.topic, Partition: 0, LeaderNode: 1, Voters: []int{1, 2, 3}, Mirror: &ms}}})
 	}
 
-	out := mustRun("tenants", "move", tid, "-pool", "dedicated-1")
+	out := mustRun("tenants", "move", tid, "-pool", "dedicated-1", "-rate", "2097152")
+	if !regexp.MustCompile(`(?m)^bytes_per_sec\s+2097152$`).MatchString(out) || !regexp.MustCompile(`(?m)^partition_bytes_per_sec\s+2097152$`).MatchString(out) {
+		t.Fatalf("tenants move -rate:\n%s", out)
+	}
+	if out := mustRun("tenants", "moves", "rate", "1", "1048576"); !regexp.MustCompile(`(?m)^bytes_per_sec\s+1048576$`).MatchString(out) {
+		t.Fatalf("tenants moves rate:\n%s", out)
+	}
+	if mv, err := m.cp.Operator.AdminTenantMove(ctx, 1); err != nil || mv.BytesPerSec != 1<<20 {
+		t.Fatalf("after tenants moves rate the move is %+v (%v)", mv, err)
+	}
 	if !regexp.MustCompile(`(?m)^state\s+mirroring$`).MatchString(out) || !regexp.MustCompile(`(?m)^dest_cell_id\s+cell-2$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^orders \(`+m.topic+`\)\s+0\s+\d,\d,\d\s+false\s+-\s+false\s+false\s+-$`).MatchString(out) {
+		!regexp.MustCompile(`(?m)^orders \(`+m.topic+`\)\s+0\s+\d,\d,\d\s+false\s+-\s+-\s+false\s+false\s+-$`).MatchString(out) {
 		t.Fatalf("tenants move:\n%s", out)
 	}
-	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(5000))})
-	if out := mustRun("tenants", "moves", "show", "1"); !regexp.MustCompile(`(?m)\s+true\s+5000\s+false\s+false\s+-$`).MatchString(out) ||
+	leads("cell-2", wire.MirrorStatus{Mirroring: true, Lag: new(int64(5000)), BytesPerSec: 1 << 20})
+	if out := mustRun("tenants", "moves", "show", "1"); !regexp.MustCompile(`(?m)\s+true\s+5000\s+1048576\s+false\s+false\s+-$`).MatchString(out) ||
 		!strings.Contains(out, "not yet mirroring within 1000 offsets") {
 		t.Fatalf("tenants moves show:\n%s", out)
 	}
@@ -141,7 +150,13 @@ func TestAdminTenantMoves(t *testing.T) {
 		{"move without tenant", []string{"tenants", "move", "-pool", "x"}, "TENANT_ID comes before any flags"},
 		{"move to its own pool", []string{"tenants", "move", tid, "-pool", "dedicated-1"}, "is already on pool dedicated-1"},
 		{"move unknown pool", []string{"tenants", "move", tid, "-pool", "nowhere"}, `no such pool "nowhere"`},
-		{"moves without a command", []string{"tenants", "moves"}, "name list, show or cancel"},
+		{"move at a negative rate", []string{"tenants", "move", tid, "-pool", "shared-1", "-rate", "-5"}, "-rate -5 is negative"},
+		{"moves without a command", []string{"tenants", "moves"}, "name list, show, rate or cancel"},
+		{"rate without a rate", []string{"tenants", "moves", "rate", "2"}, "BYTES_PER_SEC is required"},
+		{"rate negative", []string{"tenants", "moves", "rate", "2", "-1"}, `BYTES_PER_SEC "-1" is not a rate`},
+		{"rate not a number", []string{"tenants", "moves", "rate", "2", "8MiB"}, `BYTES_PER_SEC "8MiB" is not a rate`},
+		{"rate of a done move", []string{"tenants", "moves", "rate", "2", "0"}, "is done; its rate can no longer change"},
+		{"rate unknown move", []string{"tenants", "moves", "rate", "99", "0"}, "no such tenant move"},
 		{"moves unknown command", []string{"tenants", "moves", "start"}, "unknown command"},
 		{"show bad id", []string{"tenants", "moves", "show", "x"}, `MOVE_ID "x" is not a tenant move id`},
 		{"show unknown", []string{"tenants", "moves", "show", "99"}, "no such tenant move"},

@@ -9,9 +9,14 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 )
 
-// AdminMoveTenant starts moving a tenant to a cell of pool.
-func (c *Client) AdminMoveTenant(ctx context.Context, tenantID, pool string) (api.TenantMove, error) {
-	return call[api.TenantMove](ctx, c, http.MethodPost, "/v1/admin/tenants/"+esc(tenantID)+"/move", api.MoveTenantRequest{Pool: pool})
+// AdminMoveTenant starts moving a tenant to a cell of req.Pool.
+func (c *Client) AdminMoveTenant(ctx context.Context, tenantID string, req api.MoveTenantRequest) (api.TenantMove, error) {
+	return call[api.TenantMove](ctx, c, http.MethodPost, "/v1/admin/tenants/"+esc(tenantID)+"/move", req)
+}
+
+// AdminUpdateTenantMove changes a tenant move that has not switched yet.
+func (c *Client) AdminUpdateTenantMove(ctx context.Context, id int64, req api.UpdateTenantMoveRequest) (api.TenantMove, error) {
+	return call[api.TenantMove](ctx, c, http.MethodPatch, "/v1/admin/tenant-moves/"+strconv.FormatInt(id, 10), req)
 }
 
 // AdminTenantMoves lists tenant moves, oldest first; state and tenant,

@@ -38,8 +38,10 @@ import (
 // directory there (a tmpfs stands in for the disks of machines of its
 // own: on one machine both cells share one disk);
 // SLUICE_TENANT_MOVE_MIRROR_RATE is the destination brokers' -mirror-rate
-// (bytes a second each partition pulls; their default is 8 MiB/s). One
-// run whatever b.N (-benchtime 1x); about a minute and a half.
+// (bytes a second each partition pulls; their default is 8 MiB/s), and
+// SLUICE_TENANT_MOVE_RATE the move's own copy rate (bytes a second over
+// all 12 partitions, api.MoveTenantRequest.BytesPerSec). One run whatever
+// b.N (-benchtime 1x); about a minute and a half.
 func BenchmarkTenantMove(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a control plane and six brokers in two cells")
@@ -97,6 +99,13 @@ func BenchmarkTenantMove(b *testing.B) {
 			b.Fatalf("SLUICE_TENANT_MOVE_MIRROR_RATE %q: want bytes a second per partition", v)
 		}
 		c.cellArgs = []string{"-mirror-rate", v} // the destination's pullers
+	}
+	var moveRate int64
+	if v := os.Getenv("SLUICE_TENANT_MOVE_RATE"); v != "" {
+		var err error
+		if moveRate, err = strconv.ParseInt(v, 10, 64); err != nil || moveRate < 0 {
+			b.Fatalf("SLUICE_TENANT_MOVE_RATE %q: want bytes a second over the move's partitions", v)
+		}
 	}
 	c.addCell(ctx, "tmbench-dedicated", "dedicated", "tmbench-dcell", 3)
 
@@ -231,7 +240,7 @@ func BenchmarkTenantMove(b *testing.B) {
 	var mv api.TenantMove
 	if err := launch.WaitFor(ctx, "the move starts", time.Minute, func() error {
 		var err error
-		mv, err = op.AdminMoveTenant(ctx, c.tenant.ID, "tmbench-dedicated")
+		mv, err = op.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: "tmbench-dedicated", BytesPerSec: moveRate})
 		return err
 	}); err != nil {
 		b.Fatal(err)
@@ -334,7 +343,8 @@ func BenchmarkTenantMove(b *testing.B) {
 	b.ReportMetric(mbDuring, "MB/s_during")
 	b.Logf("target %.0f MB/s; produced %.1f MB/s in the %v before, %.1f MB/s during the move; %d records failed; MetadataMinAge %q",
 		mbps, mbBefore, window, mbDuring, failed.Load(), os.Getenv("SLUICE_TENANT_MOVE_MINAGE"))
-	b.Logf("move %d to %s in %v: %s", mv.ID, mv.DestCellID, dur.Round(10*time.Millisecond), strings.Join(timeline, ", "))
+	b.Logf("move %d to %s at %d B/s (%d B/s a partition; 0: the brokers' -mirror-rate) in %v: %s", mv.ID, mv.DestCellID, mv.BytesPerSec,
+		mv.PartitionBytesPerSec, dur.Round(10*time.Millisecond), strings.Join(timeline, ", "))
 	b.Logf("per-producer longest time without an acknowledgement during the move (%d producers): %v", producers, gaps)
 	b.Logf("group lag (records acknowledged, not yet polled): max %d before, max %d during the move and 5 s after", lagBefore, lagDuring)
 	b.Logf("other tenant's produce latency: before p50 %v p99 %v (%d), during p50 %v p99 %v (%d)",

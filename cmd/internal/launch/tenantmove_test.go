@@ -106,7 +106,7 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	var mv api.TenantMove
 	err := launch.WaitFor(ctx, "the move starts (the dedicated cell's brokers registered and report moves)", time.Minute, func() error {
 		var err error
-		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, "tmove-dedicated")
+		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: "tmove-dedicated"})
 		return err
 	})
 	if err != nil {

@@ -335,7 +335,7 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 	var mv api.TenantMove
 	if err := launch.WaitFor(ctx, "the move starts", time.Minute, func() error {
 		var err error
-		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, "twhole-dedicated")
+		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: "twhole-dedicated"})
 		return err
 	}); err != nil {
 		t.Fatal(err)
