@@ -27,7 +27,7 @@ import (
 type options struct {
 	tenantd, natsServer, postgres, dir, doc, out, commit string
 	keep, pprof                                          bool
-	profileDir, traceDir                                 string
+	profileDir, traceDir, brokerLogLevel                 string
 	profileSeconds                                       int
 	runs, latencyMessages, warmup                        int
 	latencyLimit                                         time.Duration
@@ -74,6 +74,7 @@ func main() {
 	flag.IntVar(&o.latencyMessages, "latency-messages", 5000, "messages of the single-producer latency run")
 	flag.DurationVar(&o.latencyLimit, "latency-limit", time.Minute, "stop the latency run after this long")
 	flag.BoolVar(&o.pprof, "pprof", false, "start the Sluice brokers with -debug-listen (pprof)")
+	flag.StringVar(&o.brokerLogLevel, "broker-log-level", "warn", "the Sluice brokers' -log-level (info logs each election and leader change; logs in -dir, kept with -keep)")
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker, from the start of the first Sluice throughput run's timed produce phase, here (implies -pprof)")
 	flag.StringVar(&o.traceDir, "trace-dir", "", "save an execution trace of every broker, from the start of the first Sluice latency run's timed phase, here (implies -pprof)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles and traces")
@@ -147,7 +148,7 @@ func run(ctx context.Context, o options) error {
 
 	var systems []system
 	if o.only != "nats" {
-		c, err := startSluice(ctx, sluiceConfig{Tenantd: o.tenantd, AdminURL: o.postgres, Dir: dir, Pprof: o.pprof})
+		c, err := startSluice(ctx, sluiceConfig{Tenantd: o.tenantd, AdminURL: o.postgres, Dir: dir, Pprof: o.pprof, LogLevel: o.brokerLogLevel})
 		if err != nil {
 			return fmt.Errorf("start sluice: %w", err)
 		}

@@ -22,6 +22,7 @@ type sluiceConfig struct {
 	AdminURL string // a Postgres database that may create databases
 	Dir      string // data and logs
 	Pprof    bool   // serve pprof on every broker (addresses in the log)
+	LogLevel string // the brokers' -log-level
 }
 
 // sluiceCell is a control plane and a cell of three brokers, each its own
@@ -117,7 +118,7 @@ func startSluice(ctx context.Context, cfg sluiceConfig) (_ *sluiceCell, err erro
 // startBroker starts broker b's tenantd process, its output appended to
 // its log file.
 func (c *sluiceCell) startBroker(b *launch.Broker) (*launch.Proc, error) {
-	return b.Start(c.cfg.Tenantd, c.cp.URL, "compare-cell", c.cellKey, "warn", filepath.Join(c.cfg.Dir, b.ID+".log"))
+	return b.Start(c.cfg.Tenantd, c.cp.URL, "compare-cell", c.cellKey, c.cfg.LogLevel, filepath.Join(c.cfg.Dir, b.ID+".log"))
 }
 
 // close stops the brokers, then the control plane, and drops the database.

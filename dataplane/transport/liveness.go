@@ -110,6 +110,18 @@ func (n *Node) PeerDown(id raft.ServerID) bool {
 	return l != nil && n.isDown(l, time.Now())
 }
 
+// PeerAnswering reports whether the watched peer id answered a probe
+// within DownAfter, whether or not it restarted a moment ago: a restarted
+// broker's replicas have forgotten that they led (so PeerDown holds it
+// down for their followers), but they vote and campaign like any live
+// one. An unwatched peer answers.
+func (n *Node) PeerAnswering(id raft.ServerID) bool {
+	n.mu.Lock()
+	l := n.live[id]
+	n.mu.Unlock()
+	return l == nil || time.Since(time.Unix(0, l.lastPong.Load())) <= n.cfg.DownAfter
+}
+
 // probe pings peer l every ProbeInterval until the Node closes. One probe
 // is in flight at a time; it waits at most DownAfter.
 func (n *Node) probe(l *liveness) {
@@ -227,3 +239,6 @@ func (n *Node) watchdog() {
 
 // PeerDown reports whether the Node finds broker id down (Node.PeerDown).
 func (g *GroupTransport) PeerDown(id raft.ServerID) bool { return g.node.PeerDown(id) }
+
+// PeerAnswering is Node.PeerAnswering.
+func (g *GroupTransport) PeerAnswering(id raft.ServerID) bool { return g.node.PeerAnswering(id) }

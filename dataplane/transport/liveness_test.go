@@ -46,6 +46,9 @@ func TestPeerDownReported(t *testing.T) {
 	}
 	faults.Partition(string(a.ID()), string(b.ID()))
 	waitUntil("the cut peer reported down", func() bool { return a.PeerDown(b.ID()) })
+	if a.PeerAnswering(b.ID()) {
+		t.Fatal("a cut peer reported down still counts as answering")
+	}
 	waitUntil("the down event", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == 1 })
 	faults.Heal()
 	waitUntil("the healed peer reported up", func() bool { mu.Lock(); defer mu.Unlock(); return len(events) == 2 })
@@ -130,6 +133,8 @@ func TestRestartedPeerReported(t *testing.T) {
 		t.Logf("restart reported after %v, not before DownAfter: the machine was too slow to tell the paths apart", took)
 	} else if l.restartedAt.Load() == 0 {
 		t.Fatal("reported down before DownAfter without a restart seen")
+	} else if !a.PeerAnswering(b.ID()) {
+		t.Fatal("a restarted peer held down does not count as answering: its replicas could not rank ahead of others")
 	}
 	select {
 	case down := <-events:
