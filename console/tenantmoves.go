@@ -31,7 +31,11 @@ func tenantMoveRate(m api.TenantMove) string {
 	if m.BytesPerSec == 0 {
 		return "the brokers' default for each partition"
 	}
-	return humanBytes(m.BytesPerSec) + "/s over all partitions, " + humanBytes(m.PartitionBytesPerSec) + "/s each"
+	out := humanBytes(m.BytesPerSec) + "/s over all partitions"
+	if m.PartitionBytesPerSec > 0 {
+		out += ", " + humanBytes(m.PartitionBytesPerSec) + "/s each"
+	}
+	return out
 }
 
 // tenantMovePartitionRate is the rate limit a destination partition's

@@ -30,10 +30,11 @@ func checkMoveRate(bytesPerSec int64) error {
 
 // partitionRate is each of parts partitions' share of a move's rate,
 // rounded up: 0 stays 0 (the brokers' default), anything else is at
-// least 1.
+// least 1. A move without partitions (a tenant without topics, or a
+// cancelled move, whose placement is dropped) shares nothing: 0.
 func partitionRate(bytesPerSec int64, parts int) int64 {
 	if bytesPerSec == 0 || parts <= 0 {
-		return bytesPerSec
+		return 0
 	}
 	n := int64(parts)
 	return (bytesPerSec + n - 1) / n

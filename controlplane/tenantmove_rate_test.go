@@ -189,6 +189,10 @@ func TestTenantMoveRateBadInput(t *testing.T) {
 	if _, err := m.op.AdminCancelTenantMove(ctx, mv.ID); err != nil {
 		t.Fatal(err)
 	}
+	if got := m.tenantMove(mv.ID); got.BytesPerSec != 4<<20 || got.PartitionBytesPerSec != 0 || len(got.Partitions) != 0 {
+		t.Fatalf("a cancelled move (its placement dropped) shows rates %d, %d over %d partitions; want 4 MiB/s shared by none",
+			got.BytesPerSec, got.PartitionBytesPerSec, len(got.Partitions))
+	}
 	if _, err := m.op.AdminUpdateTenantMove(ctx, mv.ID, api.UpdateTenantMoveRequest{BytesPerSec: &zero}); !client.IsCode(err, "invalid_request") ||
 		!strings.Contains(err.Error(), "is cancelled; its rate can no longer change") {
 		t.Fatalf("a rate change of a cancelled move: %v", err)

@@ -27,8 +27,10 @@ type TenantMove struct {
 	OffsetsImported []int `json:"offsets_imported"`
 	// BytesPerSec is the most the move copies from the source cell a
 	// second, over all its partitions; PartitionBytesPerSec each
-	// partition's equal share of it. 0 (both) leaves each partition at
-	// the destination brokers' default (tenantd -mirror-rate).
+	// partition's equal share of it (0 for a move without partitions: a
+	// cancelled move's are dropped). A BytesPerSec of 0 leaves each
+	// partition at the destination brokers' default (tenantd
+	// -mirror-rate).
 	BytesPerSec          int64                 `json:"bytes_per_sec"`
 	PartitionBytesPerSec int64                 `json:"partition_bytes_per_sec"`
 	Partitions           []TenantMovePartition `json:"partitions"`
