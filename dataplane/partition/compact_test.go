@@ -137,13 +137,22 @@ var compactSettings = partition.Settings{
 // produceRetrying produces batch, again after a not-leader error whose
 // outcome is unknown (a leadership change while committing): a duplicate
 // of a keyed record is superseded by the retry, which is what compaction
-// keeps, so these tests need no exactly-once.
+// keeps, so these tests need no exactly-once. It retries until ctx ends,
+// as a client does: a broker restarted a moment ago may lead before it
+// has applied what its log says (a promotion, say) and refuses meanwhile
+// with a retriable not-leader; eleven tries in a row, as before, ran out
+// within that window on a loaded machine (TestPromotedMirrorCrash).
 func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64, error) {
-	for i := 0; ; i++ {
+	for {
 		off, err := c.Produce(ctx, 0, append([]byte(nil), batch...))
 		var nl *partition.NotLeaderError
-		if err == nil || i == 10 || !errors.As(err, &nl) {
+		if err == nil || !errors.As(err, &nl) {
 			return off, err
+		}
+		select {
+		case <-ctx.Done():
+			return off, err
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
