@@ -100,7 +100,7 @@ func (r *Replica) watchPeers() {
 	if !ok {
 		return
 	}
-	r.peers = w
+	r.peers, r.openedAt = w, time.Now()
 	w.WatchPeers(r.cfg.Peers)
 	// With brokers watched, heartbeats to caught-up followers on live
 	// brokers need not all be sent (transport.GroupTransport.QuiesceHeartbeats).
@@ -133,7 +133,7 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 	if r.raft.State() != raft.Follower {
 		return
 	}
-	if _, leader := r.raft.LeaderWithID(); leader != id && leader != "" {
+	if _, leader := r.raft.LeaderWithID(); !r.succeeds(id, leader, time.Now()) {
 		return
 	}
 	rank := r.rankAfter(id)
@@ -154,6 +154,32 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
 		}
 	}()
+}
+
+// unknownLeaderGrace is how long a replica that has heard from no leader
+// since it opened waits before a peer broker's death may make it
+// campaign. A replica just restarted knows no leader until the current
+// one's first append reaches it (about a second, more under load). It
+// used to campaign at once, deposing a healthy leader on another broker
+// (a campaign's vote request bypasses Raft's leader stickiness) with a
+// log that could not win: in a compare run of repeated kills, each two
+// seconds after the previous broker's restart, partitions led elsewhere
+// that a just-restarted replica campaigned for had their next serving
+// leader up to 3.5 minutes later.
+const unknownLeaderGrace = 3 * time.Second
+
+// succeeds reports whether this replica, believing leader leads, should
+// take part in replacing dead, whose broker was found down: dead is the
+// leader it knows, or it knows none and has been open for
+// unknownLeaderGrace (a leader elected meanwhile would have reached it).
+func (r *Replica) succeeds(dead, leader raft.ServerID, now time.Time) bool {
+	switch leader {
+	case dead:
+		return true
+	case "":
+		return now.Sub(r.openedAt) >= unknownLeaderGrace
+	}
+	return false
 }
 
 // rankAfter is this replica's campaignRank after dead's broker went down.

@@ -3,6 +3,7 @@ package partition
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -149,5 +150,29 @@ func TestRestartedPeerCampaigns(t *testing.T) {
 	r.peers = restartedPeers{dead: map[raft.ServerID]bool{"1": true, "2": true}}
 	if !r.NoQuorum() {
 		t.Error("no NoQuorum with voters 1 and 2 dead")
+	}
+}
+
+// TestRestartedReplicaWaitsForItsLeader: a replica that knows no leader
+// does not campaign for a dead peer until it has been open long enough
+// to have heard from a leader elected meanwhile; one whose leader is the
+// dead peer does at once, and one that knows another leader never does.
+func TestRestartedReplicaWaitsForItsLeader(t *testing.T) {
+	opened := time.Now()
+	r := &Replica{openedAt: opened}
+	for _, tc := range []struct {
+		name         string
+		dead, leader raft.ServerID
+		after        time.Duration
+		want         bool
+	}{
+		{"its leader died", "2", "2", 0, true},
+		{"no leader known, just opened", "2", "", 300 * time.Millisecond, false},
+		{"no leader known, open a while", "2", "", unknownLeaderGrace, true},
+		{"another leader known", "2", "1", time.Hour, false},
+	} {
+		if got := r.succeeds(tc.dead, tc.leader, opened.Add(tc.after)); got != tc.want {
+			t.Errorf("%s: succeeds(%s, leader %q, %v after opening) = %v, want %v", tc.name, tc.dead, tc.leader, tc.after, got, tc.want)
+		}
 	}
 }

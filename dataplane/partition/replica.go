@@ -248,6 +248,7 @@ type Replica struct {
 	stop      chan struct{}
 	peerDown  chan raft.ServerID // peer brokers found down (watchPeers)
 	peers     peerWatcher        // nil without per-broker failure detection
+	openedAt  time.Time          // when watchPeers ran: the replica's Raft started
 	wg        sync.WaitGroup     // the monitor, barrier, campaign, deferred-bootstrap and meter goroutines
 	closeOnce sync.Once
 	closeErr  error
