@@ -117,12 +117,8 @@ func (c *Console) renderTenantMoves(w http.ResponseWriter, r *http.Request, s *s
 }
 
 func (c *Console) adminTenantMovePage(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
-	}
-	id, ok := tenantMoveID(r)
+	id, ok := c.operatorTenantMove(w, r, s)
 	if !ok {
-		c.notFound(w, r)
 		return
 	}
 	c.renderTenantMovePage(w, r, s, id, nil, nil)
@@ -174,12 +170,8 @@ func (c *Console) adminMoveTenant(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 func (c *Console) adminCancelTenantMove(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
-	}
-	id, ok := tenantMoveID(r)
+	id, ok := c.operatorTenantMove(w, r, s)
 	if !ok {
-		c.notFound(w, r)
 		return
 	}
 	if _, err := s.api.AdminCancelTenantMove(r.Context(), id); err != nil {
@@ -192,12 +184,8 @@ func (c *Console) adminCancelTenantMove(w http.ResponseWriter, r *http.Request, 
 // adminSetTenantMoveRate changes the copy rate of a move that has not
 // switched yet, from its page.
 func (c *Console) adminSetTenantMoveRate(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
-	}
-	id, ok := tenantMoveID(r)
+	id, ok := c.operatorTenantMove(w, r, s)
 	if !ok {
-		c.notFound(w, r)
 		return
 	}
 	form := trimmed(r, "rate")
@@ -230,6 +218,19 @@ func moveRate(v, formID string) (int64, *uiError) {
 // maxMoveRateMiB is the largest copy rate the form takes, 1 TiB/s: a
 // bound that keeps the bytes a second an int64, not a limit of the move.
 const maxMoveRateMiB = 1 << 20
+
+// operatorTenantMove is the tenant move id of an operator's request; false
+// when the caller is no operator or the id is not one (both answered).
+func (c *Console) operatorTenantMove(w http.ResponseWriter, r *http.Request, s *session) (int64, bool) {
+	if !c.operatorOnly(w, r, s) {
+		return 0, false
+	}
+	id, ok := tenantMoveID(r)
+	if !ok {
+		c.notFound(w, r)
+	}
+	return id, ok
+}
 
 func tenantMoveID(r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
