@@ -183,6 +183,26 @@ func (s *Store) LastIndex() (uint64, error) {
 	return s.first + uint64(len(s.ents)) - 1, nil
 }
 
+// NextIndex returns the Raft index the store takes next: one past its
+// last entry, or past the base a seed started it after (LastIndex says 0
+// for both an empty store and a seeded one that holds no entry yet).
+func (s *Store) NextIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.first + uint64(len(s.ents))
+}
+
+// TermAt returns the term of the stored entry index, without reading its
+// batch; ok is false if the store does not hold it.
+func (s *Store) TermAt(index uint64) (term uint64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if index < s.first || index >= s.first+uint64(len(s.ents)) {
+		return 0, false
+	}
+	return s.ents[index-s.first].term, true
+}
+
 // KafkaOffsetAt returns the Kafka log end offset right after Raft entry
 // index, for translating a Raft position into the Kafka offset space.
 func (s *Store) KafkaOffsetAt(index uint64) (int64, bool) {
