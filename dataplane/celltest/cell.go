@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +83,8 @@ type Cell struct {
 	opts   Options
 	net    Network
 	ownNet *TransportNetwork // the default network, closed by Close
+
+	reopened atomic.Int64
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -186,39 +189,67 @@ func (c *Cell) StartBroker(b int) {
 	br.committer = raftlog.NewCommitter(log.SyncFiles)
 	br.seeder = partition.NewSeeder(c.opts.SeedRate)
 	for p := 0; p < c.opts.Partitions; p++ {
-		tr, err := c.net.Attach(b, p)
-		if err != nil {
-			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
-		}
-		peers, voter := c.peers(p), b < c.opts.Voters
-		if !voter {
-			// A new replica admits its group's members' RPCs before it
-			// has a configuration: those of Peers.
-			peers = append(peers, c.Server(b, p))
-		}
-		r, err := partition.Open(context.Background(), partition.Config{
-			ID:             BrokerID(b),
-			Dir:            filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
-			Peers:          peers,
-			Bootstrap:      voter,
-			Seeder:         br.seeder,
-			BootstrapGrace: c.opts.BootstrapGrace,
-			Transport:      tr,
-			Committer:      br.committer,
-			Log:            c.opts.Log,
-			Raft:           c.opts.Raft(),
-			CheckInterval:  c.opts.CheckInterval,
-			Meter:          c.meter(b, p),
-			MeterInterval:  c.opts.MeterInterval,
-			Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
-			Mirror:         c.opts.Mirror,
-		})
-		if err != nil {
-			c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
-		}
-		br.replicas = append(br.replicas, r)
+		br.replicas = append(br.replicas, c.openReplica(b, p))
 	}
 }
+
+// openReplica opens broker b's replica of partition p; c.mu is held.
+func (c *Cell) openReplica(b, p int) *partition.Replica {
+	c.t.Helper()
+	br := c.brokers[b]
+	tr, err := c.net.Attach(b, p)
+	if err != nil {
+		c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+	}
+	peers, voter := c.peers(p), b < c.opts.Voters
+	if !voter {
+		// A new replica admits its group's members' RPCs before it
+		// has a configuration: those of Peers.
+		peers = append(peers, c.Server(b, p))
+	}
+	r, err := partition.Open(context.Background(), partition.Config{
+		ID:             BrokerID(b),
+		Dir:            filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
+		Peers:          peers,
+		Bootstrap:      voter,
+		Seeder:         br.seeder,
+		BootstrapGrace: c.opts.BootstrapGrace,
+		Transport:      tr,
+		Committer:      br.committer,
+		Log:            c.opts.Log,
+		Raft:           c.opts.Raft(),
+		CheckInterval:  c.opts.CheckInterval,
+		Meter:          c.meter(b, p),
+		MeterInterval:  c.opts.MeterInterval,
+		Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
+		Mirror:         c.opts.Mirror,
+		Reopen:         func() { go c.reopen(b, p) },
+	})
+	if err != nil {
+		c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+	}
+	return r
+}
+
+// reopen closes and opens again broker b's replica of p if it asked to be
+// (partition.Config.Reopen), as the broker's replica manager does.
+func (c *Cell) reopen(b, p int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	br := c.brokers[b]
+	if br.replicas == nil || !br.replicas[p].NeedsReopen() {
+		return // stopped meanwhile: it opens anew when started
+	}
+	c.net.Detach(b, p)
+	if err := br.replicas[p].Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
+		c.t.Errorf("reopen broker %d partition %d: %v", b, p, err)
+	}
+	br.replicas[p] = c.openReplica(b, p)
+	c.reopened.Add(1)
+}
+
+// Reopened is how many replicas were reopened because they asked to be.
+func (c *Cell) Reopened() int64 { return c.reopened.Load() }
 
 func (c *Cell) meter(b, part int) partition.MeterSink {
 	if c.opts.Meter == nil {

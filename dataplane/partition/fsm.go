@@ -67,6 +67,13 @@ type fsm struct {
 	// before Restore returns) when a restored snapshot leaves the replica
 	// behind: it must not block (it starts the seeding, seed.go).
 	onBehind func()
+	// restored, if set, is called first in Restore (on Raft's FSM
+	// goroutine) and reports whether the store cannot take the entries
+	// after the snapshot, having cut an uncommitted tail the snapshot
+	// overrules (diverge.go). follows reports whether the store can take
+	// the entry after the latest snapshot; caughtUp requires it.
+	restored func() (stale bool)
+	follows  func() bool
 
 	// behind is set when a snapshot install brought state for data this
 	// replica's log does not hold (it was behind the leader's log start):
@@ -177,7 +184,7 @@ func (f *fsm) isBehind() bool { return f.behind.Load() }
 func (f *fsm) caughtUp() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.store.NextOffset() < f.st.HighWatermark {
+	if f.store.NextOffset() < f.st.HighWatermark || f.follows != nil && !f.follows() {
 		return false
 	}
 	f.behind.Store(false)
@@ -237,6 +244,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	// do not follow its log), so the replica stops serving rather than
 	// expose offsets it does not hold, and is seeded from a peer's
 	// segments (seed.go), which clears the mark.
+	// A store whose raft entries end before the snapshot (or that held
+	// an uncommitted tail the snapshot overrules: restored cuts it) cannot
+	// take the entries after it either, whatever its offsets: it is
+	// seeded too.
+	stale := f.restored != nil && f.restored()
 	end := f.store.NextOffset()
 	f.mu.Lock()
 	st.HighWatermark = max(st.HighWatermark, f.st.HighWatermark)
@@ -244,7 +256,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if f.st.Meter.Closed.End > st.Meter.Closed.End {
 		st.Meter = f.st.Meter // like the high watermark: never back
 	}
-	behind := st.HighWatermark > end
+	behind := st.HighWatermark > end || stale
 	if behind {
 		f.behind.Store(true)
 	}

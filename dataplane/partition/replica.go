@@ -163,6 +163,13 @@ type Config struct {
 	// Mirror opens the destination of a move from another cell
 	// (mirror.go): the partition refuses produce until it is promoted.
 	Mirror bool
+	// Reopen, if set, is called (once, without blocking) when the replica
+	// must be closed and opened again on its directory: a snapshot
+	// install found an uncommitted tail in its store that the group's
+	// leader can no longer overwrite, and hashicorp/raft's view of the
+	// last entry can only be re-read at start (diverge.go). Until then
+	// it serves nothing, takes no entries and gives no votes.
+	Reopen func()
 }
 
 func decimalNodeID(id raft.ServerID) (int, bool) {
@@ -278,6 +285,8 @@ type Replica struct {
 	seeder   *Seeder
 	seedKick chan struct{}
 	seedLeft atomic.Int64
+	// reopen is set once Config.Reopen was asked for (diverge.go).
+	reopen atomic.Bool
 
 	// member is the replica's part of a replica move (membership.go);
 	// gate is set while it joins its group (joingate.go).
@@ -351,7 +360,11 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	r.maxBatch.Store(int64(cfg.Settings.MaxBatchBytes))
 	r.compact.settings = cfg.Settings.Compaction
 	r.compact.end = max(store.Log().CleanedTo(), 0) // the log's checkpoint: the dirty ratio is right from the first pass
-	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger, onBehind: r.behind}
+	r.fsm = &fsm{store: store.Log(), advanced: r.wake, logger: cfg.Logger, onBehind: r.behind,
+		restored: r.restored, follows: r.followsSnapshot}
+	if err := cutDivergent(store, snaps, cfg.Logger); err != nil { // diverge.go: before Raft reads the last entry
+		return nil, err
+	}
 	if s, ok := cfg.Transport.(interface{ SetSegmentSource(transport.SegmentSource) }); ok {
 		s.SetSegmentSource(segmentSource{r})
 	}

@@ -114,7 +114,7 @@ func (r *Replica) seedLoop() {
 		case <-r.seedKick:
 		}
 		wait := 100 * time.Millisecond
-		for r.fsm.isBehind() {
+		for r.fsm.isBehind() && !r.reopen.Load() { // a replica to reopen seeds after (diverge.go)
 			err := r.seedOnce(ctx)
 			if err == nil {
 				continue
