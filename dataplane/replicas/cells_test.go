@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/cellview"
@@ -34,6 +36,7 @@ type cellOf struct {
 	name string
 	ca   *peercert.CA
 	dirs []string
+	raft func() *raft.Config
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -45,13 +48,18 @@ type cellOf struct {
 }
 
 func newCellOf(t *testing.T, name string, n int) *cellOf {
+	return newCellOfRaft(t, name, n, celltest.TestRaftConfig)
+}
+
+// newCellOfRaft is newCellOf with brokers of Raft configuration rc.
+func newCellOfRaft(t *testing.T, name string, n int, rc func() *raft.Config) *cellOf {
 	t.Helper()
 	ca, err := peercert.NewCA(name, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &cellOf{t: t, name: name, ca: ca, nodes: make([]*transport.Node, n), committers: make([]*raftlog.Committer, n),
-		managers: make([]*replicas.Manager, n), dirs: make([]string, n)}
+		managers: make([]*replicas.Manager, n), dirs: make([]string, n), raft: rc}
 	for i := range n {
 		c.dirs[i] = filepath.Join(t.TempDir(), "replicas")
 		c.start(i + 1)
@@ -87,7 +95,7 @@ func (c *cellOf) start(node int) {
 	})
 	com := raftlog.NewCommitter(log.SyncFiles)
 	m, err := replicas.New(replicas.Config{NodeID: node, DataDir: c.dirs[node-1], Transport: tn, Committer: com,
-		Raft: celltest.TestRaftConfig, CheckInterval: 100 * time.Millisecond, OffsetsPartitions: -1,
+		Raft: c.raft, CheckInterval: 100 * time.Millisecond, OffsetsPartitions: -1,
 		Logger: celltest.Logger(c.t, slog.LevelInfo).With("cell", c.name, "node", node)})
 	if err != nil {
 		c.t.Fatal(err)

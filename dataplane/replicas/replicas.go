@@ -179,9 +179,14 @@ type key struct {
 type Manager struct {
 	cfg Config
 
-	// applyMu serializes Apply and Close: only they open, close or delete
-	// replicas. Lock order: applyMu, then mu.
+	// applyMu serializes Apply, Close and reopens: only they open, close
+	// or delete replicas. Lock order: applyMu, then mu.
 	applyMu sync.Mutex
+	// lastView is the view Apply was last given (guarded by applyMu):
+	// what a reopen opens a replica again from (reopen.go).
+	lastView *cellview.View
+	// reopenKick wakes reopenLoop for the keys in reopenWant (under mu).
+	reopenKick chan struct{}
 
 	// stop ends the retention loop, which wg waits for.
 	stop     chan struct{}
@@ -212,6 +217,9 @@ type Manager struct {
 	// rejoin are partitions whose replica here was removed from its group
 	// and is wanted again: it is opened anew as a joiner.
 	rejoin map[key]bool
+	// reopenWant are the partitions whose replica asked to be reopened
+	// (partition.Config.Reopen; reopen.go).
+	reopenWant map[key]bool
 }
 
 // New checks cfg and returns a Manager with no replicas; Apply opens them.
@@ -224,11 +232,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, replicas: map[key]*partition.Replica{}, stop: make(chan struct{}), seeder: partition.NewSeeder(cfg.SeedRate),
 		leaving: map[key]time.Time{}, badTarget: map[key]string{}, rejoin: map[key]bool{},
-		mir: newMirrors(), moveKick: make(chan struct{}, 1)}
+		mir: newMirrors(), moveKick: make(chan struct{}, 1), reopenKick: make(chan struct{}, 1), reopenWant: map[key]bool{}}
 	if err := m.loadCancelled(); err != nil {
 		return nil, err
 	}
-	m.wg.Add(4)
+	m.wg.Add(5)
+	go m.reopenLoop() // reopen.go
 	go m.retentionLoop()
 	go m.leaveLoop()
 	go m.compactLoop() // compact.go
@@ -251,6 +260,12 @@ func (m *Manager) dir(k key) string {
 func (m *Manager) Apply(ctx context.Context, v *cellview.View) error {
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
+	m.lastView = v
+	return m.apply(ctx, v)
+}
+
+// apply is Apply with applyMu held.
+func (m *Manager) apply(ctx context.Context, v *cellview.View) error {
 	m.mu.RLock()
 	closed := m.closed
 	m.mu.RUnlock()
@@ -418,6 +433,7 @@ func (m *Manager) open(ctx context.Context, v *cellview.View, k key, p wire.Part
 		Mirror:        asMirror,
 		Meter:         m.produceMeter(v, k),
 		Logger:        m.cfg.Logger.With("topic_id", k.topic, "partition", k.part),
+		Reopen:        func() { m.askReopen(k) }, // reopen.go
 	})
 	if err != nil {
 		_ = tr.Close() // Raft never started, so nothing else closes it
