@@ -472,3 +472,23 @@ func appendJunk(path string, rng *rand.Rand) error {
 	}
 	return err
 }
+
+// StoredBytes is r's partition log in [from, to), its batches as they lie
+// in its files: any replica's, leading, following or seeding.
+func StoredBytes(t testing.TB, r *partition.Replica, from, to int64) []byte {
+	t.Helper()
+	var out []byte
+	for off := from; off < to; {
+		sl, err := r.Store().Log().Read(off, 1<<20, to)
+		if err != nil {
+			t.Fatalf("read %d from %s: %v", off, r.ID(), err)
+		}
+		out, err = sl.AppendTo(out)
+		sl.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		off = sl.NextOffset
+	}
+	return out
+}

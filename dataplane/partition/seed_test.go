@@ -87,23 +87,7 @@ func logDir(r *partition.Replica) string {
 // sameBytes reads [from, to) from both replicas' logs and compares them.
 func sameBytes(t *testing.T, a, b *partition.Replica, from, to int64) {
 	t.Helper()
-	read := func(r *partition.Replica) []byte {
-		var out []byte
-		for off := from; off < to; {
-			sl, err := r.Store().Log().Read(off, 1<<20, to)
-			if err != nil {
-				t.Fatalf("read %d from %s: %v", off, r.ID(), err)
-			}
-			out, err = sl.AppendTo(out)
-			sl.Release()
-			if err != nil {
-				t.Fatal(err)
-			}
-			off = sl.NextOffset
-		}
-		return out
-	}
-	if !bytes.Equal(read(a), read(b)) {
+	if !bytes.Equal(celltest.StoredBytes(t, a, from, to), celltest.StoredBytes(t, b, from, to)) {
 		t.Fatalf("replicas %s and %s hold different bytes in [%d, %d)", a.ID(), b.ID(), from, to)
 	}
 }

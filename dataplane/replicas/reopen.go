@@ -26,12 +26,8 @@ func (m *Manager) askReopen(k key) {
 // reopenLoop reopens the replicas that asked for it.
 func (m *Manager) reopenLoop() {
 	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := m.untilClose() // retention.go
 	defer cancel()
-	go func() {
-		<-m.stop
-		cancel()
-	}()
 	for {
 		select {
 		case <-m.stop:

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
-	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
 // TestDivergentReplicaReopened: the Manager reopens a replica that asks
@@ -108,29 +107,10 @@ func TestDivergentReplicaReopened(t *testing.T) {
 		return lead != nil && c.Replica(old, 0).HighWatermark() == lead.HighWatermark()
 	})
 	back, lead := c.Replica(old, 0), c.leader()
-	x, y := storedLog(t, back, lead.HighWatermark()), storedLog(t, lead, lead.HighWatermark())
+	x := celltest.StoredBytes(t, back, back.LogStartOffset(), lead.HighWatermark())
+	y := celltest.StoredBytes(t, lead, lead.LogStartOffset(), lead.HighWatermark())
 	if back.LogStartOffset() != lead.LogStartOffset() || len(x) == 0 || !bytes.Equal(x, y) {
 		t.Fatalf("the reopened replica's log (from %d, %d bytes) is not the leader's (from %d, %d bytes)",
 			back.LogStartOffset(), len(x), lead.LogStartOffset(), len(y))
 	}
-}
-
-// storedLog is r's partition log from its log start up to end, read from
-// its files (any replica, leading or not).
-func storedLog(t *testing.T, r *partition.Replica, end int64) []byte {
-	t.Helper()
-	var out []byte
-	for off := r.LogStartOffset(); off < end; {
-		sl, err := r.Store().Log().Read(off, 1<<20, end)
-		if err != nil {
-			t.Fatalf("read %d from %s: %v", off, r.ID(), err)
-		}
-		out, err = sl.AppendTo(out)
-		sl.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-		off = sl.NextOffset
-	}
-	return out
 }

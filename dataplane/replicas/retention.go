@@ -20,17 +20,26 @@ const DefaultRetentionInterval = 5 * time.Second
 // retentionLoop runs RetentionPass every RetentionInterval. Close stops it.
 func (m *Manager) retentionLoop() { m.passLoop(m.cfg.RetentionInterval, m.RetentionPass) }
 
+// untilClose is a context for a loop's work that Close ends.
+func (m *Manager) untilClose() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-m.stop:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
 // passLoop runs pass every interval, jittered by up to a fifth either way
 // so that the brokers of a cell do not all pass at once, until Close; the
 // pass's context ends with it.
 func (m *Manager) passLoop(interval time.Duration, pass func(context.Context)) {
 	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := m.untilClose()
 	defer cancel()
-	go func() {
-		<-m.stop
-		cancel()
-	}()
 	for {
 		t := time.NewTimer(time.Duration(float64(interval) * (0.8 + 0.4*rand.Float64())))
 		select {
