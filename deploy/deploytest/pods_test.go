@@ -66,12 +66,10 @@ func (p *pods) addr(owner, port string) string {
 	if a, ok := p.addrs[k]; ok {
 		return a
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := testkit.FreeAddr("127.0.0.1") // below the ephemeral range
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	a := ln.Addr().String()
-	ln.Close()
 	p.addrs[k] = a
 	return a
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // Proc is one server process started by Start and owned by the caller.
@@ -108,32 +109,18 @@ func (p *Proc) Stop(grace time.Duration) bool {
 }
 
 // FreeAddr returns an address on host whose port was free a moment ago
-// (listened on and released), for a server that needs its port in advance.
-func FreeAddr(host string) (string, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("pick a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// (testkit.FreeAddr), for a server that needs its port in advance.
+func FreeAddr(host string) (string, error) { return testkit.FreeAddr(host) }
 
 // FreeAddrs returns n distinct such addresses on host.
 func FreeAddrs(host string, n int) ([]string, error) {
 	addrs := make([]string, n)
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
 	for i := range addrs {
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		a, err := testkit.FreeAddr(host)
 		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
+			return nil, err
 		}
-		lns = append(lns, ln)
-		addrs[i] = ln.Addr().String()
+		addrs[i] = a
 	}
 	return addrs, nil
 }
