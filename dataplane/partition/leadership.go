@@ -133,16 +133,14 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 	if r.raft.State() != raft.Follower {
 		return
 	}
-	_, leader := r.raft.LeaderWithID()
-	wait, ok := r.succeedsAfter(id, leader, time.Now())
-	if !ok {
+	if _, leader := r.raft.LeaderWithID(); !r.succeeds(id, leader, time.Now()) {
 		return
 	}
 	rank := r.rankAfter(id)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		t := time.NewTimer(wait + time.Duration(rank)*failoverStagger)
+		t := time.NewTimer(time.Duration(rank) * failoverStagger)
 		defer t.Stop()
 		select {
 		case <-r.stop:
@@ -152,8 +150,6 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 		if !r.peers.PeerDown(id) {
 			return // it answered again: no election
 		}
-		// campaign looks again: a leader that reached this replica
-		// meanwhile (while it waited out unknownLeaderGrace) stops it.
 		if r.campaign("leader's broker down", id) {
 			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
 		}
@@ -169,25 +165,21 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 // log that could not win: in a compare run of repeated kills, each two
 // seconds after the previous broker's restart, partitions led elsewhere
 // that a just-restarted replica campaigned for had their next serving
-// leader up to 3.5 minutes later. It then dropped the death instead of
-// waiting: when the dead broker had been the leader, no replica
-// campaigned until Raft's own election timeout (8–22 s in the same kind
-// of run, with two of a partition's brokers restarted seconds apart).
+// leader up to 3.5 minutes later.
 const unknownLeaderGrace = 3 * time.Second
 
-// succeedsAfter says whether, and after how long, this replica, believing
-// leader leads, should take part in replacing dead, whose broker was found
-// down: at once if dead is the leader it knows; if it knows none, once it
-// has been open for unknownLeaderGrace (a leader elected meanwhile would
-// have reached it, and campaign looks again); never if it knows another.
-func (r *Replica) succeedsAfter(dead, leader raft.ServerID, now time.Time) (time.Duration, bool) {
+// succeeds reports whether this replica, believing leader leads, should
+// take part in replacing dead, whose broker was found down: dead is the
+// leader it knows, or it knows none and has been open for
+// unknownLeaderGrace (a leader elected meanwhile would have reached it).
+func (r *Replica) succeeds(dead, leader raft.ServerID, now time.Time) bool {
 	switch leader {
 	case dead:
-		return 0, true
+		return true
 	case "":
-		return max(unknownLeaderGrace-now.Sub(r.openedAt), 0), true
+		return now.Sub(r.openedAt) >= unknownLeaderGrace
 	}
-	return 0, false
+	return false
 }
 
 // rankAfter is this replica's campaignRank after dead's broker went down.
