@@ -189,17 +189,20 @@ func (c *Cell) StartBroker(b int) {
 	br.committer = raftlog.NewCommitter(log.SyncFiles)
 	br.seeder = partition.NewSeeder(c.opts.SeedRate)
 	for p := 0; p < c.opts.Partitions; p++ {
-		br.replicas = append(br.replicas, c.openReplica(b, p))
+		r, err := c.openReplica(b, p)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		br.replicas = append(br.replicas, r)
 	}
 }
 
 // openReplica opens broker b's replica of partition p; c.mu is held.
-func (c *Cell) openReplica(b, p int) *partition.Replica {
-	c.t.Helper()
+func (c *Cell) openReplica(b, p int) (*partition.Replica, error) {
 	br := c.brokers[b]
 	tr, err := c.net.Attach(b, p)
 	if err != nil {
-		c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+		return nil, fmt.Errorf("start broker %d partition %d: %w", b, p, err)
 	}
 	peers, voter := c.peers(p), b < c.opts.Voters
 	if !voter {
@@ -226,9 +229,9 @@ func (c *Cell) openReplica(b, p int) *partition.Replica {
 		Reopen:         func() { go c.reopen(b, p) },
 	})
 	if err != nil {
-		c.t.Fatalf("start broker %d partition %d: %v", b, p, err)
+		return nil, fmt.Errorf("start broker %d partition %d: %w", b, p, err)
 	}
-	return r
+	return r, nil
 }
 
 // reopen closes and opens again broker b's replica of p if it asked to be
@@ -244,7 +247,12 @@ func (c *Cell) reopen(b, p int) {
 	if err := br.replicas[p].Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 		c.t.Errorf("reopen broker %d partition %d: %v", b, p, err)
 	}
-	br.replicas[p] = c.openReplica(b, p)
+	r, err := c.openReplica(b, p)
+	if err != nil {
+		c.t.Errorf("reopen: %v", err) // not the test's goroutine: no Fatal
+		return
+	}
+	br.replicas[p] = r
 	c.reopened.Add(1)
 }
 
