@@ -55,31 +55,34 @@ type tailStore interface {
 	NextIndex() uint64
 }
 
-// divergesAt reports whether st holds index with a term other than term:
-// from there on its entries are not the group's.
-func divergesAt(st tailStore, index, term uint64) bool {
-	t, ok := st.TermAt(index)
-	return ok && t != term
+// cutOverruled cuts st's entries from index on, through del, if st holds
+// index with a term other than term (the snapshot's): from there on its
+// entries are not the group's. It reports whether there was such a tail.
+func cutOverruled(st tailStore, del func(min, max uint64) error, index, term uint64, logger *slog.Logger) (bool, error) {
+	if t, ok := st.TermAt(index); !ok || t == term {
+		return false, nil
+	}
+	last := st.NextIndex() - 1
+	logger.Warn("cutting an uncommitted tail that the latest snapshot overrules; the replica will be seeded",
+		"snapshot_index", index, "snapshot_term", term, "last_index", last)
+	if err := del(index, last); err != nil {
+		return true, fmt.Errorf("cut the entries the snapshot at %d overrules: %w", index, err)
+	}
+	return true, nil
 }
 
-// cutDivergent runs at start, before Raft reads the store: if the latest
-// snapshot overrules the store's tail, the tail is cut from the
-// snapshot's index (the replica is then seeded, see above).
+// cutDivergent runs at start, before Raft reads the store: a tail the
+// latest snapshot overrules (left by a crash before the reopen) is cut.
 func cutDivergent(st interface {
 	tailStore
 	DeleteRange(min, max uint64) error
 }, snaps raft.SnapshotStore, logger *slog.Logger) error {
 	index, term, ok := latestSnapshot(snaps)
-	if !ok || !divergesAt(st, index, term) {
+	if !ok {
 		return nil
 	}
-	last := st.NextIndex() - 1
-	logger.Warn("cutting an uncommitted tail that the latest snapshot overrules; the replica will be seeded",
-		"snapshot_index", index, "snapshot_term", term, "last_index", last)
-	if err := st.DeleteRange(index, last); err != nil {
-		return fmt.Errorf("cut the entries the snapshot at %d overrules: %w", index, err)
-	}
-	return nil
+	_, err := cutOverruled(st, st.DeleteRange, index, term, logger)
+	return err
 }
 
 // restored is the FSM's hook at the start of Restore (Raft's FSM
@@ -91,16 +94,12 @@ func (r *Replica) restored() (stale bool) {
 	if !ok {
 		return false
 	}
-	if divergesAt(r.store, index, term) {
-		last := r.store.NextIndex() - 1
-		// Through the cache, which may hold the cut entries.
-		if err := r.logs.DeleteRange(index, last); err != nil {
-			r.cfg.Logger.Error("cut an uncommitted tail that a snapshot overrules", "replica", r.cfg.ID,
-				"snapshot_index", index, "last_index", last, "err", err)
-		} else {
-			r.cfg.Logger.Warn("cut an uncommitted tail that the leader's snapshot overrules; reopening the replica to seed it",
-				"replica", r.cfg.ID, "snapshot_index", index, "snapshot_term", term, "last_index", last)
-		}
+	// Through the cache, which may hold the cut entries.
+	cut, err := cutOverruled(r.store, r.logs.DeleteRange, index, term, r.cfg.Logger.With("replica", r.cfg.ID))
+	if err != nil {
+		r.cfg.Logger.Error("cut an uncommitted tail; start cuts it again after the reopen", "replica", r.cfg.ID, "err", err)
+	}
+	if cut {
 		r.askReopen()
 		return true
 	}
