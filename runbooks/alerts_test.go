@@ -3,32 +3,21 @@ package runbooks
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// promtoolVersion is what .ci/tools.d/promtool.sh installs into
+// promtoolVersion is what .ci/tools.d/prometheus.sh installs into
 // <repo>/.cache/bin.
 const promtoolVersion = "0.316.0"
 
-// promtool finds promtool: the one `make tools` installs, else PATH's. It
-// skips the test when there is none, except in CI (CI set), where a
-// missing tool fails the run.
+// promtool finds promtool (toolBin), skipping the test without it
+// outside CI.
 func promtool(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(root, ".cache", "bin", "promtool")
-	if _, err := os.Stat(bin); err != nil {
-		if bin, err = exec.LookPath("promtool"); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal("promtool missing in CI: run `make tools` (.ci/tools.d/promtool.sh)")
-			}
-			t.Skip("promtool missing: `make tools` installs it")
-		}
+	bin := toolBin(t, "promtool")
+	if bin == "" {
+		t.Skip("promtool missing: `make tools` installs it")
 	}
 	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
