@@ -47,6 +47,7 @@ type conn struct {
 	usedAt time.Time // when the key's use was last noted (noteUse)
 
 	throttle time.Duration // the current request's throttle (quota.go)
+	muted    time.Duration // how long the current request waited out a throttle (quota.go)
 	release  func()        // gives back the tenant's connection slot, once taken
 
 	preAuthHost string // counted among this address's unauthenticated connections; guarded by s.mu
@@ -147,8 +148,8 @@ func (c *conn) serve() {
 		}
 		start := time.Now()
 		err = c.handle(req)
-		c.s.rm.observe(req.key, c.metricsTenant(), len(frame), start, c.respErr, err != nil && !errors.Is(err, errCloseAfterReply))
-		c.respErr = 0
+		c.s.rm.observe(req.key, c.metricsTenant(), len(frame), time.Since(start)-c.muted, c.respErr, err != nil && !errors.Is(err, errCloseAfterReply))
+		c.respErr, c.muted = 0, 0
 		if err != nil {
 			if !errors.Is(err, errCloseAfterReply) {
 				log.Info("kafka connection closed", "api", kmsg.NameForKey(req.key), "err", err)

@@ -35,7 +35,7 @@ func newRequestMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*r
 			Name: "sluice_kafka_request_errors_total", Help: "Kafka requests answered with an error code (or that closed the connection: error=connection_closed), by API, tenant and error.",
 		}, []string{"api", "tenant", "error"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_kafka_request_seconds", Help: "Kafka request latency from decoding to the response written (fetch long polls included), by API and tenant.",
+			Name: "sluice_kafka_request_seconds", Help: "Kafka request latency from decoding to the response written (fetch long polls included, a quota throttle waited out left out), by API and tenant.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"api", "tenant"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,10 +60,10 @@ func newRequestMetrics(reg prometheus.Registerer, labels *toptenants.Labels) (*r
 	return m, nil
 }
 
-// observe counts one request of frameBytes bytes that started at start;
-// code is the error code its response carried (0: none) and failed whether
-// handling it closed the connection.
-func (m *requestMetrics) observe(key int16, tenant string, frameBytes int, start time.Time, code int16, failed bool) {
+// observe counts one request of frameBytes bytes that took took to handle
+// (a throttle it waited out left out); code is the error code its response
+// carried (0: none) and failed whether handling it closed the connection.
+func (m *requestMetrics) observe(key int16, tenant string, frameBytes int, took time.Duration, code int16, failed bool) {
 	if m == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (m *requestMetrics) observe(key int16, tenant string, frameBytes int, start
 	t := m.labels.Observe(tenant, 1+float64(frameBytes))
 	m.requests.WithLabelValues(api, t).Inc()
 	m.bytesIn.WithLabelValues(api, t).Add(float64(frameBytes))
-	m.latency.WithLabelValues(api, t).Observe(time.Since(start).Seconds())
+	m.latency.WithLabelValues(api, t).Observe(took.Seconds())
 	switch {
 	case failed:
 		m.errors.WithLabelValues(api, t, "connection_closed").Inc()

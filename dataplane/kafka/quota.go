@@ -67,11 +67,16 @@ func (c *conn) respond(req *request, write func() error) error {
 	return c.mute(d)
 }
 
-// mute waits d, or until the listener closes.
+// mute waits d, or until the listener closes, and counts the wait in
+// c.muted: a throttle is the tenant's own debt, not the broker's latency,
+// so the request latency metric leaves it out (it is counted in the
+// throttle metric instead).
 func (c *conn) mute(d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	start := time.Now()
+	defer func() { c.muted += time.Since(start) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
