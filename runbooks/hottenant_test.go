@@ -198,6 +198,11 @@ func TestRunbooks(t *testing.T) {
 		t.Logf("T+%v: Prometheus: the compliant tenant's produce p99 from the brokers' histogram %v (%v); SluiceProduceLatencyAboveSLO firing for it: %v (%v)", since(), v, err, len(f) > 0, ferr)
 	}
 
+	// kcat (librdkafka) produces for the hot tenant too, through the
+	// throttle and the move: a client that gives up when all its brokers
+	// close at once, which the move must not make it do.
+	kc := startKcat(t, s, hot, "ingest")
+
 	vars := map[string]string{"HOT_TENANT": hot.id, "CALM_TENANT": calm.id,
 		"CALM_KEY_ID": calm.keyID, "CALM_KEY_SECRET": calm.secret, "LEAKED_TENANT": calm.id, "LEAKED_KEY_ID": leaked["id"].(string), "LEAKED_KEY_SECRET": leaked["secret"].(string),
 		"DATA_API": "http://" + s.http}
@@ -229,6 +234,7 @@ func TestRunbooks(t *testing.T) {
 			// running producer, seeded only with the shared cell's
 			// address, is acknowledged again, now by the dedicated cell.
 			followed = true
+			kc.stop(t)
 			n0 := nAcks()
 			testkit.WaitForState(t, time.Minute, "the moved hot tenant's producer acknowledged again (bootstrap "+s.bootstrap+")", func() (bool, string) {
 				n := nAcks() - n0
@@ -310,13 +316,15 @@ func TestRunbooks(t *testing.T) {
 	}
 	check := kafkaClient(t, s, hot, kgo.ConsumeTopics("ingest"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	for seen := 0; len(want) > 0; {
+	for seen := 0; len(want) > 0 || kc.pending() > 0; {
 		fs := check.PollFetches(ctx)
 		if ctx.Err() != nil {
+			kc.check(t)
 			t.Fatalf("%d acknowledged records of the hot tenant not read back (read %d)", len(want), seen)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			seen++
+			kc.seen(r.Value)
 			k := [2]int64{int64(r.Partition), r.Offset}
 			if v, ok := want[k]; ok {
 				if v != string(r.Value) {
@@ -327,6 +335,7 @@ func TestRunbooks(t *testing.T) {
 		})
 	}
 	t.Logf("the hot tenant's %d acknowledged records all read back", len(acks))
+	kc.check(t)
 	stopCalm()
 	<-calmDone
 

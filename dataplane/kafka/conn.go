@@ -41,6 +41,11 @@ type conn struct {
 	redirect   *redirectSession // set when the key's tenant lives on another cell
 	redirected atomic.Bool      // redirect != nil, for the key watcher
 	holding    atomic.Bool      // a produce waits for its tenant's switch (awaitTenantSwitch)
+	// For the key watcher (movefollow.go): the PLAIN secret of a session
+	// that can follow its tenant to another cell, and whether the watcher
+	// is asking, or asked, where the key's tenant went.
+	following   atomic.Pointer[string]
+	homeChecked atomic.Bool
 
 	wbuf []byte // reused for responses
 
@@ -138,7 +143,7 @@ func (c *conn) serve() {
 				log.Info("kafka request before authentication; connection closed", "api", kmsg.NameForKey(req.key))
 				return
 			}
-			if !c.dev && c.redirect == nil && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) {
+			if !c.dev && c.redirect == nil && !c.s.cfg.State.View().Valid(p, c.s.cfg.Now()) && !c.followHome(p) {
 				log.Info("kafka key no longer valid; connection closed", "key_id", p.KeyID)
 				return
 			}

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/catalog"
-	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // moveHold bounds how long a v10+ produce refused by a partition fenced
@@ -67,15 +66,10 @@ func (c *conn) awaitTenantSwitch(resp *kmsg.ProduceResponse, fenced []Partition)
 			return false
 		}
 	}
-	home, err := c.s.homes.lookup(c.s.ctx, p.KeyID, c.secret)
-	if err != nil || home.Status != wire.KeyValid || home.TenantID != p.TenantID || home.Role != p.Role ||
-		home.Cell == "" || home.Cell == c.s.cfg.State.View().Cell {
+	if !c.followHome(p) {
 		return false
 	}
-	c.redirect = &redirectSession{keyID: p.KeyID, secret: c.secret, home: home, at: c.s.cfg.Now()}
-	c.redirected.Store(true)
-	c.s.cfg.Logger.Debug("kafka session's tenant moved to another cell; redirecting", "remote", c.remote, "key_id", p.KeyID,
-		"tenant_id", home.TenantID, "home_cell", home.Cell)
+	home := c.redirect.home
 	for i := range resp.Topics {
 		for j := range resp.Topics[i].Partitions {
 			if rp := &resp.Topics[i].Partitions[j]; rp.ErrorCode == catalog.NotLeader.KafkaCode {

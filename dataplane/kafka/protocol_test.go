@@ -11,25 +11,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/dataplane/kafka"
 )
 
 // TestRevokedKeyIsDisconnected: revoking a key closes its open connections
-// within seconds, without the client sending anything.
+// within seconds, without the client sending anything; also on a listener
+// that asks key homes, where a PLAIN session of a key the cell no longer
+// serves stays open only if its tenant moved to another cell.
 func TestRevokedKeyIsDisconnected(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
 	a := b.cp.Signup("alpha", "developer")
 	b.waitForKey(t, a)
+	homes := &countingHomes{api: b.cp.CellClient()}
+	withHomes := b.startServer(t, func(c *kafka.Config) { c.Homes = homes })
 	rc := dialRaw(t, b.addr)
-	if resp := rc.authenticate(a.KeyID, a.Secret); resp.ErrorCode != 0 {
-		t.Fatalf("authenticate: %d %v", resp.ErrorCode, resp.ErrorMessage)
-	}
-	if _, err := rc.roundTrip(kmsg.NewPtrMetadataRequest()); err != nil {
-		t.Fatalf("metadata before revocation: %v", err)
+	rcHomes := dialRaw(t, withHomes)
+	for _, c := range []*rawConn{rc, rcHomes} {
+		if resp := c.authenticate(a.KeyID, a.Secret); resp.ErrorCode != 0 {
+			t.Fatalf("authenticate: %d %v", resp.ErrorCode, resp.ErrorMessage)
+		}
+		if _, err := c.roundTrip(kmsg.NewPtrMetadataRequest()); err != nil {
+			t.Fatalf("metadata before revocation: %v", err)
+		}
 	}
 	if _, err := a.Owner.RevokeAPIKey(context.Background(), a.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	rc.expectClosed(15 * time.Second)
+	rcHomes.expectClosed(15 * time.Second)
+	if homes.calls.Load() == 0 {
+		t.Fatal("the listener with key homes closed the session without asking the key's home")
+	}
 
 	// The key no longer authenticates either.
 	rc2 := dialRaw(t, b.addr)

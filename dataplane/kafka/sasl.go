@@ -96,6 +96,7 @@ func (c *conn) authenticate(token []byte) error {
 		return err
 	}
 	c.secret = secret
+	c.following.Store(&secret)
 	return nil
 }
 

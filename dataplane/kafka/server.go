@@ -375,10 +375,15 @@ func (s *Server) watchKeys() {
 			// Redirect sessions re-check their key with each request; a
 			// session holding a produce for its tenant's switch becomes
 			// one (or closes on its next request).
-			if p := c.principal.Load(); p != nil && !c.dev && !c.redirected.Load() && !c.holding.Load() && !v.Valid(p, now) {
-				s.cfg.Logger.Info("closing kafka connection: key no longer valid", "key_id", p.KeyID, "tenant_id", p.TenantID, "remote", c.remote)
-				c.nc.Close()
+			p := c.principal.Load()
+			if p == nil || c.dev || c.redirected.Load() || c.holding.Load() {
+				continue
 			}
+			if v.Valid(p, now) {
+				c.homeChecked.Store(false)
+				continue
+			}
+			s.closeUnlessMoved(c, p)
 		}
 		s.mu.Unlock()
 	}
