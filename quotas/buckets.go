@@ -108,6 +108,7 @@ type tenant struct {
 	buckets  [NumKinds]*rate.Limiter // nil: unlimited
 	last     time.Time               // latest time seen; earlier times are clamped to it
 	recorded [NumKinds]float64       // units recorded since demandSince
+	quiet    [NumKinds]time.Time     // when the latest throttle Record returned ends
 	since    time.Time
 }
 
@@ -227,7 +228,11 @@ func (b *Buckets) Record(id string, kind Kind, n int64, now time.Time) time.Dura
 	if n > 0 {
 		take(lim, n, now)
 	}
-	return b.capped(throttle(lim, now))
+	d := b.capped(throttle(lim, now))
+	if end := now.Add(d); d > 0 && end.After(t.quiet[kind]) {
+		t.quiet[kind] = end
+	}
+	return d
 }
 
 // take removes n tokens from lim at now, going as far below zero as needed.
@@ -289,6 +294,26 @@ func (b *Buckets) Debt(id string, kind Kind, now time.Time) float64 {
 		return 0
 	}
 	return max(0, -lim.TokensAt(t.clamp(now)))
+}
+
+// Throttling reports whether the tenant's clients of kind are held back at
+// now: its bucket is in debt, or a throttle Record returned has not ended
+// yet. The second outlasts the first when the rate rose after the throttle
+// was computed: the debt is repaid early, but the client still waits, and
+// what it sent lately understates what it wants.
+func (b *Buckets) Throttling(id string, kind Kind, now time.Time) bool {
+	t := b.tenant(id)
+	if t == nil || kind >= NumKinds {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lim := t.buckets[kind]
+	if lim == nil {
+		return false
+	}
+	now = t.clamp(now)
+	return lim.TokensAt(now) < 0 || now.Before(t.quiet[kind])
 }
 
 // Demand is a tenant's recorded rates, in units per second, indexed by Kind.

@@ -148,6 +148,38 @@ func TestQuotaChangeKeepsDebt(t *testing.T) {
 	}
 }
 
+// A client told to wait 2 s is still held back after a rate rise repays its
+// debt in 0.5 s: Throttling says so until the 2 s end, so the broker keeps
+// publishing its demand as throttled.
+func TestThrottlingOutlastsDebtAfterRateRise(t *testing.T) {
+	b := newBuckets(t, Config{})
+	var l Limits
+	l[ProduceBytes] = Limit{Rate: 1e6, Burst: 100_000}
+	b.Set("acme", l, t0)
+	if b.Throttling("acme", ProduceBytes, t0) {
+		t.Fatal("a fresh tenant is throttling")
+	}
+	thr := b.Record("acme", ProduceBytes, 2_100_000, t0)
+	if thr != 2*time.Second {
+		t.Fatalf("throttle = %v, want 2s", thr)
+	}
+	l[ProduceBytes].Rate = 4e6
+	b.Set("acme", l, t0)
+	at := t0.Add(time.Second)
+	if d := b.Debt("acme", ProduceBytes, at); d != 0 {
+		t.Fatalf("debt 1 s after the rise = %v, want 0 (repaid in 0.5 s)", d)
+	}
+	if !b.Throttling("acme", ProduceBytes, at) {
+		t.Fatal("not throttling while the client still waits out its 2 s")
+	}
+	if b.Throttling("acme", ProduceBytes, t0.Add(2*time.Second)) {
+		t.Fatal("throttling after the wait ended with no debt")
+	}
+	if b.Throttling("nobody", ProduceBytes, at) || b.Throttling("acme", ProduceMessages, at) {
+		t.Fatal("an unknown tenant or an unlimited kind is throttling")
+	}
+}
+
 func TestQuotaChangeMidRun(t *testing.T) {
 	const mb = 1e6
 	for _, tc := range []struct {

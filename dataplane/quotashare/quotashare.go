@@ -454,8 +454,9 @@ func (s *Sharer) smooth(d map[string]quotas.Demand, now time.Time) map[string]qu
 	return out
 }
 
-// boost raises the demand of every tenant's kind whose bucket is in debt
-// at now to ThrottledBoost × the larger of its admitted rate and its
+// boost raises the demand of every tenant's kind that is throttling at
+// now (quotas.Buckets.Throttling: in debt, or a client still waiting out
+// a throttle) to ThrottledBoost × the larger of its admitted rate and its
 // current share. A throttled client is muted, so it sent little in the
 // window; without the share as a lower bound its broker's share would
 // shrink exactly when its clients want more.
@@ -466,7 +467,7 @@ func (s *Sharer) boost(local map[string]quotas.Demand, now time.Time) map[string
 	for id, d := range local {
 		l, _ := s.cfg.Buckets.Limits(id)
 		for k := range quotas.NumKinds {
-			if s.cfg.Buckets.Debt(id, quotas.Kind(k), now) > 0 {
+			if s.cfg.Buckets.Throttling(id, quotas.Kind(k), now) {
 				d[k] = max(d[k], l[k].Rate) * s.cfg.ThrottledBoost
 			}
 		}
