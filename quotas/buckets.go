@@ -43,6 +43,17 @@ type Limit struct {
 	// send without being throttled. Zero means Rate × Config.BurstWindow.
 	// A single request larger than the burst is still admitted; see Record.
 	Burst int
+	// Repay, when above Rate, is the rate the throttle of a request that
+	// found the bucket out of debt is computed at: the client is told to
+	// wait until that debt would be repaid at Repay, and its next request,
+	// which finds the rest still owed, waits for the whole debt at Rate.
+	// So a client gets at most one request's worth beyond its rate per
+	// stretch out of debt, and Rate over time. A broker's share of a
+	// cell-wide quota sets it to the even share: a share that is small
+	// because the broker saw no traffic lately would otherwise give the
+	// first large batch a wait many times what the share the broker then
+	// gets takes to repay it.
+	Repay float64
 }
 
 // Limits are a tenant's limits on one broker, indexed by Kind.
@@ -109,6 +120,7 @@ type tenant struct {
 	last     time.Time               // latest time seen; earlier times are clamped to it
 	recorded [NumKinds]float64       // units recorded since demandSince
 	quiet    [NumKinds]time.Time     // when the latest throttle Record returned ends
+	repay    [NumKinds]float64       // Limit.Repay
 	since    time.Time
 }
 
@@ -149,6 +161,7 @@ func (b *Buckets) Set(id string, l Limits, now time.Time) {
 	now = t.clamp(now)
 	for k := range NumKinds {
 		lim, want := t.buckets[k], l[k]
+		t.repay[k] = want.Repay
 		switch {
 		case want.Rate <= 0:
 			t.buckets[k] = nil
@@ -225,10 +238,14 @@ func (b *Buckets) Record(id string, kind Kind, n int64, now time.Time) time.Dura
 	if lim == nil {
 		return 0
 	}
+	repay := 0.0
 	if n > 0 {
+		if lim.TokensAt(now) >= 0 {
+			repay = t.repay[kind] // a request that finds no debt: see Limit.Repay
+		}
 		take(lim, n, now)
 	}
-	d := b.capped(throttle(lim, now))
+	d := b.capped(throttle(lim, now, repay))
 	if end := now.Add(d); d > 0 && end.After(t.quiet[kind]) {
 		t.quiet[kind] = end
 	}
@@ -253,13 +270,14 @@ func take(lim *rate.Limiter, n int64, now time.Time) {
 	lim.SetBurstAt(now, burst)
 }
 
-// throttle is how long until lim's balance is back to zero.
-func throttle(lim *rate.Limiter, now time.Time) time.Duration {
+// throttle is how long until lim's balance is back to zero, repaid at
+// lim's rate or repay, whichever is higher.
+func throttle(lim *rate.Limiter, now time.Time, repay float64) time.Duration {
 	tokens := lim.TokensAt(now)
 	if tokens >= 0 {
 		return 0
 	}
-	d := -tokens / float64(lim.Limit()) * float64(time.Second)
+	d := -tokens / max(float64(lim.Limit()), repay) * float64(time.Second)
 	if d >= math.MaxInt64 {
 		return time.Duration(math.MaxInt64)
 	}

@@ -180,6 +180,34 @@ func TestThrottlingOutlastsDebtAfterRateRise(t *testing.T) {
 	}
 }
 
+// Repay shortens the wait of a request that finds no debt, not the rate:
+// at a 100 kB/s share with a 1 MB/s repay rate, a 1 MB batch waits 0.9 s
+// instead of 9 s; the next one waits out the whole debt at 100 kB/s, and a
+// client that keeps sending 1 MB batches gets 100 kB/s over ten minutes.
+func TestRepayShortensOnlyAWaitOutOfDebt(t *testing.T) {
+	b := newBuckets(t, Config{})
+	var l Limits
+	l[ProduceBytes] = Limit{Rate: 100_000, Burst: 100_000, Repay: 1e6}
+	b.Set("acme", l, t0)
+	if got, want := b.Record("acme", ProduceBytes, 1_000_000, t0), 900*time.Millisecond; got != want {
+		t.Fatalf("first wait = %v, want %v (0.9 MB of debt at 1 MB/s)", got, want)
+	}
+	second := t0.Add(900 * time.Millisecond)
+	if got, want := b.Record("acme", ProduceBytes, 1_000_000, second), 18100*time.Millisecond; got != want {
+		t.Fatalf("second wait = %v, want %v (1.81 MB of debt at 100 kB/s)", got, want)
+	}
+	c := &client{id: "acme", kind: ProduceBytes, batch: 1_000_000, offered: 1e9, next: second.Add(18100 * time.Millisecond)}
+	got := c.run(b, t0, t0.Add(600*time.Second))
+	if rate := (got + 2e6) / 600; !within(rate, 100_000, 0.05) {
+		t.Fatalf("rate over ten minutes = %.0f B/s, want 100000 ±5%%", rate)
+	}
+	l[ProduceBytes].Repay = 50_000 // below Rate: the rate counts
+	b.Set("fresh", l, t0)
+	if got, want := b.Record("fresh", ProduceBytes, 1_100_000, t0), 10*time.Second; got != want {
+		t.Fatalf("wait with Repay below Rate = %v, want %v", got, want)
+	}
+}
+
 func TestQuotaChangeMidRun(t *testing.T) {
 	const mb = 1e6
 	for _, tc := range []struct {

@@ -226,13 +226,16 @@ func (s *Sharer) SetState(cs wire.CellState) {
 	}
 }
 
-// apply sets the tenant's buckets to fraction × quota. s.mu must be held.
+// apply sets the tenant's buckets to fraction × quota, with throttles
+// computed at no less than the even share (quotas.Limit.Repay). s.mu must
+// be held.
 func (s *Sharer) apply(id string, t *tenant, now time.Time) {
 	var l quotas.Limits
 	for k := range quotas.NumKinds {
 		l[k].Rate = t.quota[k] * t.fraction[k]
+		l[k].Repay = t.quota[k] / float64(max(len(s.brokers), 1))
 		if t.quota[k] <= 0 {
-			l[k].Rate = 0 // no limit
+			l[k].Rate, l[k].Repay = 0, 0 // no limit
 		}
 	}
 	s.cfg.Buckets.Set(id, l, now)
