@@ -61,6 +61,23 @@ func (c *conn) authenticateElsewhere(keyID, secret string) (*cellview.Principal,
 	return &cellview.Principal{KeyID: keyID, TenantID: home.TenantID, Role: home.Role}, nil
 }
 
+// A redirect session names the home cell's brokers to its client by
+// RedirectNodeID(id), not by their own node ids. Cells number their brokers
+// on their own (the chart's cells all have nodes 1-3), so the home's
+// broker 1 would be, to the client, this cell's broker 1 at a new address:
+// a client that learns every broker's new address from one Metadata
+// answer drops all its connections together, which librdkafka reports as
+// "all brokers down" and kcat ends on. Under ids of their own the home's
+// brokers are new brokers to the client, which connects to them beside
+// the connections it has; when the home then answers with its real ids,
+// the client re-addresses brokers 1-3 while those connections stay up.
+// Node ids are at most 1<<20 (the control plane's bound).
+const redirectNodeBase = 1 << 21
+
+// RedirectNodeID is the node id a redirect session gives the home cell's
+// broker id.
+func RedirectNodeID(id int) int32 { return int32(redirectNodeBase + id) }
+
 // errRedirectEnded closes a redirect session whose key is no longer valid.
 var errRedirectEnded = errors.New("redirect session: the key is no longer valid")
 
@@ -134,7 +151,7 @@ func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
 			continue
 		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, port
+		mb.NodeID, mb.Host, mb.Port = RedirectNodeID(b.NodeID), host, port
 		resp.Brokers = append(resp.Brokers, mb)
 		if resp.ControllerID < 0 {
 			resp.ControllerID = mb.NodeID
@@ -187,13 +204,13 @@ func homeTopicMetadata(t *wire.HomeTopic) kmsg.MetadataResponseTopic {
 		mp.Leader, mp.LeaderEpoch = -1, -1
 		switch {
 		case hp.Leader > 0:
-			mp.Leader, mp.LeaderEpoch = int32(hp.Leader), int32(hp.LeaderEpoch)
+			mp.Leader, mp.LeaderEpoch = RedirectNodeID(hp.Leader), int32(hp.LeaderEpoch)
 		case len(hp.Replicas) > 0:
-			mp.Leader = int32(hp.Replicas[0]) // the preferred leader, until a broker reports one
+			mp.Leader = RedirectNodeID(hp.Replicas[0]) // the preferred leader, until a broker reports one
 		}
 		for _, n := range hp.Replicas {
-			mp.Replicas = append(mp.Replicas, int32(n))
-			mp.ISR = append(mp.ISR, int32(n))
+			mp.Replicas = append(mp.Replicas, RedirectNodeID(n))
+			mp.ISR = append(mp.ISR, RedirectNodeID(n))
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

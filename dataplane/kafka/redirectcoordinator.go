@@ -37,7 +37,7 @@ func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, 
 		co.Key, co.NodeID, co.Port, co.ErrorCode = key, -1, -1, redirectFind
 		if b, ok := homeCoordinator(home, key, partitions); ok {
 			if host, port, ok := splitKafkaAddr(b.KafkaAddr); ok {
-				co.ErrorCode, co.NodeID, co.Host, co.Port = 0, int32(b.NodeID), host, port
+				co.ErrorCode, co.NodeID, co.Host, co.Port = 0, RedirectNodeID(b.NodeID), host, port
 			}
 		}
 		resp.Coordinators = append(resp.Coordinators, co)

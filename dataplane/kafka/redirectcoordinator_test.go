@@ -19,8 +19,9 @@ func TestRedirectFindCoordinator(t *testing.T) {
 		{NodeID: 2, KafkaAddr: "10.0.0.2:9092"}, {NodeID: 4, KafkaAddr: "10.0.0.4:9092"}}}
 	const parts = 8
 	want := func(group string) int32 {
-		// The three lowest node ids, rotated by the group's partition.
-		return int32([]int{1, 2, 3}[int(groups.Partition("ten_a", group, parts))%3])
+		// The three lowest node ids, rotated by the group's partition,
+		// under the session's own ids for the home's brokers.
+		return RedirectNodeID([]int{1, 2, 3}[int(groups.Partition("ten_a", group, parts))%3])
 	}
 	r := kmsg.NewPtrFindCoordinatorRequest()
 	r.Version, r.CoordinatorKeys = 4, []string{"orders", "audit", "billing"}
@@ -30,12 +31,12 @@ func TestRedirectFindCoordinator(t *testing.T) {
 	}
 	seen := map[int32]bool{}
 	for _, co := range resp.Coordinators {
-		if co.ErrorCode != 0 || co.NodeID != want(co.Key) || co.Host != "10.0.0."+string(rune('0'+co.NodeID)) || co.Port != 9092 {
+		if co.ErrorCode != 0 || co.NodeID != want(co.Key) || co.Host != "10.0.0."+string(rune('0'+co.NodeID-redirectNodeBase)) || co.Port != 9092 {
 			t.Errorf("group %s: %+v, want node %d", co.Key, co, want(co.Key))
 		}
 		seen[co.NodeID] = true
 	}
-	if seen[4] {
+	if seen[RedirectNodeID(4)] {
 		t.Error("a broker outside the offsets replicas was named")
 	}
 

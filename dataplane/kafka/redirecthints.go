@@ -15,7 +15,8 @@ import (
 // produces to the new home at once instead of waiting for its next
 // metadata refresh, which franz-go spaces by its metadata age (5 s by
 // default). A partition whose leader is not known, or that was not
-// refused with NOT_LEADER_OR_FOLLOWER, gets no hint.
+// refused with NOT_LEADER_OR_FOLLOWER, gets no hint. Nodes are named by
+// redirectNode, as in the session's Metadata.
 func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 	named := map[int]bool{}
 	for i := range resp.Topics {
@@ -33,7 +34,7 @@ func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 			p := &t.Partitions[k]
 			for _, hp := range ht.Partitions {
 				if int32(hp.Partition) == p.Partition && hp.Leader > 0 && hp.LeaderEpoch >= 0 && p.ErrorCode == catalog.NotLeader.KafkaCode {
-					p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = int32(hp.Leader), int32(hp.LeaderEpoch)
+					p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = RedirectNodeID(hp.Leader), int32(hp.LeaderEpoch)
 					named[hp.Leader] = true
 				}
 			}
@@ -41,7 +42,7 @@ func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 	}
 	for _, b := range home.Brokers {
 		if named[b.NodeID] {
-			addEndpoint(resp, b.NodeID, b.KafkaAddr) // produce.go
+			addEndpoint(resp, int(RedirectNodeID(b.NodeID)), b.KafkaAddr) // produce.go
 		}
 	}
 }

@@ -116,13 +116,14 @@ func TestFencedProduceHeldUntilSwitch(t *testing.T) {
 	}
 	resp := a.resp.(*kmsg.ProduceResponse)
 	p := resp.Topics[0].Partitions[0]
-	if p.ErrorCode != catalog.NotLeader.KafkaCode || p.CurrentLeader.LeaderID != int32(l+1) || p.CurrentLeader.LeaderEpoch < 1 {
+	if p.ErrorCode != catalog.NotLeader.KafkaCode || p.CurrentLeader.LeaderID != kafka.RedirectNodeID(l+1) || p.CurrentLeader.LeaderEpoch < 1 {
 		t.Fatalf("held produce: code %d, current leader %+v; want NOT_LEADER naming the home's leader node %d", p.ErrorCode, p.CurrentLeader, l+1)
 	}
 	// Only cell-2's node 1 has a Kafka address: the endpoint is named
-	// exactly when the leader is node 1, and is cell-2's.
+	// exactly when the leader is node 1, and is cell-2's (under the id a
+	// redirect gives it).
 	for _, b := range resp.Brokers {
-		if b.NodeID != 1 || net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != o.addr {
+		if b.NodeID != kafka.RedirectNodeID(1) || net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != o.addr {
 			t.Fatalf("held produce endpoints %+v, want only cell-2's node 1 at %s", resp.Brokers, o.addr)
 		}
 	}

@@ -191,13 +191,15 @@ func TestRedirectToHomeCell(t *testing.T) {
 		if mr.ClusterID == nil || *mr.ClusterID != cptest.Cell || len(mr.Brokers) != 3 || len(mr.Topics) != 1 || *mr.Topics[0].Topic != topic {
 			t.Fatalf("acme's metadata from cell-2: cluster %v, brokers %+v, topics %+v", mr.ClusterID, mr.Brokers, mr.Topics)
 		}
-		for _, b := range mr.Brokers {
-			if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != c.addrs[b.NodeID-1] {
-				t.Fatalf("broker %d at %s:%d, want %s", b.NodeID, b.Host, b.Port, c.addrs[b.NodeID-1])
+		// cell-1's brokers under the redirect session's own node ids,
+		// which no broker of cell-2 holds.
+		for i, b := range mr.Brokers {
+			if b.NodeID != kafka.RedirectNodeID(i+1) || net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) != c.addrs[i] {
+				t.Fatalf("broker %d at %s:%d, want %d at %s", b.NodeID, b.Host, b.Port, kafka.RedirectNodeID(i+1), c.addrs[i])
 			}
 		}
 		for _, p := range mr.Topics[0].Partitions {
-			if p.Leader != leaders[p.Partition] || p.LeaderEpoch < 1 {
+			if p.Leader != kafka.RedirectNodeID(int(leaders[p.Partition])) || p.LeaderEpoch < 1 {
 				return false
 			}
 		}
@@ -284,12 +286,13 @@ func TestRedirectToHomeCell(t *testing.T) {
 		t.Fatal(err)
 	}
 	presp := resp.(*kmsg.ProduceResponse)
-	if p := presp.Topics[0].Partitions[0]; p.ErrorCode != catalog.NotLeader.KafkaCode || p.CurrentLeader.LeaderID != leaders[0] || p.CurrentLeader.LeaderEpoch < 1 {
-		t.Fatalf("produce v10 on a redirect session: code %d, current leader %+v; want NOT_LEADER naming node %d", p.ErrorCode, p.CurrentLeader, leaders[0])
+	hinted := kafka.RedirectNodeID(int(leaders[0]))
+	if p := presp.Topics[0].Partitions[0]; p.ErrorCode != catalog.NotLeader.KafkaCode || p.CurrentLeader.LeaderID != hinted || p.CurrentLeader.LeaderEpoch < 1 {
+		t.Fatalf("produce v10 on a redirect session: code %d, current leader %+v; want NOT_LEADER naming node %d", p.ErrorCode, p.CurrentLeader, hinted)
 	}
-	if len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != leaders[0] ||
+	if len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != hinted ||
 		net.JoinHostPort(presp.Brokers[0].Host, strconv.Itoa(int(presp.Brokers[0].Port))) != c.addrs[leaders[0]-1] {
-		t.Fatalf("produce v10 on a redirect session: endpoints %+v, want node %d at %s", presp.Brokers, leaders[0], c.addrs[leaders[0]-1])
+		t.Fatalf("produce v10 on a redirect session: endpoints %+v, want node %d at %s", presp.Brokers, hinted, c.addrs[leaders[0]-1])
 	}
 
 	// Isolation: acme sees nothing of local's from cell-2, local nothing of
@@ -361,8 +364,8 @@ func TestRedirectToHomeCell(t *testing.T) {
 		c.startServer(b, nil)
 	}
 	mr := rawMetadata(t, c.addrs[1], local, nil)
-	if len(mr.Brokers) != 1 || mr.Brokers[0].NodeID != 1 || len(mr.Topics) != 1 || *mr.Topics[0].Topic != "ledger" ||
-		mr.Topics[0].Partitions[0].Leader != 1 {
+	if len(mr.Brokers) != 1 || mr.Brokers[0].NodeID != kafka.RedirectNodeID(1) || len(mr.Topics) != 1 || *mr.Topics[0].Topic != "ledger" ||
+		mr.Topics[0].Partitions[0].Leader != kafka.RedirectNodeID(1) {
 		t.Fatalf("local's metadata from cell-1: brokers %+v, topics %+v", mr.Brokers, mr.Topics)
 	}
 	lprod := seededClient(t, c.addrs[1], local, kgo.DefaultProduceTopic("ledger"))
