@@ -46,21 +46,33 @@ const (
 // devAddrs returns n dev brokers' addresses of one kind: from first (or
 // def) on, one port apart (the shared cell's brokers first, then the
 // dedicated cell's), or free ports of first's host when its port is 0
-// (reserved by listening and released just before the brokers listen again,
-// for tests that run next to another tenantd).
-func devAddrs(first, def string, n int) ([]string, error) {
+// (reserved by listening, for tests that run next to another tenantd).
+// release(i) gives up address i's reservation, just before its broker
+// listens: released any earlier, while the other brokers start, a port
+// was taken by another test's connection and the broker could not bind
+// it. release(-1) gives up those still held.
+func devAddrs(first, def string, n int) (addrs []string, release func(i int), err error) {
 	if first == "" {
 		first = def
 	}
 	host, portStr, err := net.SplitHostPort(first)
 	if err != nil {
-		return nil, fmt.Errorf("dev address %q: %w", first, err)
+		return nil, nil, fmt.Errorf("dev address %q: %w", first, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("dev address %q: bad port", first)
+		return nil, nil, fmt.Errorf("dev address %q: bad port", first)
 	}
-	addrs := make([]string, n)
+	addrs = make([]string, n)
+	held := make([]net.Listener, n)
+	release = func(i int) {
+		for j, ln := range held {
+			if ln != nil && (i < 0 || i == j) {
+				ln.Close()
+				held[j] = nil
+			}
+		}
+	}
 	for i := range addrs {
 		if port != 0 {
 			addrs[i] = net.JoinHostPort(host, strconv.Itoa(port+i))
@@ -68,12 +80,12 @@ func devAddrs(first, def string, n int) ([]string, error) {
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("pick a dev port: %w", err)
+			release(-1)
+			return nil, nil, fmt.Errorf("pick a dev port: %w", err)
 		}
-		addrs[i] = ln.Addr().String()
-		defer ln.Close()
+		addrs[i], held[i] = ln.Addr().String(), ln
 	}
-	return addrs, nil
+	return addrs, release, nil
 }
 
 // dev runs the control plane on a local Postgres and prints how to use it.
@@ -126,21 +138,25 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 		op := client.New(apiURL, client.WithAPIKey(id, secret), client.WithHTTPClient(lt.httpClient()))
 		cells := devCellsOf(cfg)
 		n := devFleetBrokers(cells)
-		raftAddrs, err := devAddrs(cfg.RaftListen, devRaftListen, n)
+		raftAddrs, releaseRaft, err := devAddrs(cfg.RaftListen, devRaftListen, n)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		kafkaAddrs, err := devAddrs(cfg.KafkaListen, devKafkaListen, n)
+		defer releaseRaft(-1)
+		kafkaAddrs, releaseKafka, err := devAddrs(cfg.KafkaListen, devKafkaListen, n)
 		if err != nil {
 			readyErr = err
 			return
 		}
-		httpAddrs, err := devAddrs(cfg.HTTPListen, devHTTPListen, n)
+		defer releaseKafka(-1)
+		httpAddrs, releaseHTTP, err := devAddrs(cfg.HTTPListen, devHTTPListen, n)
 		if err != nil {
 			readyErr = err
 			return
 		}
+		defer releaseHTTP(-1)
+		started := 0 // brokers started so far, over every cell: the index of their addresses
 		metrics, err := devMetrics(sctx, cfg.MetricsListen, &brokers, log)
 		if err != nil {
 			readyErr = err
@@ -181,6 +197,10 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 					bc.Metrics = wrapBroker(reg, b.ID)
 				}
 				bc.Isolation = brokerConfigOf(cfg).Isolation
+				releaseRaft(started)
+				releaseKafka(started)
+				releaseHTTP(started)
+				started++
 				brokers.Add(1)
 				go func() {
 					defer brokers.Done()
