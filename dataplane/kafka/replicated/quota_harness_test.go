@@ -232,6 +232,24 @@ func startQuotaCellGroups(t testing.TB, redisAddr string, parts, groups int, top
 	return qc
 }
 
+// logShares waits out window, logging line() every interval: the shares
+// a measurement ran under.
+func (qc *quotaCell) logShares(t testing.TB, window, every time.Duration, line func() string) {
+	t.Helper()
+	end := time.NewTimer(window)
+	defer end.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end.C:
+			return
+		case <-tick.C:
+			t.Logf("%s", line())
+		}
+	}
+}
+
 // setQuotas changes a tenant's quotas and waits until every broker's
 // buckets follow.
 func (qc *quotaCell) setQuotas(t testing.TB, tenantID string, change func(*api.Quotas)) {

@@ -59,23 +59,15 @@ func TestQuotaAccuracyLargeBatches(t *testing.T) {
 	}
 	start := time.Now()
 	d0, r0 := owed()
-	end := time.NewTimer(window)
-	tick := time.NewTicker(2 * time.Second)
-	for waiting := true; waiting; {
-		select {
-		case <-end.C:
-			waiting = false
-		case <-tick.C:
-			var line []string
-			for _, qb := range qc.brokers {
-				l, _ := qb.buckets.Limits(tenant)
-				line = append(line, fmt.Sprintf("%.0fk/%.0fk", l[quotas.ProduceBytes].Rate/1e3,
-					qb.buckets.Debt(tenant, quotas.ProduceBytes, time.Now())/1e3))
-			}
-			t.Logf("shares/debts %v", line)
+	qc.logShares(t, window, 2*time.Second, func() string {
+		var line []string
+		for _, qb := range qc.brokers {
+			l, _ := qb.buckets.Limits(tenant)
+			line = append(line, fmt.Sprintf("%.0fk/%.0fk", l[quotas.ProduceBytes].Rate/1e3,
+				qb.buckets.Debt(tenant, quotas.ProduceBytes, time.Now())/1e3))
 		}
-	}
-	tick.Stop()
+		return fmt.Sprintf("shares/debts %v", line)
+	})
 	d1, r1 := owed()
 	el := time.Since(start)
 	paid := (r1 - r0) - (d1 - d0)

@@ -125,22 +125,14 @@ func TestQuotaAccuracy(t *testing.T) {
 	for i := range p0 {
 		p0[i] = perPart[i].Load()
 	}
-	end := time.NewTimer(window)
-	tick := time.NewTicker(time.Second)
-	for waiting := true; waiting; {
-		select {
-		case <-end.C:
-			waiting = false
-		case <-tick.C:
-			var line []string
-			for _, qb := range qc.brokers {
-				l, _ := qb.buckets.Limits(tenant)
-				line = append(line, fmt.Sprintf("%.0fk", l[quotas.ProduceBytes].Rate/1e3))
-			}
-			t.Logf("shares %v, acked %.1f MB", line, float64(acked.n.Load()-b0)/1e6)
+	qc.logShares(t, window, time.Second, func() string {
+		var line []string
+		for _, qb := range qc.brokers {
+			l, _ := qb.buckets.Limits(tenant)
+			line = append(line, fmt.Sprintf("%.0fk", l[quotas.ProduceBytes].Rate/1e3))
 		}
-	}
-	tick.Stop()
+		return fmt.Sprintf("shares %v, acked %.1f MB", line, float64(acked.n.Load()-b0)/1e6)
+	})
 	el, got := time.Since(start), acked.n.Load()-b0
 	rate := float64(got) / el.Seconds()
 	var parts [3]float64
