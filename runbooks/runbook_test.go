@@ -21,6 +21,8 @@ type block struct {
 	line          int
 	script        string
 	expect        []*regexp.Regexp // each must match the block's output
+	// limit, when set, replaces the test's limit for one run.
+	limit time.Duration
 	// retry, when set, is how long the block is run again (2 s apart)
 	// until its output matches: for a step whose effect takes a moment
 	// to reach every broker.
@@ -29,7 +31,8 @@ type block struct {
 
 // Markers: "```sh {run}" opens a block the test runs (and a reader sees
 // as run); "```sh {run, again until it matches, up to 60s}" one the
-// reader runs again until the output looks as expected; "```text
+// reader runs again until the output looks as expected; "```sh {run, up
+// to 300s}" one that may take that long; "```text
 // {expect}" right after it lists, one per line, regular expressions its
 // output must match. Plain "```sh" blocks are shown, not run.
 const (
@@ -37,8 +40,13 @@ const (
 	expectFence = "```text {expect}"
 )
 
-// retryFence matches the fence of a block run again until it matches.
-var retryFence = regexp.MustCompile("^```sh \\{run, again until it matches, up to ([0-9]+s)\\}$")
+// retryFence matches the fence of a block run again until it matches,
+// and limitFence that of a block that may run longer than the test's
+// limit for one run (a move, which takes as long as its data).
+var (
+	retryFence = regexp.MustCompile("^```sh \\{run, again until it matches, up to ([0-9]+s)\\}$")
+	limitFence = regexp.MustCompile("^```sh \\{run, up to ([0-9]+s)\\}$")
+)
 
 // parseRunbook extracts a runbook's run blocks in order.
 func parseRunbook(path string) ([]block, error) {
@@ -65,6 +73,13 @@ func parseRunbook(path string) ([]block, error) {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}
 			out = append(out, block{file: filepath.Base(path), heading: heading, line: n, retry: d})
+			cur, mode = &out[len(out)-1], "run"
+		case mode == "" && limitFence.MatchString(strings.TrimSpace(l)):
+			d, err := time.ParseDuration(limitFence.FindStringSubmatch(strings.TrimSpace(l))[1])
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			}
+			out = append(out, block{file: filepath.Base(path), heading: heading, line: n, limit: d})
 			cur, mode = &out[len(out)-1], "run"
 		case mode == "" && strings.TrimSpace(l) == expectFence:
 			if cur == nil {
@@ -108,6 +123,9 @@ func parseRunbook(path string) ([]block, error) {
 func runBlock(t *testing.T, b block, env []string, limit time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(b.retry)
+	if b.limit > 0 {
+		limit = b.limit
+	}
 	for {
 		out, miss := runOnce(t, b, env, limit)
 		if miss == nil {
@@ -194,4 +212,31 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// TestParseFences: each marker gives its block what it says.
+func TestParseFences(t *testing.T) {
+	md := "# Step\n\n```sh {run}\necho a\n```\n\n```sh {run, again until it matches, up to 60s}\necho b\n```\n\n" +
+		"```text {expect}\n^b$\n```\n\n```sh {run, up to 300s}\necho c\n```\n\n```sh\necho shown\n```\n"
+	path := filepath.Join(t.TempDir(), "fences.md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := parseRunbook(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 3 {
+		t.Fatalf("parsed %d run blocks, want 3: %+v", len(bs), bs)
+	}
+	for i, want := range []struct {
+		script       string
+		retry, limit time.Duration
+		expectations int
+	}{{"echo a\n", 0, 0, 0}, {"echo b\n", time.Minute, 0, 1}, {"echo c\n", 0, 5 * time.Minute, 0}} {
+		b := bs[i]
+		if b.script != want.script || b.retry != want.retry || b.limit != want.limit || len(b.expect) != want.expectations || b.heading != "Step" {
+			t.Errorf("block %d: %q retry %v limit %v, %d expectations, heading %q; want %+v", i, b.script, b.retry, b.limit, len(b.expect), b.heading, want)
+		}
+	}
 }
