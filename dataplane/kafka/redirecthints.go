@@ -16,7 +16,7 @@ import (
 // metadata refresh, which franz-go spaces by its metadata age (5 s by
 // default). A partition whose leader is not known, or that was not
 // refused with NOT_LEADER_OR_FOLLOWER, gets no hint. Nodes are named by
-// redirectNode, as in the session's Metadata.
+// RedirectNodeID, as in the session's Metadata.
 func hintHomeLeaders(resp *kmsg.ProduceResponse, home wire.KeyHome) {
 	named := map[int]bool{}
 	for i := range resp.Topics {
