@@ -40,13 +40,10 @@ const (
 	expectFence = "```text {expect}"
 )
 
-// retryFence matches the fence of a block run again until it matches,
-// and limitFence that of a block that may run longer than the test's
-// limit for one run (a move, which takes as long as its data).
-var (
-	retryFence = regexp.MustCompile("^```sh \\{run, again until it matches, up to ([0-9]+s)\\}$")
-	limitFence = regexp.MustCompile("^```sh \\{run, up to ([0-9]+s)\\}$")
-)
+// timedFence matches the fence of a block with a time: run again until
+// it matches for up to that long, or, without "again until it matches",
+// allowed to run that long once (a move, which takes as long as its data).
+var timedFence = regexp.MustCompile("^```sh \\{run(, again until it matches)?, up to ([0-9]+s)\\}$")
 
 // parseRunbook extracts a runbook's run blocks in order.
 func parseRunbook(path string) ([]block, error) {
@@ -67,19 +64,17 @@ func parseRunbook(path string) ([]block, error) {
 		case mode == "" && strings.TrimSpace(l) == runFence:
 			out = append(out, block{file: filepath.Base(path), heading: heading, line: n})
 			cur, mode = &out[len(out)-1], "run"
-		case mode == "" && retryFence.MatchString(strings.TrimSpace(l)):
-			d, err := time.ParseDuration(retryFence.FindStringSubmatch(strings.TrimSpace(l))[1])
+		case mode == "" && timedFence.MatchString(strings.TrimSpace(l)):
+			m := timedFence.FindStringSubmatch(strings.TrimSpace(l))
+			d, err := time.ParseDuration(m[2])
 			if err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 			}
-			out = append(out, block{file: filepath.Base(path), heading: heading, line: n, retry: d})
-			cur, mode = &out[len(out)-1], "run"
-		case mode == "" && limitFence.MatchString(strings.TrimSpace(l)):
-			d, err := time.ParseDuration(limitFence.FindStringSubmatch(strings.TrimSpace(l))[1])
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			b := block{file: filepath.Base(path), heading: heading, line: n, limit: d}
+			if m[1] != "" {
+				b.retry, b.limit = d, 0
 			}
-			out = append(out, block{file: filepath.Base(path), heading: heading, line: n, limit: d})
+			out = append(out, b)
 			cur, mode = &out[len(out)-1], "run"
 		case mode == "" && strings.TrimSpace(l) == expectFence:
 			if cur == nil {

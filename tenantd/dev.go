@@ -157,6 +157,7 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 		}
 		defer releaseHTTP(-1)
 		started := 0 // brokers started so far, over every cell: the index of their addresses
+		release := func(i int) { releaseRaft(i); releaseKafka(i); releaseHTTP(i) }
 		metrics, err := devMetrics(sctx, cfg.MetricsListen, &brokers, log)
 		if err != nil {
 			readyErr = err
@@ -197,9 +198,7 @@ func dev(ctx context.Context, cfg Config, lt *listenerTLS, log *slog.Logger) err
 					bc.Metrics = wrapBroker(reg, b.ID)
 				}
 				bc.Isolation = brokerConfigOf(cfg).Isolation
-				releaseRaft(started)
-				releaseKafka(started)
-				releaseHTTP(started)
+				release(started)
 				started++
 				brokers.Add(1)
 				go func() {

@@ -91,6 +91,12 @@ func (a *Admission) Rejections(tenant string, c Cause) float64 {
 	return counterValue(a.metrics.rejections.WithLabelValues(tenant, string(c)))
 }
 
+// RecordedBytes returns the bytes recorded against a tenant's quota on
+// this broker in a direction ("produce" or "fetch"), for tests.
+func (a *Admission) RecordedBytes(tenant, direction string) float64 {
+	return counterValue(a.metrics.moved.WithLabelValues(tenant, direction))
+}
+
 // RequestRate is the request rate this broker allows a tenant (its even
 // share of max_requests_per_sec) and whether it has one, for tests and
 // the admin CLI.

@@ -232,6 +232,15 @@ func startQuotaCellGroups(t testing.TB, redisAddr string, parts, groups int, top
 	return qc
 }
 
+// setProduceQuota gives a tenant a produce-bytes quota and record and
+// request rates high enough never to bind, so only the bytes are measured.
+func (qc *quotaCell) setProduceQuota(t testing.TB, tenantID string, bytesPerSec int64) {
+	t.Helper()
+	qc.setQuotas(t, tenantID, func(q *api.Quotas) {
+		q.ProduceBytesPerSec, q.ProduceMessagesPerSec, q.MaxRequestsPerSec = bytesPerSec, 1_000_000, 100_000
+	})
+}
+
 // logShares waits out window, logging line() every interval: the shares
 // a measurement ran under.
 func (qc *quotaCell) logShares(t testing.TB, window, every time.Duration, line func() string) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/quotashare"
 	"github.com/sluicehq/sluice/quotas"
@@ -32,9 +31,7 @@ func TestQuotaAccuracyLargeBatches(t *testing.T) {
 	rs := startRedis(t)
 	qc := startQuotaCell(t, rs.addr(), 3, "lumps", 0)
 	tenant := qc.tn.Tenant.ID
-	qc.setQuotas(t, tenant, func(q *api.Quotas) {
-		q.ProduceBytesPerSec, q.ProduceMessagesPerSec, q.MaxRequestsPerSec = quota, 1_000_000, 100_000
-	})
+	qc.setProduceQuota(t, tenant, quota)
 	prod := qc.client(t, qc.tn, kgo.DefaultProduceTopic("lumps"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(8192),
 		kgo.ProducerBatchMaxBytes(1_000_000), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -53,7 +50,7 @@ func TestQuotaAccuracyLargeBatches(t *testing.T) {
 		now := time.Now()
 		for _, qb := range qc.brokers {
 			debt += qb.buckets.Debt(tenant, quotas.ProduceBytes, now)
-			recorded += recordedProduce(t, qb, tenant)
+			recorded += qb.adm.RecordedBytes(tenant, "produce")
 		}
 		return debt, recorded
 	}
@@ -80,29 +77,4 @@ func TestQuotaAccuracyLargeBatches(t *testing.T) {
 	if rate < 0.9*quota || rate > 1.02*quota {
 		t.Fatalf("cell-wide admitted rate %.0f B/s is not within -10%%/+2%% of the %d B/s quota", rate, quota)
 	}
-}
-
-// recordedProduce is a broker's sluice_quota_recorded_bytes_total for the
-// tenant's produce.
-func recordedProduce(t *testing.T, qb *quotaBroker, tenant string) float64 {
-	t.Helper()
-	mfs, err := qb.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_quota_recorded_bytes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["tenant"] == tenant && labels["direction"] == "produce" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/quotashare"
 	"github.com/sluicehq/sluice/quotas"
@@ -88,9 +87,7 @@ func TestQuotaAccuracy(t *testing.T) {
 	rs := startRedis(t)
 	qc := startQuotaCell(t, rs.addr(), 3, "metered", 0)
 	tenant := qc.tn.Tenant.ID
-	qc.setQuotas(t, tenant, func(q *api.Quotas) {
-		q.ProduceBytesPerSec, q.ProduceMessagesPerSec, q.MaxRequestsPerSec = quota, 1_000_000, 100_000
-	})
+	qc.setProduceQuota(t, tenant, quota)
 	acked := &ackedBytes{}
 	var perPart [3]atomic.Int64
 	// Four producer clients (four connections to each broker). An
@@ -175,9 +172,7 @@ func TestQuotaRedisOutage(t *testing.T) {
 	rs := startRedis(t)
 	qc := startQuotaCell(t, rs.addr(), 3, "outage", 0)
 	tenant := qc.tn.Tenant.ID
-	qc.setQuotas(t, tenant, func(q *api.Quotas) {
-		q.ProduceBytesPerSec, q.ProduceMessagesPerSec, q.MaxRequestsPerSec = 3_000_000, 1_000_000, 100_000
-	})
+	qc.setProduceQuota(t, tenant, 3_000_000)
 	acked := &ackedBytes{}
 	prod := qc.client(t, qc.tn, kgo.DefaultProduceTopic("outage"), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(2048),
