@@ -247,7 +247,8 @@ type Replica struct {
 	fsm    *fsm
 	raft   *raft.Raft
 	snaps  raft.SnapshotStore
-	logs   *raft.LogCache // Raft's cache over store; a seed install clears it
+	stable *raftlog.StableStore // Raft's term and vote (votedSince reads it)
+	logs   *raft.LogCache       // Raft's cache over store; a seed install clears it
 	notify chan bool
 	obs    chan raft.Observation
 	obsReg *raft.Observer
@@ -354,6 +355,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 		inflight: map[int64][]*pendingBatch{},
 		watchers: map[*watcher]struct{}{},
 		snaps:    snaps,
+		stable:   stable,
 		seeder:   cfg.Seeder,
 		seedKick: make(chan struct{}, 1),
 	}
