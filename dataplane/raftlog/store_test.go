@@ -312,33 +312,6 @@ func TestCommitterSharesRounds(t *testing.T) {
 	t.Logf("%d rounds for %d store syncs, longest %v", st.Rounds, st.Stores, time.Duration(maxSync.Load()))
 }
 
-func TestStableStore(t *testing.T) {
-	dir := t.TempDir()
-	s, err := raftlog.OpenStable(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := s.GetUint64([]byte("CurrentTerm")); v != 0 || err != nil {
-		t.Fatalf("missing key: %d %v", v, err)
-	}
-	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Set([]byte("LastVoteCand"), []byte("b2")); err != nil {
-		t.Fatal(err)
-	}
-	s, err = raftlog.OpenStable(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := s.GetUint64([]byte("CurrentTerm")); v != 7 {
-		t.Fatalf("term %d", v)
-	}
-	if v, _ := s.Get([]byte("LastVoteCand")); string(v) != "b2" {
-		t.Fatalf("vote %q", v)
-	}
-}
-
 // A command entry whose bytes are not a valid batch (here: a flipped CRC
 // byte, or too short for a header) is refused with ErrNotBatch and leaves
 // the store as it was: no Raft entry, no Kafka offset.
