@@ -324,6 +324,17 @@ func (c *Cell) Leader(part int) int {
 	return -1
 }
 
+// LedBy returns the partitions whose serving leader is broker b now.
+func (c *Cell) LedBy(b int) []int {
+	var led []int
+	for p := range c.opts.Partitions {
+		if c.Leader(p) == b {
+			led = append(led, p)
+		}
+	}
+	return led
+}
+
 // WaitLeader polls until part has a serving leader and returns its broker;
 // it fails the test after timeout.
 func (c *Cell) WaitLeader(part int, timeout time.Duration) int {

@@ -63,12 +63,7 @@ func BenchmarkFailoverOfManyLeaders(b *testing.B) {
 		stopLoad := load()
 		time.Sleep(3 * time.Second)
 		dead := c.Leader(0)
-		var led []int
-		for p := range parts {
-			if c.Leader(p) == dead {
-				led = append(led, p)
-			}
-		}
+		led := c.LedBy(dead)
 		start := time.Now()
 		c.StopBroker(dead)
 		var served []time.Duration

@@ -65,12 +65,7 @@ func TestDeadLeaderReplacedWithoutTimeout(t *testing.T) {
 		c.WaitLeader(p, 60*time.Second)
 	}
 	dead := c.Leader(0)
-	var led []int
-	for p := range parts {
-		if c.Leader(p) == dead {
-			led = append(led, p)
-		}
-	}
+	led := c.LedBy(dead)
 	start := time.Now()
 	c.StopBroker(dead)
 	for _, p := range led {
