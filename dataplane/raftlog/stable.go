@@ -50,7 +50,7 @@ func OpenStable(dir string) (*StableStore, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stableName))
 	switch {
 	case os.IsNotExist(err):
-		b = nil
+		// a new store: created below
 	case err != nil:
 		return nil, fmt.Errorf("open stable store: %w", err)
 	case len(b) == 2*stableSlot:
