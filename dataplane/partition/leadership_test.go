@@ -124,6 +124,11 @@ func TestSlowVoteGrantedNotDeposed(t *testing.T) {
 	if l, got := c.Leader(0), c.Replica(c.Leader(0), 0).Raft().CurrentTerm(); l != 1 || got != term+1 {
 		t.Errorf("broker %d leads in term %d, want broker 1 (ranked first) elected once, in term %d", l, got, term+1)
 	}
+	// Broker 2 granted that vote: the stable-store key the second-ranked
+	// replica reads must show it (it is hashicorp/raft's, read by name).
+	if !c.Replica(2, 0).VotedAfter(term) {
+		t.Errorf("broker 2's stable store shows no vote after term %d, though broker 1 won term %d with it", term, term+1)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("after"))); err != nil {
