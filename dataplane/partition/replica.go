@@ -247,7 +247,7 @@ type Replica struct {
 	fsm    *fsm
 	raft   *raft.Raft
 	snaps  raft.SnapshotStore
-	stable *raftlog.StableStore // Raft's term and vote (votedSince reads it)
+	stable *raftlog.StableStore // Raft's term and vote (votedAfter reads it)
 	logs   *raft.LogCache       // Raft's cache over store; a seed install clears it
 	notify chan bool
 	obs    chan raft.Observation
@@ -481,12 +481,8 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 // state, so a configuration that arrives meanwhile wins.
 func (r *Replica) bootstrapLater() {
 	defer r.wg.Done()
-	t := time.NewTimer(r.cfg.BootstrapGrace)
-	defer t.Stop()
-	select {
-	case <-r.stop:
+	if !r.sleep(r.cfg.BootstrapGrace) {
 		return
-	case <-t.C:
 	}
 	f := r.raft.GetConfiguration()
 	if stopped, err := r.await(f); stopped || err != nil || len(f.Configuration().Servers) > 0 {

@@ -123,12 +123,8 @@ func (r *Replica) seedLoop() {
 				return
 			}
 			r.cfg.Logger.Warn("seeding replica from segments failed; retrying", "replica", r.cfg.ID, "retry_in", wait, "err", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-r.stop:
-				t.Stop()
+			if !r.sleep(wait) {
 				return
-			case <-t.C:
 			}
 			wait = min(2*wait, 5*time.Second)
 		}
