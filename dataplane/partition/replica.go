@@ -140,10 +140,13 @@ type Config struct {
 	// ApplyTimeout bounds a Produce whose context has no deadline.
 	// Default 10s.
 	ApplyTimeout time.Duration
-	// LogCacheEntries is how many recent entries (whole batches) Raft keeps
-	// in memory for replication. Default 32: with 1 MiB batches that is up
-	// to 32 MiB per partition, so keep it small on brokers with many.
+	// LogCacheEntries and LogCacheBytes bound the recent entries (whole
+	// batches) Raft keeps in memory for replication (raftlog.Cache), by
+	// count and by bytes of data. Defaults 32 and 4 MiB: a caught-up
+	// follower reads what the last round or two stored, a lagging one
+	// reads the partition log.
 	LogCacheEntries int
+	LogCacheBytes   int64
 	// Logger gets lifecycle lines. Nil discards them.
 	Logger *slog.Logger
 	// NodeID maps a replica's server id to its broker's node id, for
@@ -214,6 +217,9 @@ func (c *Config) validate() error {
 	if c.LogCacheEntries <= 0 {
 		c.LogCacheEntries = 32
 	}
+	if c.LogCacheBytes <= 0 {
+		c.LogCacheBytes = 4 << 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -248,7 +254,7 @@ type Replica struct {
 	raft   *raft.Raft
 	snaps  raft.SnapshotStore
 	stable *raftlog.StableStore // Raft's term and vote (votedAfter reads it)
-	logs   *raft.LogCache       // Raft's cache over store; a seed install clears it
+	logs   *raftlog.Cache       // Raft's cache over store; a seed install clears it
 	notify chan bool
 	obs    chan raft.Observation
 	obsReg *raft.Observer
@@ -383,7 +389,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	if rc.Logger == nil {
 		rc.Logger = hl
 	}
-	logs, err := raft.NewLogCache(cfg.LogCacheEntries, store)
+	logs, err := raftlog.NewCache(store, cfg.LogCacheEntries, cfg.LogCacheBytes)
 	if err != nil {
 		return nil, err
 	}
