@@ -1055,10 +1055,13 @@ func (r *Replica) maybeTransfer() {
 	if !voter {
 		return
 	}
+	began := time.Now()
 	if stopped, err := r.await(r.raft.LeadershipTransferToServer(pref.ID, pref.Address)); stopped {
 		return
 	} else if err != nil {
-		r.cfg.Logger.Debug("leadership transfer to preferred replica failed", "replica", r.cfg.ID, "to", pref.ID, "error", err)
+		// Writes were refused while it lasted: worth a line at info.
+		r.cfg.Logger.Info("leadership transfer to preferred replica failed", "replica", r.cfg.ID, "to", pref.ID,
+			"took", time.Since(began).Round(time.Millisecond), "error", err)
 		r.mu.Lock()
 		r.leaderFrom = time.Now() // back off for a few intervals
 		r.mu.Unlock()
