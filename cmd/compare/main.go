@@ -66,7 +66,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the generated section to this file")
 	flag.StringVar(&o.commit, "commit", "", "the source commit, for the report")
 	flag.IntVar(&o.runs, "runs", 3, "repetitions of each workload on each system (interleaved)")
-	flag.IntVar(&o.tp.Messages, "messages", 200_000, "messages per throughput run, across all producers")
+	flag.IntVar(&o.tp.Messages, "messages", 500_000, "messages per throughput run, across all producers (at 200,000 a Sluice run lasted about a second)")
 	flag.IntVar(&o.tp.Producers, "producers", 4, "concurrent producers in the throughput run, each on its own connection")
 	flag.IntVar(&o.tp.Window, "window", 1000, "messages in flight per producer in the throughput run")
 	flag.IntVar(&o.tp.Parts, "partitions", 1, "Sluice partitions, and NATS streams, per log (each replicated 3 times)")
