@@ -1,5 +1,11 @@
 package partition
 
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
 // SetMaxProducers changes the producer-id bound for a test; the returned
 // function restores it.
 func SetMaxProducers(n int) (restore func()) {
@@ -11,3 +17,18 @@ func SetMaxProducers(n int) (restore func()) {
 // VotedAfter exposes votedAfter: whether the replica's Raft granted a vote
 // in a term after term, as read from its stable store.
 func (r *Replica) VotedAfter(term uint64) bool { return r.votedAfter(term) }
+
+// SetTransfer makes maybeTransfer call fn instead of Raft's
+// LeadershipTransferToServer; nil restores Raft's.
+func (r *Replica) SetTransfer(fn func(raft.ServerID, raft.ServerAddress) raft.Future) {
+	if fn == nil {
+		r.transfer.Store(nil)
+		return
+	}
+	r.transfer.Store(&fn)
+}
+
+// TransferBackoff exposes transferBackoff.
+func TransferBackoff(n int, interval time.Duration) time.Duration {
+	return transferBackoff(n, interval)
+}

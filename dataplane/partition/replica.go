@@ -267,14 +267,23 @@ type Replica struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// transfer, when set (tests only), stands in for Raft's
+	// LeadershipTransferToServer in maybeTransfer.
+	transfer atomic.Pointer[func(raft.ServerID, raft.ServerAddress) raft.Future]
+
 	// mu guards the fields below.
 	mu         sync.Mutex
 	readyTerm  uint64 // term whose barrier completed while leader; 0 if none
 	leaderFrom time.Time
-	failing    map[raft.ServerID]bool      // peers the leader cannot heartbeat
-	peerUp     map[raft.ServerID]time.Time // when a peer broker last answered again after being down
-	removed    bool
-	shutdown   bool
+	// slowTransfers counts the transfers to the preferred replica in a row
+	// that failed after refusing writes a while; transferAfter is when the
+	// next may start (transfer.go).
+	slowTransfers int
+	transferAfter time.Time
+	failing       map[raft.ServerID]bool      // peers the leader cannot heartbeat
+	peerUp        map[raft.ServerID]time.Time // when a peer broker last answered again after being down
+	removed       bool
+	shutdown      bool
 
 	// seqMu serializes idempotent produces from their sequence check to
 	// their raft.Apply, so that entries enter the log in checked order;
@@ -961,6 +970,7 @@ func (r *Replica) barrier(term uint64) {
 	if r.raft.CurrentTerm() == term {
 		r.readyTerm = term
 		r.leaderFrom = time.Now()
+		r.slowTransfers = 0
 	}
 	r.mu.Unlock()
 	r.wake(-1)
@@ -1018,54 +1028,6 @@ func (r *Replica) checkRemoved() bool {
 	r.mu.Unlock()
 	_ = r.raft.Shutdown().Error()
 	return true
-}
-
-// maybeTransfer hands leadership to the preferred replica (Peers[0]) when
-// this replica leads, has served for a few check intervals, and the
-// preferred replica answers heartbeats. LeadershipTransferToServer catches
-// the target up before it asks it to campaign and gives up after an
-// election timeout if it cannot.
-func (r *Replica) maybeTransfer() {
-	peers := r.peersNow()
-	if len(peers) == 0 || peers[0].ID == r.cfg.ID || !r.ready() || r.moving() {
-		return
-	}
-	pref := peers[0]
-	r.mu.Lock()
-	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval
-	// The transfer refuses writes until it ends, and it ends only when
-	// the target has caught up and won, or after an election timeout: a
-	// target whose broker is down, or came back a moment ago (it may have
-	// far to catch up), would cost that whole outage.
-	healthy := !r.failing[pref.ID] && time.Since(r.peerUp[pref.ID]) >= 3*r.cfg.CheckInterval
-	r.mu.Unlock()
-	if r.peers != nil && r.peers.PeerDown(pref.ID) {
-		healthy = false
-	}
-	if !settled || !healthy || !r.caughtUp(pref.ID) {
-		return
-	}
-	f := r.raft.GetConfiguration()
-	if stopped, err := r.await(f); err != nil || stopped {
-		return
-	}
-	voter := slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool {
-		return s.ID == pref.ID && s.Suffrage == raft.Voter
-	})
-	if !voter {
-		return
-	}
-	began := time.Now()
-	if stopped, err := r.await(r.raft.LeadershipTransferToServer(pref.ID, pref.Address)); stopped {
-		return
-	} else if err != nil {
-		// Writes were refused while it lasted: worth a line at info.
-		r.cfg.Logger.Info("leadership transfer to preferred replica failed", "replica", r.cfg.ID, "to", pref.ID,
-			"took", time.Since(began).Round(time.Millisecond), "error", err)
-		r.mu.Lock()
-		r.leaderFrom = time.Now() // back off for a few intervals
-		r.mu.Unlock()
-	}
 }
 
 // Close shuts the Raft member down, stops the replica's goroutines and

@@ -1,0 +1,86 @@
+package partition_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/partition"
+)
+
+// failedTransfer is a leadership transfer that refuses writes for took and
+// then fails, as one whose target never takes over does (after up to two
+// election timeouts in production).
+type failedTransfer struct{ took time.Duration }
+
+func (f failedTransfer) Error() error {
+	time.Sleep(f.took)
+	return errors.New("leadership transfer timeout")
+}
+
+func (failedTransfer) Index() uint64 { return 0 }
+
+// TestFailedTransfersBackOff: a leader whose transfers to the preferred
+// replica keep failing slowly waits twice as long after each failure in a
+// row, so that a target that never takes over does not keep the partition
+// refusing writes; once transfers work, leadership returns.
+func TestFailedTransfersBackOff(t *testing.T) {
+	c := celltest.New(t, celltest.Options{Partitions: 1})
+	pref := c.WaitLeader(0, 60*time.Second)
+	const took = 250 * time.Millisecond // over the cell's 200 ms check interval
+	interval := 200 * time.Millisecond
+	var mu sync.Mutex
+	var attempts []time.Time
+	for b := range c.Brokers() {
+		if b == pref {
+			continue
+		}
+		c.Replica(b, 0).SetTransfer(func(raft.ServerID, raft.ServerAddress) raft.Future {
+			mu.Lock()
+			attempts = append(attempts, time.Now())
+			mu.Unlock()
+			return failedTransfer{took: took}
+		})
+	}
+	c.StopBroker(pref)
+	celltest.WaitFor(t, 60*time.Second, "a leader other than the stopped preferred broker", func() bool {
+		l := c.Leader(0)
+		return l >= 0 && l != pref
+	})
+	leader := c.Leader(0)
+	c.StartBroker(pref)
+	const want = 4
+	celltest.WaitFor(t, 60*time.Second, "four transfer attempts", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) >= want
+	})
+	mu.Lock()
+	got := append([]time.Time(nil), attempts[:want]...)
+	mu.Unlock()
+	for k := 1; k < want; k++ {
+		gap := got[k].Sub(got[k-1])
+		if least := took + partition.TransferBackoff(k, interval); gap < least {
+			t.Errorf("attempt %d came %v after attempt %d, want at least %v after %d slow failures in a row", k+1, gap, k, least, k)
+		}
+	}
+	if l := c.Leader(0); l != leader {
+		t.Fatalf("leader moved from broker %d to %d though every transfer failed", leader, l)
+	}
+	if got, want := partition.TransferBackoff(100, interval), 5*time.Minute; got != want {
+		t.Fatalf("backoff after 100 failures %v, want the bound %v", got, want)
+	}
+
+	// Transfers that work again: the wait is at most the backoff of the
+	// failures so far, and leadership returns to the preferred broker.
+	for b := range c.Brokers() {
+		if b != pref {
+			c.Replica(b, 0).SetTransfer(nil)
+		}
+	}
+	celltest.WaitFor(t, 60*time.Second, "leadership back on the preferred broker", func() bool { return c.Leader(0) == pref })
+}
