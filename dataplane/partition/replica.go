@@ -970,7 +970,7 @@ func (r *Replica) barrier(term uint64) {
 	if r.raft.CurrentTerm() == term {
 		r.readyTerm = term
 		r.leaderFrom = time.Now()
-		r.slowTransfers = 0
+		r.slowTransfers, r.transferAfter = 0, time.Time{}
 	}
 	r.mu.Unlock()
 	r.wake(-1)
