@@ -133,7 +133,7 @@ func (g *GroupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress
 	if g.seeding.Load() {
 		return fmt.Errorf("request vote from %s: %w", id, ErrSeeding)
 	}
-	return g.retryVote(id, func() error { return controlRPC(g, id, target, kindRequestVote, args, resp) })
+	return controlRPC(g, id, target, kindRequestVote, args, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote.
@@ -141,7 +141,7 @@ func (g *GroupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	if g.seeding.Load() {
 		return fmt.Errorf("request pre-vote from %s: %w", id, ErrSeeding)
 	}
-	return g.retryVote(id, func() error { return controlRPC(g, id, target, kindRequestPreVote, args, resp) })
+	return controlRPC(g, id, target, kindRequestPreVote, args, resp)
 }
 
 // TimeoutNow implements raft.Transport.
