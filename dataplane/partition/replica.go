@@ -272,14 +272,14 @@ type Replica struct {
 	transfer atomic.Pointer[func(raft.ServerID, raft.ServerAddress) raft.Future]
 
 	// mu guards the fields below.
-	mu         sync.Mutex
-	readyTerm  uint64 // term whose barrier completed while leader; 0 if none
-	leaderFrom time.Time
-	// slowTransfers counts the transfers to the preferred replica in a row
-	// that failed after refusing writes a while; transferAfter is when the
-	// next may start (transfer.go).
-	slowTransfers int
+	mu        sync.Mutex
+	readyTerm uint64 // term whose barrier completed while leader; 0 if none
+	// transferAfter is when the next transfer to the preferred replica may
+	// start: three check intervals after serving a term or after a failed
+	// transfer, longer after slowTransfers slow failures in a row
+	// (transfer.go).
 	transferAfter time.Time
+	slowTransfers int
 	failing       map[raft.ServerID]bool      // peers the leader cannot heartbeat
 	peerUp        map[raft.ServerID]time.Time // when a peer broker last answered again after being down
 	removed       bool
@@ -969,8 +969,8 @@ func (r *Replica) barrier(term uint64) {
 	r.mu.Lock()
 	if r.raft.CurrentTerm() == term {
 		r.readyTerm = term
-		r.leaderFrom = time.Now()
-		r.slowTransfers, r.transferAfter = 0, time.Time{}
+		r.transferAfter = time.Now().Add(3 * r.cfg.CheckInterval)
+		r.slowTransfers = 0
 	}
 	r.mu.Unlock()
 	r.wake(-1)

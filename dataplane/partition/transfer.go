@@ -41,7 +41,7 @@ func (r *Replica) maybeTransfer() {
 	}
 	pref := peers[0]
 	r.mu.Lock()
-	settled := time.Since(r.leaderFrom) >= 3*r.cfg.CheckInterval && !time.Now().Before(r.transferAfter)
+	settled := !time.Now().Before(r.transferAfter)
 	// A target whose broker is down, or came back a moment ago (it may
 	// have far to catch up), would cost the whole outage above.
 	healthy := !r.failing[pref.ID] && time.Since(r.peerUp[pref.ID]) >= 3*r.cfg.CheckInterval
@@ -73,13 +73,12 @@ func (r *Replica) maybeTransfer() {
 	}
 	took := time.Since(began)
 	r.mu.Lock()
-	r.leaderFrom = time.Now()
 	wait := 3 * r.cfg.CheckInterval
 	if took >= r.cfg.CheckInterval {
 		r.slowTransfers++
 		wait = transferBackoff(r.slowTransfers, r.cfg.CheckInterval)
-		r.transferAfter = time.Now().Add(wait)
 	}
+	r.transferAfter = time.Now().Add(wait)
 	slow := r.slowTransfers
 	r.mu.Unlock()
 	// Writes were refused while it lasted: worth a line at info.
