@@ -64,6 +64,9 @@ type Options struct {
 	// Mirror opens every replica as the destination of a move from
 	// another cell (partition.Config.Mirror).
 	Mirror bool
+	// FailoverStagger is partition.Config.FailoverStagger; default the
+	// partition package's.
+	FailoverStagger time.Duration
 }
 
 // TestRaftConfig has short timeouts so failover takes well under a second
@@ -211,22 +214,23 @@ func (c *Cell) openReplica(b, p int) (*partition.Replica, error) {
 		peers = append(peers, c.Server(b, p))
 	}
 	r, err := partition.Open(context.Background(), partition.Config{
-		ID:             BrokerID(b),
-		Dir:            filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
-		Peers:          peers,
-		Bootstrap:      voter,
-		Seeder:         br.seeder,
-		BootstrapGrace: c.opts.BootstrapGrace,
-		Transport:      tr,
-		Committer:      br.committer,
-		Log:            c.opts.Log,
-		Raft:           c.opts.Raft(),
-		CheckInterval:  c.opts.CheckInterval,
-		Meter:          c.meter(b, p),
-		MeterInterval:  c.opts.MeterInterval,
-		Logger:         cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
-		Mirror:         c.opts.Mirror,
-		Reopen:         func() { go c.reopen(b, p) },
+		ID:              BrokerID(b),
+		Dir:             filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
+		Peers:           peers,
+		Bootstrap:       voter,
+		Seeder:          br.seeder,
+		BootstrapGrace:  c.opts.BootstrapGrace,
+		Transport:       tr,
+		Committer:       br.committer,
+		Log:             c.opts.Log,
+		Raft:            c.opts.Raft(),
+		CheckInterval:   c.opts.CheckInterval,
+		FailoverStagger: c.opts.FailoverStagger,
+		Meter:           c.meter(b, p),
+		MeterInterval:   c.opts.MeterInterval,
+		Logger:          cmp.Or(c.opts.Logger, slog.New(slog.DiscardHandler)),
+		Mirror:          c.opts.Mirror,
+		Reopen:          func() { go c.reopen(b, p) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start broker %d partition %d: %w", b, p, err)

@@ -87,11 +87,14 @@ type peerWatcher interface {
 	PeerAnswering(id raft.ServerID) bool
 }
 
-// failoverStagger separates the campaigns of a dead leader's followers:
-// the first live voter in Peers order campaigns at once, the next one this
-// much later and only if no leader came meanwhile, so two followers do not
-// split the vote of one term (a split costs a whole election timeout).
-const failoverStagger = 500 * time.Millisecond
+// DefaultFailoverStagger is Config.FailoverStagger's default.
+const DefaultFailoverStagger = 500 * time.Millisecond
+
+// voteRefusalReporter is a transport that says when its group's Raft
+// refuses a vote request (transport.GroupTransport.OnVoteRefused).
+type voteRefusalReporter interface {
+	OnVoteRefused(fn func(term uint64))
+}
 
 // watchPeers subscribes the replica to its transport's per-broker failure
 // detection. Called once from start.
@@ -102,6 +105,9 @@ func (r *Replica) watchPeers() {
 	}
 	r.peers, r.openedAt = w, time.Now()
 	w.WatchPeers(r.cfg.Peers)
+	if v, ok := r.cfg.Transport.(voteRefusalReporter); ok {
+		v.OnVoteRefused(r.noteRefusal)
+	}
 	// With brokers watched, heartbeats to caught-up followers on live
 	// brokers need not all be sent (transport.GroupTransport.QuiesceHeartbeats).
 	if q, ok := r.cfg.Transport.(interface{ QuiesceHeartbeats(time.Duration) }); ok {
@@ -141,15 +147,19 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		if rank > 0 && !r.outranksCampaign(term, wait) {
-			r.cfg.Logger.Debug("a replica ranked before this one is being elected; not campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
-			return
+		refused := false
+		if rank > 0 {
+			var ok bool
+			if ok, refused = r.outranksCampaign(term, wait); !ok {
+				r.cfg.Logger.Debug("a replica ranked before this one is being elected; not campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
+				return
+			}
 		}
 		if !r.peers.PeerDown(id) {
 			return // it answered again: no election
 		}
 		if r.campaign("leader's broker down", id) {
-			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank)
+			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank, "refused_candidate", refused)
 		}
 	}()
 }
@@ -166,17 +176,13 @@ func (r *Replica) sleep(d time.Duration) bool {
 	}
 }
 
-// settledStagger separates the campaigns of a dead leader's followers
-// where those ranked first have been up long enough to campaign
-// themselves (not within unknownLeaderGrace of a restart): the first
-// candidate's vote then takes its time to arrive under load, and a
-// replica that granted it stops waiting at once (outranksCampaign).
-const settledStagger = 3 * failoverStagger
-
 // staggerAfter is the wait per rank before this replica campaigns to
-// succeed dead: failoverStagger if a replica ranked before it is on a
-// broker that came back within unknownLeaderGrace (it may not campaign),
-// settledStagger otherwise.
+// succeed dead: Config.FailoverStagger if a replica ranked before it is
+// on a broker that came back within unknownLeaderGrace (it may not
+// campaign), three times that otherwise, where those ranked first have
+// been up long enough to campaign themselves: the first candidate's vote
+// then takes its time to arrive under load, and a replica that granted
+// it stops waiting at once (outranksCampaign).
 func (r *Replica) staggerAfter(dead raft.ServerID) time.Duration {
 	peers := r.peersNow()
 	r.mu.Lock()
@@ -186,55 +192,93 @@ func (r *Replica) staggerAfter(dead raft.ServerID) time.Duration {
 			break
 		}
 		if up, ok := r.peerUp[p.ID]; ok && p.ID != dead && time.Since(up) < unknownLeaderGrace {
-			return failoverStagger
+			return r.cfg.FailoverStagger
 		}
 	}
-	return settledStagger
+	return 3 * r.cfg.FailoverStagger
 }
-
-// voteSettle is how long a replica ranked after the first waits, once its
-// group's term has moved past the one it saw when the leader's broker
-// died, for its answer to that candidate to be recorded (the term is
-// stored before the vote, each with its own fsync).
-const voteSettle = failoverStagger
 
 // outranksCampaign waits out a replica's stagger and reports whether it,
 // ranked after the first candidate to succeed a dead leader of term,
-// should still campaign. It should not if it has granted its vote in a
-// later term meanwhile: a candidate ranked before it then has the
-// majority it needs and is only slow to say so (under load a vote takes
-// hundreds of milliseconds: the candidate stores its term and the voter
-// its term and vote, each in the fsynced stable file). Campaigning anyway
-// deposes that new leader with a higher term, and since its log now ends
-// in the new term it refuses the vote: both wait out Raft's election
-// timeout (10 to 20 s). In a kill of a broker that led 100 partitions
-// under load, half of them served 14 to 22 s after the kill. A term that
-// moved without a vote from this replica means it refused the candidate
-// (a log behind its own): it campaigns, in a higher term that the
-// refused candidate grants. An unchanged term means nobody campaigned.
-func (r *Replica) outranksCampaign(term uint64, stagger time.Duration) bool {
+// should still campaign, and whether it is because it refused a
+// candidate. It should not if it has granted its vote in a later term
+// meanwhile: a candidate ranked before it then has the majority it needs
+// and is only slow to say so (under load a vote takes hundreds of
+// milliseconds: the candidate stores its term and the voter its term and
+// vote, each in the fsynced stable file). Campaigning anyway deposes that
+// new leader with a higher term, and since its log now ends in the new
+// term it refuses the vote: both wait out Raft's election timeout (10 to
+// 20 s). In a kill of a broker that led 100 partitions under load, half
+// of them served 14 to 22 s after the kill.
+//
+// It should if it refused a candidate of a later term (a log behind its
+// own, typically a replica whose broker restarted a moment ago) and that
+// refusal leaves the candidate short of a majority: that candidate stays
+// a candidate for Raft's election timeout, so this replica campaigns at
+// once, in a higher term that the refused candidate grants. It used to
+// wait out its stagger and then one FailoverStagger more for the term to
+// show the refusal: 1 to 2 s more without a leader. A term that moved
+// without a vote from this replica and without a refusal seen (the
+// transport reports none) means the same, once the vote has had time to
+// be recorded (the term is stored before the vote, each with its own
+// fsync). An unchanged term means nobody campaigned.
+func (r *Replica) outranksCampaign(term uint64, stagger time.Duration) (campaign, refused bool) {
 	end := time.Now().Add(stagger)
 	for time.Now().Before(end) {
 		if r.votedAfter(term) {
-			return false
+			return false, false
+		}
+		if r.refusalDecides(term) {
+			return true, true
 		}
 		if !r.sleep(min(20*time.Millisecond, time.Until(end))) {
-			return false
+			return false, false
 		}
 	}
-	settle := time.Now().Add(voteSettle)
+	settle := time.Now().Add(r.cfg.FailoverStagger)
 	for r.raft.CurrentTerm() != term {
 		if r.votedAfter(term) {
-			return false
+			return false, false
+		}
+		if r.refusalDecides(term) {
+			return true, true
 		}
 		if time.Now().After(settle) {
-			return true
+			return true, false
 		}
 		if !r.sleep(20 * time.Millisecond) {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
+}
+
+// noteRefusal records that this replica's Raft refused a vote request of
+// term (transport.GroupTransport.OnVoteRefused).
+func (r *Replica) noteRefusal(term uint64) {
+	for {
+		old := r.refusedTerm.Load()
+		if term <= old || r.refusedTerm.CompareAndSwap(old, term) {
+			return
+		}
+	}
+}
+
+// refusalDecides reports whether this replica refused a candidate of a
+// term after term and, with the dead leader and this replica's refusal,
+// that candidate cannot reach a majority of the group's voters: with V
+// voters it needs V/2 votes besides its own, and at most V-3 are left.
+func (r *Replica) refusalDecides(term uint64) bool {
+	if r.refusedTerm.Load() <= term {
+		return false
+	}
+	voters := 0
+	for _, s := range r.peersNow() {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	return voters-3 < voters/2
 }
 
 // votedAfter reports whether this replica's Raft has granted a vote in a

@@ -137,6 +137,59 @@ func TestSlowVoteGrantedNotDeposed(t *testing.T) {
 	t.Logf("leader's broker stopped; broker %d served %v later", c.Leader(0), time.Since(start))
 }
 
+// TestRefusedCandidateReplacedAtOnce: when the follower ranked first to
+// succeed a dead leader campaigns with a log behind the other follower's
+// (here it missed the last entry: appends from the leader to it are held
+// back), the other refuses its vote and, since the refused candidate can
+// then not win, campaigns at once instead of waiting out its stagger
+// (an hour here, as are Raft's timeouts): without the transport's report
+// of the refusal the test fails at its deadline.
+func TestRefusedCandidateReplacedAtOnce(t *testing.T) {
+	net, err := celltest.NewTransportNetwork(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net, FailoverStagger: time.Hour,
+		Logger: celltest.Logger(t, slog.LevelInfo)})
+	t.Cleanup(func() { _ = net.Close() })
+	if l := c.WaitLeader(0, 60*time.Second); l != 0 {
+		t.Fatalf("broker %d leads, want the preferred broker 0", l)
+	}
+	celltest.WaitFor(t, 30*time.Second, "both followers to know their leader and hold its log", func() bool {
+		last := c.Replica(0, 0).Raft().LastIndex()
+		for _, b := range []int{1, 2} {
+			r := c.Replica(b, 0)
+			if id, _ := r.LeaderID(); id != celltest.BrokerID(0) || r.Raft().LastIndex() != last {
+				return false
+			}
+		}
+		return true
+	})
+	net.Faults().SetDelay(string(celltest.BrokerID(0)), string(celltest.BrokerID(1)), time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("broker 1 misses this"))); err != nil {
+		t.Fatalf("produce with brokers 0 and 2: %v", err)
+	}
+	if a, b := c.Replica(1, 0).Raft().LastIndex(), c.Replica(2, 0).Raft().LastIndex(); a >= b {
+		t.Fatalf("broker 1's log ends at %d, broker 2's at %d: want broker 1 behind", a, b)
+	}
+	term := c.Replica(2, 0).Raft().CurrentTerm()
+	c.StopBroker(0)
+	celltest.WaitFor(t, 60*time.Second, "a serving leader after the leader's broker stopped", func() bool {
+		return c.Leader(0) > 0
+	})
+	if l := c.Leader(0); l != 2 {
+		t.Errorf("broker %d leads, want broker 2, whose log is the longer", l)
+	}
+	if got := c.Replica(2, 0).Raft().CurrentTerm(); got != term+2 {
+		t.Errorf("broker 2 leads in term %d, want %d: broker 1's refused campaign, then broker 2's", got, term+2)
+	}
+	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("after"))); err != nil {
+		t.Fatalf("produce after the leader's broker stopped: %v", err)
+	}
+}
+
 // TestRestartedLeaderReplacedWithoutTimeout: a leader's broker that
 // restarts faster than failure detection (here DownAfter is a minute, far
 // longer than the restart) has forgotten that it led; its peers see its

@@ -147,6 +147,15 @@ type Config struct {
 	// reads the partition log.
 	LogCacheEntries int
 	LogCacheBytes   int64
+	// FailoverStagger separates the campaigns of a dead leader's
+	// followers: the first live voter in Peers order campaigns at once,
+	// the next one this much later (three times as much if those ranked
+	// before it have been up a while) and only if no leader came
+	// meanwhile, so that two followers do not split the vote of one term
+	// (a split costs a whole election timeout). A follower that refuses
+	// the first candidate's vote does not wait (leadership.go). Default
+	// DefaultFailoverStagger.
+	FailoverStagger time.Duration
 	// Logger gets lifecycle lines. Nil discards them.
 	Logger *slog.Logger
 	// NodeID maps a replica's server id to its broker's node id, for
@@ -220,6 +229,9 @@ func (c *Config) validate() error {
 	if c.LogCacheBytes <= 0 {
 		c.LogCacheBytes = 4 << 20
 	}
+	if c.FailoverStagger <= 0 {
+		c.FailoverStagger = DefaultFailoverStagger
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -270,6 +282,9 @@ type Replica struct {
 	// transfer, when set (tests only), stands in for Raft's
 	// LeadershipTransferToServer in maybeTransfer.
 	transfer atomic.Pointer[func(raft.ServerID, raft.ServerAddress) raft.Future]
+	// refusedTerm is the highest term of a vote request this replica's
+	// Raft refused (noteRefusal, leadership.go).
+	refusedTerm atomic.Uint64
 
 	// mu guards the fields below.
 	mu        sync.Mutex
@@ -396,7 +411,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	rc.TrailingLogs = math.MaxUint64 / 2
 	rc.SnapshotThreshold = snapshotThreshold
 	if rc.Logger == nil {
-		rc.Logger = hl
+		rc.Logger = raftLogger(cfg.Logger, string(cfg.ID))
 	}
 	logs, err := raftlog.NewCache(store, cfg.LogCacheEntries, cfg.LogCacheBytes)
 	if err != nil {

@@ -55,3 +55,34 @@ func (g *GroupTransport) Campaign(ctx context.Context) error {
 		return fmt.Errorf("campaign in group %q: %w", g.id, ctx.Err())
 	}
 }
+
+// OnVoteRefused has fn called with the candidate's term each time this
+// group's Raft answers a vote request (not a pre-vote) with a refusal:
+// a candidate, most often one whose log is behind this replica's, that
+// cannot count on this vote. The replica uses it to campaign at once
+// where that refusal leaves the candidate short of a majority, instead of
+// waiting out its stagger (partition.Replica.outranksCampaign). fn runs
+// on the connection's goroutine and must not block; nil removes it.
+func (g *GroupTransport) OnVoteRefused(fn func(term uint64)) {
+	if fn == nil {
+		g.voteRefused.Store(nil)
+		return
+	}
+	g.voteRefused.Store(&fn)
+}
+
+// noteVote passes a refused vote request to OnVoteRefused's fn.
+func (g *GroupTransport) noteVote(f frame, resp raft.RPCResponse) {
+	if f.kind != kindRequestVote {
+		return
+	}
+	fn := g.voteRefused.Load()
+	if fn == nil {
+		return
+	}
+	vr, ok := resp.Response.(*raft.RequestVoteResponse)
+	req, isReq := f.msg.(*raft.RequestVoteRequest)
+	if ok && isReq && resp.Error == nil && !vr.Granted {
+		(*fn)(req.Term)
+	}
+}

@@ -31,6 +31,7 @@ type GroupTransport struct {
 	segments    atomic.Pointer[SegmentSource]        // see SetSegmentSource
 	seeding     atomic.Bool                          // see SetSeeding
 	quietFor    atomic.Int64                         // nanos; see QuiesceHeartbeats
+	voteRefused atomic.Pointer[func(term uint64)]    // see OnVoteRefused
 
 	// mu guards closed against pushes racing Close.
 	mu     sync.RWMutex
@@ -385,6 +386,7 @@ func (g *GroupTransport) serve(in inbound, timer *time.Timer, timeout time.Durat
 	select {
 	case r := <-respCh:
 		g.respond(in.c, in.f, r)
+		g.noteVote(in.f, r)
 	case <-g.done:
 		in.c.replyError(in.f.reqID, in.f.group, codeUnknownGroup, "unknown group")
 	case <-timer.C:

@@ -41,8 +41,8 @@ type liveness struct {
 
 // restartHold is how long a restarted peer counts as down, in multiples of
 // DownAfter: long enough for the last-ranked follower's staggered campaign
-// to find it still down (the stagger grows by failoverStagger per rank in
-// the partition package).
+// to find it still down (the stagger grows by partition.Config.FailoverStagger
+// per rank).
 const restartHold = 2
 
 // newIncarnation draws a Node's incarnation.
