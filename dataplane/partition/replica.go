@@ -469,6 +469,7 @@ func start(cfg Config, store *raftlog.Store) (*Replica, error) {
 	}
 	started.Store(ra)
 	r.raft = ra
+	logs.SetFloor(r.cacheFloor)
 	// A follower far behind is caught up by plain AppendEntries, not a
 	// pipeline that an idle leader feeds one batch per CommitTimeout, and
 	// a pipelined append carries what the log holds after it

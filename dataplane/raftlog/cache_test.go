@@ -146,3 +146,47 @@ func TestCacheTruncation(t *testing.T) {
 		t.Fatal("a cache of no entries was accepted")
 	}
 }
+
+// TestCacheFloor: entries up to the floor leave the cache at the next
+// store, though both bounds would keep them, and are read from the store
+// unchanged; entries above it stay cached.
+func TestCacheFloor(t *testing.T) {
+	s := openStore(t, t.TempDir(), newCommitter(t))
+	in := dataEntries(1, 1, 10, 1000)
+	c, err := raftlog.NewCache(s, 32, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := uint64(0)
+	c.SetFloor(func() uint64 { return floor })
+	if err := c.StoreLogs(in[:6]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Cached(); n != 6 {
+		t.Fatalf("floor 0: %d entries cached, want all 6", n)
+	}
+	floor = 7 // applied and held by every follower up to 7
+	if err := c.StoreLogs(in[6:]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Cached(); n != 3 {
+		t.Fatalf("floor 7 after storing 10 entries: %d entries cached, want 3 (8 to 10)", n)
+	}
+	for i, want := range in {
+		got := getLog(t, c, want.Index)
+		if cached := fromCache(&got, want); cached != (i >= 7) {
+			t.Errorf("entry %d served from the cache: %t, want %t", want.Index, cached, i >= 7)
+		}
+		if !bytes.Equal(got.Data, want.Data) {
+			t.Errorf("entry %d: data differs from what was stored", want.Index)
+		}
+	}
+	floor = 100 // past everything: the cache empties at the next store
+	c.SetFloor(nil)
+	if err := c.StoreLogs(dataEntries(1, 11, 1, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Cached(); n != 4 {
+		t.Fatalf("floor removed: %d entries cached, want 4", n)
+	}
+}
