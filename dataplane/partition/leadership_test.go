@@ -82,6 +82,25 @@ func TestDeadLeaderReplacedWithoutTimeout(t *testing.T) {
 	t.Logf("broker %d stopped; its %d partitions %v had new serving leaders %v later", dead, len(led), led, time.Since(start))
 }
 
+// waitFollowersLevel waits until broker 0, the preferred replica of
+// partition 0, leads, and brokers 1 and 2 know it and hold its whole log.
+func waitFollowersLevel(t *testing.T, c *celltest.Cell) {
+	t.Helper()
+	if l := c.WaitLeader(0, 60*time.Second); l != 0 {
+		t.Fatalf("broker %d leads, want the preferred broker 0", l)
+	}
+	celltest.WaitFor(t, 30*time.Second, "both followers to know their leader and hold its log", func() bool {
+		last := c.Replica(0, 0).Raft().LastIndex()
+		for _, b := range []int{1, 2} {
+			r := c.Replica(b, 0)
+			if id, _ := r.LeaderID(); id != celltest.BrokerID(0) || r.Raft().LastIndex() != last {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestSlowVoteGrantedNotDeposed: when the first successor's vote takes
 // longer than the stagger to reach the second (every RPC between the two
 // survivors waits 0.9 s here, as fsyncs under load make it wait), the
@@ -98,22 +117,10 @@ func TestSlowVoteGrantedNotDeposed(t *testing.T) {
 	}
 	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net, Logger: celltest.Logger(t, slog.LevelDebug)})
 	t.Cleanup(func() { _ = net.Close() })
-	if l := c.WaitLeader(0, 60*time.Second); l != 0 {
-		t.Fatalf("broker %d leads, want the preferred broker 0", l)
-	}
 	// Both followers must know the leader (or broker 1 would wait out
 	// its grace) and hold its whole log (or broker 2 rightly refuses
 	// broker 1's vote and is elected instead).
-	celltest.WaitFor(t, 30*time.Second, "both followers to know their leader and hold its log", func() bool {
-		last := c.Replica(0, 0).Raft().LastIndex()
-		for _, b := range []int{1, 2} {
-			r := c.Replica(b, 0)
-			if id, _ := r.LeaderID(); id != celltest.BrokerID(0) || r.Raft().LastIndex() != last {
-				return false
-			}
-		}
-		return true
-	})
+	waitFollowersLevel(t, c)
 	term := c.Replica(1, 0).Raft().CurrentTerm()
 	net.Faults().SetDelay(string(celltest.BrokerID(1)), string(celltest.BrokerID(2)), 900*time.Millisecond)
 	start := time.Now()
@@ -152,19 +159,7 @@ func TestRefusedCandidateReplacedAtOnce(t *testing.T) {
 	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net, FailoverStagger: time.Hour,
 		Logger: celltest.Logger(t, slog.LevelInfo)})
 	t.Cleanup(func() { _ = net.Close() })
-	if l := c.WaitLeader(0, 60*time.Second); l != 0 {
-		t.Fatalf("broker %d leads, want the preferred broker 0", l)
-	}
-	celltest.WaitFor(t, 30*time.Second, "both followers to know their leader and hold its log", func() bool {
-		last := c.Replica(0, 0).Raft().LastIndex()
-		for _, b := range []int{1, 2} {
-			r := c.Replica(b, 0)
-			if id, _ := r.LeaderID(); id != celltest.BrokerID(0) || r.Raft().LastIndex() != last {
-				return false
-			}
-		}
-		return true
-	})
+	waitFollowersLevel(t, c)
 	net.Faults().SetDelay(string(celltest.BrokerID(0)), string(celltest.BrokerID(1)), time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
