@@ -52,10 +52,21 @@ func newIncarnation() string {
 	return hex.EncodeToString(b[:])
 }
 
-// isDown reports whether l counts as down at now: no answer for DownAfter,
-// or a new incarnation less than restartHold × DownAfter ago.
+// heardFrom is when peer l last counts as heard from: its last answer, or
+// when this Node last resumed after not running for longer than DownAfter
+// (a SIGSTOP, a machine too busy to run it), whichever is later. A broker
+// resumed after a 10 s pause used to find every peer silent for 10 s,
+// report them all down at once, and have its replicas campaign with logs
+// the others had moved past: a campaign that could not win, whose higher
+// term later deposed the partition's healthy leader.
+func (n *Node) heardFrom(l *liveness) time.Time {
+	return time.Unix(0, max(l.lastPong.Load(), n.resumedAt.Load()))
+}
+
+// isDown reports whether l counts as down at now: not heard from for
+// DownAfter, or a new incarnation less than restartHold × DownAfter ago.
 func (n *Node) isDown(l *liveness, now time.Time) bool {
-	if now.Sub(time.Unix(0, l.lastPong.Load())) > n.cfg.DownAfter {
+	if now.Sub(n.heardFrom(l)) > n.cfg.DownAfter {
 		return true
 	}
 	r := l.restartedAt.Load()
@@ -119,7 +130,7 @@ func (n *Node) PeerAnswering(id raft.ServerID) bool {
 	n.mu.Lock()
 	l := n.live[id]
 	n.mu.Unlock()
-	return l == nil || time.Since(time.Unix(0, l.lastPong.Load())) <= n.cfg.DownAfter
+	return l == nil || time.Since(n.heardFrom(l)) <= n.cfg.DownAfter
 }
 
 // probe pings peer l every ProbeInterval until the Node closes. One probe
@@ -198,41 +209,56 @@ func (n *Node) ping(l *liveness) (string, error) {
 func (n *Node) watchdog() {
 	t := time.NewTicker(max(n.cfg.ProbeInterval/2, time.Millisecond))
 	defer t.Stop()
+	prev := time.Now()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
 		}
-		n.mu.Lock()
-		var changed []*liveness
 		now := time.Now()
-		for _, l := range n.live {
-			down := n.isDown(l, now)
-			if down != l.down {
-				l.down = down
-				changed = append(changed, l)
-			}
+		n.checkPeers(now, now.Sub(prev))
+		prev = now
+	}
+}
+
+// checkPeers is one pass of the watchdog at now, sinceLast after the
+// previous one. A pass that comes more than DownAfter after the previous
+// one finds this Node resumed from a stall: peers get DownAfter from now
+// to answer again before any counts as down (heardFrom).
+func (n *Node) checkPeers(now time.Time, sinceLast time.Duration) {
+	if sinceLast > n.cfg.DownAfter {
+		n.resumedAt.Store(now.UnixNano())
+		n.log.Info("raft transport did not run for longer than down_after (paused or starved); its peers get down_after to answer again",
+			"stalled", sinceLast.Round(time.Millisecond), "down_after", n.cfg.DownAfter)
+	}
+	n.mu.Lock()
+	var changed []*liveness
+	for _, l := range n.live {
+		down := n.isDown(l, now)
+		if down != l.down {
+			l.down = down
+			changed = append(changed, l)
 		}
-		var fns []func(raft.ServerID, bool)
-		if len(changed) > 0 {
-			for _, fn := range n.onDown {
-				fns = append(fns, fn)
-			}
+	}
+	var fns []func(raft.ServerID, bool)
+	if len(changed) > 0 {
+		for _, fn := range n.onDown {
+			fns = append(fns, fn)
 		}
-		n.mu.Unlock()
-		for _, l := range changed {
-			switch {
-			case l.down && now.Sub(time.Unix(0, l.lastPong.Load())) <= n.cfg.DownAfter:
-				// Answering, but restarted: probe has said so.
-			case l.down:
-				n.log.Warn("raft peer broker not answering; its partitions' followers elect new leaders", "peer", string(l.id), "down_after", n.cfg.DownAfter)
-			default:
-				n.log.Info("raft peer broker answering again", "peer", string(l.id))
-			}
-			for _, fn := range fns {
-				fn(l.id, l.down)
-			}
+	}
+	n.mu.Unlock()
+	for _, l := range changed {
+		switch {
+		case l.down && now.Sub(n.heardFrom(l)) <= n.cfg.DownAfter:
+			// Answering, but restarted: probe has said so.
+		case l.down:
+			n.log.Warn("raft peer broker not answering; its partitions' followers elect new leaders", "peer", string(l.id), "down_after", n.cfg.DownAfter)
+		default:
+			n.log.Info("raft peer broker answering again", "peer", string(l.id))
+		}
+		for _, fn := range fns {
+			fn(l.id, l.down)
 		}
 	}
 }

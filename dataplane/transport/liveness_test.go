@@ -148,3 +148,53 @@ func TestRestartedPeerReported(t *testing.T) {
 		t.Fatal("restarted peer still down after the hold")
 	}
 }
+
+// TestResumedNodeGivesPeersTime: a Node whose watchdog did not run for
+// longer than DownAfter (its broker was paused, or starved) heard no
+// answers meanwhile through no fault of its peers: it reports none of
+// them down at once, but only one that stays silent for DownAfter after
+// the resume. Probes and the watchdog's own ticks are hours apart here;
+// the test drives the watchdog's passes itself.
+func TestResumedNodeGivesPeersTime(t *testing.T) {
+	const downAfter = 2 * time.Hour
+	nodes := newNodes(t, 2, NewFaults(), func(c *Config) { c.ProbeInterval, c.DownAfter = time.Hour, downAfter })
+	a, b := nodes[0], nodes[1]
+	g := mustGroup(t, a, "watched")
+	var events []bool
+	g.OnPeerDown(func(_ raft.ServerID, down bool) { events = append(events, down) })
+	g.WatchPeers([]raft.Server{{ID: b.ID(), Address: b.Addr()}})
+	a.mu.Lock()
+	l := a.live[b.ID()]
+	a.mu.Unlock()
+
+	now := time.Now()
+	l.lastPong.Store(now.Add(-3 * time.Hour).UnixNano()) // no answer heard during a 3 h pause
+	a.checkPeers(now, 3*time.Hour)
+	if len(events) != 0 || a.PeerDown(b.ID()) || !a.PeerAnswering(b.ID()) {
+		t.Fatalf("after a 3 h stall of its own: events %v, peer down %t, answering %t; want no event, not down, answering",
+			events, a.PeerDown(b.ID()), a.PeerAnswering(b.ID()))
+	}
+	a.checkPeers(now.Add(time.Hour), time.Hour)
+	if len(events) != 0 {
+		t.Fatalf("peer reported down within DownAfter of the resume: events %v", events)
+	}
+	a.checkPeers(now.Add(downAfter+time.Second), time.Hour+time.Second)
+	if len(events) != 1 || !events[0] {
+		t.Fatalf("peer silent for DownAfter after the resume: events %v, want [down]", events)
+	}
+
+	// Without a stall of its own, a peer silent for longer than DownAfter
+	// is down at the next pass, as before.
+	c := mustGroup(t, b, "watcher")
+	c.WatchPeers([]raft.Server{{ID: a.ID(), Address: a.Addr()}})
+	var down []bool
+	c.OnPeerDown(func(_ raft.ServerID, d bool) { down = append(down, d) })
+	b.mu.Lock()
+	la := b.live[a.ID()]
+	b.mu.Unlock()
+	la.lastPong.Store(now.Add(-3 * time.Hour).UnixNano())
+	b.checkPeers(now, time.Minute)
+	if len(down) != 1 || !down[0] {
+		t.Fatalf("peer silent for 3 h, no stall of the watcher's own: events %v, want [down]", down)
+	}
+}

@@ -232,6 +232,11 @@ type Node struct {
 	opened chan struct{}         // closed and replaced when a group opens; see hold
 	live   map[raft.ServerID]*liveness
 	onDown map[*GroupTransport]func(raft.ServerID, bool)
+	// resumedAt is when the watchdog last found that this Node had not
+	// run for longer than DownAfter (unix nanos; 0 if never): no answer
+	// could be heard meanwhile, so no peer counts as silent before it
+	// (liveness.go, heardFrom).
+	resumedAt atomic.Int64
 
 	mirror grants // other cells' mirror grants, groups served to them (grant.go, mirror.go)
 
