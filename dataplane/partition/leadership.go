@@ -130,11 +130,21 @@ func (r *Replica) watchPeers() {
 // onPeerDown runs on the monitor when the transport finds broker id down:
 // if id led this replica's group, the replica schedules its campaign,
 // staggered by its rank among the live voters.
+//
+// A replica that sees a majority of its voters' brokers down does not
+// campaign: it cannot win, and its campaign, a TimeoutNow candidacy that
+// hashicorp/raft keeps for its 10–20 s election timeout, would only
+// raise its term. An isolated broker's replicas used to do that; when
+// the link healed, the higher term deposed the healthy leaders, and a
+// leader's transfer to such a candidate (its preferred replica) refused
+// writes for 10 s and timed out. The group elects by Raft's own timeouts
+// once its majority answers again.
 func (r *Replica) onPeerDown(id raft.ServerID) {
 	if r.NoQuorum() {
 		// Distinct from a leader moving: nothing can be elected until a
 		// majority of the voters' brokers answer again.
 		r.cfg.Logger.Warn("partition has lost its majority: no leader until its replicas' brokers return", "replica", r.cfg.ID, "down", id)
+		return
 	}
 	if r.raft.State() != raft.Follower {
 		return
@@ -155,8 +165,8 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 				return
 			}
 		}
-		if !r.peers.PeerDown(id) {
-			return // it answered again: no election
+		if !r.peers.PeerDown(id) || r.NoQuorum() {
+			return // it answered again, or no majority answers: no election
 		}
 		if r.campaign("leader's broker down", id) {
 			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank, "refused_candidate", refused)

@@ -3,7 +3,9 @@ package partition_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,6 +217,60 @@ func TestRestartedLeaderReplacedWithoutTimeout(t *testing.T) {
 		t.Fatalf("produce after the leader's broker restarted: %v", err)
 	}
 	t.Logf("broker %d restarted; partition led by broker %d %v later", old, c.Leader(0), time.Since(start))
+}
+
+// TestIsolatedFollowerDoesNotDepose: a follower whose broker is cut off
+// from both others finds its majority gone and does not campaign: a
+// campaign could not win, and its higher term would depose the healthy
+// leader once the link heals. After the heal it follows the same leader
+// in the same term. Raft's own timeouts are an hour: only the per-broker
+// failure detection could make it campaign.
+func TestIsolatedFollowerDoesNotDepose(t *testing.T) {
+	net, err := celltest.NewTransportNetwork(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Int32 // "lost its majority" lines: the replica's monitor took a down report
+	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net,
+		Logger: slog.New(countingHandler{msg: "partition has lost its majority", n: &lost})})
+	t.Cleanup(func() { _ = net.Close() })
+	waitFollowersLevel(t, c)
+	term := c.Replica(0, 0).Raft().CurrentTerm()
+	isolated := c.Replica(2, 0)
+	net.Faults().Isolate(string(celltest.BrokerID(2)))
+	celltest.WaitFor(t, 30*time.Second, "the isolated follower to find its majority gone", isolated.NoQuorum)
+	celltest.WaitFor(t, 30*time.Second, "the isolated follower's monitor to take its peers' down reports", func() bool {
+		return lost.Load() >= 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("while broker 2 is cut off"))); err != nil {
+		t.Fatalf("produce on the majority: %v", err)
+	}
+	net.Faults().Heal()
+	celltest.WaitFor(t, 30*time.Second, "the healed follower to hold the leader's log", func() bool {
+		return isolated.Raft().LastIndex() == c.Replica(0, 0).Raft().LastIndex()
+	})
+	if l, got := c.Leader(0), c.Replica(0, 0).Raft().CurrentTerm(); l != 0 || got != term || isolated.Raft().CurrentTerm() != term {
+		t.Fatalf("after the heal broker %d leads in term %d (broker 2 in term %d), want broker 0 still leading in term %d",
+			l, got, isolated.Raft().CurrentTerm(), term)
+	}
+}
+
+// countingHandler counts the log lines whose message starts with msg.
+type countingHandler struct {
+	msg string
+	n   *atomic.Int32
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.msg) {
+		h.n.Add(1)
+	}
+	return nil
 }
 
 // TestNoQuorumIsNotAMovingLeader: a replica whose group lost its majority
