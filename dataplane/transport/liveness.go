@@ -133,6 +133,19 @@ func (n *Node) PeerAnswering(id raft.ServerID) bool {
 	return l == nil || time.Since(n.heardFrom(l)) <= n.cfg.DownAfter
 }
 
+// PeerAnsweringNow reports whether the watched peer id answered a probe
+// within half of DownAfter: two probes' time, what a live peer does even
+// when another peer was found down a moment ago. A peer cut off together
+// with others still counts as answering (PeerAnswering) for up to
+// DownAfter, so the first of them found down would see the others alive;
+// this tells them apart. An unwatched peer answers.
+func (n *Node) PeerAnsweringNow(id raft.ServerID) bool {
+	n.mu.Lock()
+	l := n.live[id]
+	n.mu.Unlock()
+	return l == nil || time.Since(n.heardFrom(l)) <= n.cfg.DownAfter/2
+}
+
 // probe pings peer l every ProbeInterval until the Node closes. One probe
 // is in flight at a time; it waits at most DownAfter.
 func (n *Node) probe(l *liveness) {
@@ -268,3 +281,6 @@ func (g *GroupTransport) PeerDown(id raft.ServerID) bool { return g.node.PeerDow
 
 // PeerAnswering is Node.PeerAnswering.
 func (g *GroupTransport) PeerAnswering(id raft.ServerID) bool { return g.node.PeerAnswering(id) }
+
+// PeerAnsweringNow is Node.PeerAnsweringNow.
+func (g *GroupTransport) PeerAnsweringNow(id raft.ServerID) bool { return g.node.PeerAnsweringNow(id) }

@@ -170,7 +170,7 @@ func TestResumedNodeGivesPeersTime(t *testing.T) {
 	now := time.Now()
 	l.lastPong.Store(now.Add(-3 * time.Hour).UnixNano()) // no answer heard during a 3 h pause
 	a.checkPeers(now, 3*time.Hour)
-	if len(events) != 0 || a.PeerDown(b.ID()) || !a.PeerAnswering(b.ID()) {
+	if len(events) != 0 || a.PeerDown(b.ID()) || !a.PeerAnswering(b.ID()) || !a.PeerAnsweringNow(b.ID()) {
 		t.Fatalf("after a 3 h stall of its own: events %v, peer down %t, answering %t; want no event, not down, answering",
 			events, a.PeerDown(b.ID()), a.PeerAnswering(b.ID()))
 	}
@@ -192,6 +192,12 @@ func TestResumedNodeGivesPeersTime(t *testing.T) {
 	b.mu.Lock()
 	la := b.live[a.ID()]
 	b.mu.Unlock()
+	// Heard from 0.6 × DownAfter ago: still answering, but not lately.
+	la.lastPong.Store(time.Now().Add(-downAfter * 6 / 10).UnixNano())
+	if !b.PeerAnswering(a.ID()) || b.PeerAnsweringNow(a.ID()) {
+		t.Fatalf("peer heard 0.6 × DownAfter ago: answering %t, answering now %t; want true, false",
+			b.PeerAnswering(a.ID()), b.PeerAnsweringNow(a.ID()))
+	}
 	la.lastPong.Store(now.Add(-3 * time.Hour).UnixNano())
 	b.checkPeers(now, time.Minute)
 	if len(down) != 1 || !down[0] {
