@@ -370,17 +370,24 @@ func (r *Replica) majorityAnsweringNow() bool {
 	if !ok {
 		return true
 	}
-	voters, up := 0, 0
+	voters, up := r.votersUp(p.PeerAnsweringNow)
+	return up >= voters/2+1
+}
+
+// votersUp counts the voters of the group's configuration (Peers as
+// placed, or as moved) and those among them that are up: this replica,
+// and every other for which answering holds.
+func (r *Replica) votersUp(answering func(raft.ServerID) bool) (voters, up int) {
 	for _, s := range r.peersNow() {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		voters++
-		if s.ID == r.cfg.ID || p.PeerAnsweringNow(s.ID) {
+		if s.ID == r.cfg.ID || answering(s.ID) {
 			up++
 		}
 	}
-	return up >= voters/2+1
+	return voters, up
 }
 
 // leaderDown reports whether the broker of the leader this replica
@@ -402,16 +409,7 @@ func (r *Replica) NoQuorum() bool {
 	if r.peers == nil || r.ready() {
 		return false
 	}
-	voters, up := 0, 0
-	for _, s := range r.peersNow() {
-		if s.Suffrage != raft.Voter {
-			continue
-		}
-		voters++
-		if s.ID == r.cfg.ID || r.peers.PeerAnswering(s.ID) {
-			up++
-		}
-	}
+	voters, up := r.votersUp(r.peers.PeerAnswering)
 	return voters > 0 && up < voters/2+1
 }
 
