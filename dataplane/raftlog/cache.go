@@ -18,8 +18,8 @@ import (
 // what was stored in the last round or two; one that lags reads the rest
 // from the store.
 //
-// A floor (SetFloor) drops what nobody will read again sooner: entries
-// every follower holds and this replica has applied. Without it every
+// A floor (SetFloor) drops what nobody will read from the cache again:
+// entries this replica has applied and, on a leader, every follower holds. Without it every
 // replica of every busy partition kept its full bound: 100 busy
 // partitions held about 1.2 GB across a cell of three brokers, all of it
 // memory the heap first had to grow by.

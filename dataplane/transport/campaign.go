@@ -62,7 +62,8 @@ func (g *GroupTransport) Campaign(ctx context.Context) error {
 // cannot count on this vote. The replica uses it to campaign at once
 // where that refusal leaves the candidate short of a majority, instead of
 // waiting out its stagger (partition.Replica.outranksCampaign). fn runs
-// on the connection's goroutine and must not block; nil removes it.
+// on the goroutine that sends the answer and must not block; nil removes
+// it.
 func (g *GroupTransport) OnVoteRefused(fn func(term uint64)) {
 	if fn == nil {
 		g.voteRefused.Store(nil)
