@@ -19,16 +19,20 @@ const DefaultFloor = 0.1
 // broker gets its demand and an equal part of what is left: a tenant within
 // its quota is then throttled nowhere, even when the demand is a poor
 // estimate of what its clients are about to send (just after they start,
-// the last window saw little of it). Otherwise the rest above the floors is
-// divided in proportion to each broker's demand above its floor, so a
-// broker whose clients use less than the floor does not hold back any of
-// it. The shares always sum to quota. When no broker has demand above the
-// floor the split is even.
+// the last window saw little of it). Otherwise the quota is filled to one
+// level (max-min fairness): a broker whose demand is below the level gets
+// its demand, and every other broker gets the level. The shares always sum
+// to quota. When no broker has demand above the floor the split is even.
 //
 // Demand is what brokers admitted, and a throttled broker admits about its
 // share; its share still grows each window (by a part of the spare below
-// the quota, in proportion above it) until the brokers with little traffic
-// hold only what they use, so the cell as a whole reaches its quota.
+// the quota) until the brokers with little traffic hold only what they use,
+// so the cell as a whole reaches its quota. Above the quota, a throttled
+// broker's demand says only that it wants more than its share (the sharer
+// publishes a multiple of it), not how much more; filling to a level gives
+// the brokers that all want more the same share, where splitting in
+// proportion to those demands would keep whatever uneven split the last
+// window left, and let it drift.
 //
 // A quota of zero or less means no limit and is copied to every share.
 // floor is clamped to [0, 1]; negative or NaN demand counts as none.
@@ -51,27 +55,23 @@ func Split(quota float64, demand []float64, floor float64, out []float64) []floa
 	each := floor * quota / float64(n)
 	var excess float64
 	for _, d := range demand {
-		if d > each && !math.IsInf(d, 1) {
-			excess += d - each
-		}
+		excess += wanted(d, each) - each
 	}
 	if excess == 0 {
 		return EvenSplit(quota, n, out)
 	}
-	rest := quota - each*float64(n)
-	// Within the quota each broker's demand above its floor is its own and
-	// the spare is split evenly; above it the rest is split by demand.
-	base, scale := each, rest/excess
-	if spare := rest - excess; spare >= 0 {
-		base, scale = each+spare/float64(n), 1
+	if spare := quota - each*float64(n) - excess; spare >= 0 {
+		// Within the quota each broker's demand above its floor is its
+		// own and the spare is split evenly.
+		for i, d := range demand {
+			out[i] = wanted(d, each) + spare/float64(n)
+		}
+	} else {
+		fillToLevel(quota, demand, each, out)
 	}
 	var sum float64
 	largest := 0
-	for i, d := range demand {
-		out[i] = base
-		if d > each && !math.IsInf(d, 1) {
-			out[i] += scale * (d - each)
-		}
+	for i := range out {
 		sum += out[i]
 		if out[i] > out[largest] {
 			largest = i
@@ -81,6 +81,44 @@ func Split(quota float64, demand []float64, floor float64, out []float64) []floa
 	// absorbs it so the cell never admits more than its quota.
 	out[largest] += quota - sum
 	return out
+}
+
+// wanted is a broker's demand as Split counts it: at least the floor, and
+// the floor alone for a demand that is NaN, negative or infinite.
+func wanted(d, each float64) float64 {
+	if d > each && !math.IsInf(d, 1) {
+		return d
+	}
+	return each
+}
+
+// fillToLevel writes into out the max-min fair split of quota: the level L
+// for which the wanted demands, each capped at L, add up to quota; a broker
+// wanting less than L gets what it wants, the others get L. The caller has
+// checked that the wanted demands add up to more than quota, so L exists
+// and is at least quota / n ≥ each. Brokers are few (a cell's), so each
+// pass fixes the brokers below the current level and raises it, with no
+// sorting and no allocation.
+func fillToLevel(quota float64, demand []float64, each float64, out []float64) {
+	const open = -1
+	for i := range out {
+		out[i] = open
+	}
+	left, n := quota, len(demand)
+	for fixed := true; fixed && n > 0; {
+		fixed = false
+		level := left / float64(n)
+		for i, d := range demand {
+			if w := wanted(d, each); out[i] == open && w <= level {
+				out[i], left, n, fixed = w, left-w, n-1, true
+			}
+		}
+	}
+	for i := range out {
+		if out[i] == open {
+			out[i] = left / float64(n)
+		}
+	}
 }
 
 // EvenSplit gives each of n brokers quota / n: the split a broker falls back

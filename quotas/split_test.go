@@ -2,6 +2,7 @@ package quotas
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,8 +27,13 @@ func TestSplit(t *testing.T) {
 	}{
 		// Demand that sums to the quota is matched exactly.
 		{"skewed 80/10/10", []float64{4.8e6, 0.6e6, 0.6e6}, DefaultFloor, []float64{4.8e6, 0.6e6, 0.6e6}},
-		{"skewed 80/10/10 above quota", []float64{9.6e6, 1.2e6, 1.2e6}, DefaultFloor, []float64{
-			0.2e6 + 5.4e6*9.4/11.4, 0.2e6 + 5.4e6*1.0/11.4, 0.2e6 + 5.4e6*1.0/11.4}},
+		// Above the quota the brokers that want less than the level get
+		// what they want; the rest get the level.
+		{"skewed 80/10/10 above quota", []float64{9.6e6, 1.2e6, 1.2e6}, DefaultFloor, []float64{3.6e6, 1.2e6, 1.2e6}},
+		// Every broker throttled, each publishing a multiple of an uneven
+		// share: the split returns to even instead of keeping the skew.
+		{"all throttled, uneven shares", []float64{3.75e6, 3e6, 2.25e6}, DefaultFloor, []float64{2e6, 2e6, 2e6}},
+		{"one below the level", []float64{9e6, 1.5e6, 7e6}, DefaultFloor, []float64{2.25e6, 1.5e6, 2.25e6}},
 		{"all idle", []float64{0, 0, 0}, DefaultFloor, []float64{2e6, 2e6, 2e6}},
 		{"only under the floor", []float64{1e5, 0, 1.5e5}, DefaultFloor, []float64{2e6, 2e6, 2e6}},
 		// Within the quota every broker gets its demand and a third of
@@ -38,7 +44,7 @@ func TestSplit(t *testing.T) {
 		// its traffic, unevenly: no broker is left with its floor.
 		{"start within quota", []float64{0.3e6, 0.1e6, 0.25e6}, DefaultFloor, []float64{2.05e6, 1.95e6, 2e6}},
 		{"one busy broker above quota", []float64{0, 9e6, 0}, 0.2, []float64{0.4e6, 5.2e6, 0.4e6}},
-		{"no floor above quota", []float64{6e6, 2e6, 0}, 0, []float64{4.5e6, 1.5e6, 0}},
+		{"no floor above quota", []float64{6e6, 2e6, 0}, 0, []float64{4e6, 2e6, 0}},
 		{"full floor is even", []float64{5e6, 1e6, 0}, 1, []float64{2e6, 2e6, 2e6}},
 		{"demand above quota", []float64{60e6, 20e6, 20e6}, DefaultFloor, nil},
 		{"bad demand counts as none", []float64{math.NaN(), -5, math.Inf(1), 3e6}, DefaultFloor, nil},
@@ -180,7 +186,8 @@ func TestCellReachesQuota(t *testing.T) {
 // sum to the quota, none is below the floor, a broker with more demand
 // above the floor never gets a smaller share, and when the demands (each
 // at least the floor) fit in the quota every broker gets its demand and an
-// equal part of the spare.
+// equal part of the spare, and when they do not every broker gets either
+// its demand or the one level the others get, never more than its demand.
 func TestSplitProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		quota := rapid.Float64Range(1, 1e10).Draw(t, "quota")
@@ -198,6 +205,9 @@ func TestSplitProperties(t *testing.T) {
 		for i, v := range got {
 			if want := max(demand[i], each) + (quota-need)/float64(len(demand)); need <= quota && v < want-1e-9*quota {
 				t.Fatalf("demand %v fits in quota %v: share %d = %v, want at least %v", demand, quota, i, v, want)
+			}
+			if w := max(demand[i], each); need > quota && (v > w+1e-9*quota || v < w-1e-9*quota && v < slices.Max(got)-1e-9*quota) {
+				t.Fatalf("demand %v above quota %v: share %d = %v, want its demand %v or the level %v", demand, quota, i, v, w, slices.Max(got))
 			}
 			if v < each-1e-9*quota {
 				t.Fatalf("share %d = %v below the floor %v", i, v, each)
