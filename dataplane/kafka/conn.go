@@ -55,7 +55,7 @@ type conn struct {
 	muted    time.Duration // how long the current request waited out a throttle (quota.go)
 	release  func()        // gives back the tenant's connection slot, once taken
 
-	preAuthHost string // counted among this address's unauthenticated connections; guarded by s.mu
+	preAuthHost string // holds a place among this address's unauthenticated connections; guarded by s.preAuth.mu
 
 	respErr int16 // the error code of the response handle wrote last (metrics.go)
 }

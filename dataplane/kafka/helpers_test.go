@@ -44,6 +44,7 @@ type brokerOpts struct {
 	maxRequestBytes int32
 	authTimeout     time.Duration
 	maxPreAuth      int // Config.MaxUnauthenticatedPerIP
+	maxWaiting      int // Config.MaxWaitingPerIP
 	logger          *slog.Logger
 	controlPlane    bool         // serve CreateTopics/DeleteTopics through the control plane
 	tls             *tls.Config  // Config.TLS: the advertised listener serves SASL_SSL
@@ -80,7 +81,7 @@ func startBroker(t testing.TB, o brokerOpts) *broker {
 		t.Fatal(err)
 	}
 	cfg := kafka.Config{Listener: ln, NodeID: 1, State: syncer, Partitions: store, Logger: logger,
-		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, TLS: o.tls, Usage: o.usage}
+		MaxRequestBytes: o.maxRequestBytes, AuthTimeout: o.authTimeout, MaxUnauthenticatedPerIP: o.maxPreAuth, MaxWaitingPerIP: o.maxWaiting, TLS: o.tls, Usage: o.usage}
 	if o.controlPlane {
 		cfg.ControlPlane = client.New(cp.URL)
 		cfg.CellControlPlane = cp.CellClient()

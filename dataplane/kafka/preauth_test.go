@@ -2,23 +2,27 @@ package kafka_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestUnauthenticatedConnectionsPerAddress: one address may hold only a
 // few connections open before they authenticate (300 of 300 used to be
-// held until the auth timeout); one over the cap is closed at once, an
-// authenticated connection frees its place, and authenticated
-// connections do not count.
+// held until the auth timeout); one over the cap waits, unanswered, for a
+// place, one over the waiting bound is closed at once, a connection that
+// ends gives its place to the one waiting, and authenticated connections
+// do not count.
 //
 // The held connections are closed by the test's cleanup.
 func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
-	b := startBroker(t, brokerOpts{maxPreAuth: 3, authTimeout: time.Minute})
+	b := startBroker(t, brokerOpts{maxPreAuth: 3, maxWaiting: 1, authTimeout: time.Minute})
 	tn := b.cp.Signup("preauth", "developer")
 	waitFor(t, "the key to reach the broker", func() bool {
 		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
@@ -62,12 +66,53 @@ func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 			t.Fatalf("unauthenticated connection %d of 3 closed; the cap is 3", i+1)
 		}
 	}
-	if over := dial(); !closedByServer(over) {
-		t.Fatal("a 4th unauthenticated connection from the address was kept open")
+	// The 4th waits for a place: its request is not read.
+	waiting := wrapRaw(t, dial())
+	waiting.send(kmsg.NewPtrApiVersionsRequest())
+	if closedByServer(waiting.c) {
+		t.Fatal("the 4th unauthenticated connection was closed; it should wait for a place")
 	}
-	// A connection ending gives its place back.
+	if over := dial(); !closedByServer(over) {
+		t.Fatal("a 5th unauthenticated connection from the address was kept open; one may wait")
+	}
+	// A connection ending gives its place to the one waiting, which is
+	// then answered.
 	held[0].Close()
-	waitFor(t, "the closed connection's place to be given back", func() bool {
-		return !closedByServer(dial())
+	body, err := waiting.readFrame()
+	if err != nil {
+		t.Fatalf("the waiting connection was not answered once a place freed: %v", err)
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != waiting.corr {
+		t.Fatalf("correlation id %d, want %d", got, waiting.corr)
+	}
+	waitFor(t, "the places to be taken again, and a 5th to be refused", func() bool {
+		return closedByServer(dial())
 	})
+}
+
+// TestManyClientsFromOneAddressStartTogether: more clients than the
+// unauthenticated bound, all behind one address (a fleet restarted at once,
+// a NAT), connect at the same moment, and every one of them gets through: those over the bound wait for a place instead
+// of being closed (franz-go gave up on such a connection with "broker
+// closed the connection immediately during api versions negotiation").
+func TestManyClientsFromOneAddressStartTogether(t *testing.T) {
+	b := startBroker(t, brokerOpts{maxPreAuth: 4})
+	tn := b.cp.Signup("fleet", "developer")
+	waitFor(t, "the key to reach the broker", func() bool {
+		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
+		return err == nil
+	})
+	const clients = 100
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make(chan error, clients)
+	for range clients {
+		cl := b.client(t, tn)
+		go func() { errs <- cl.Ping(ctx) }()
+	}
+	for i := range clients {
+		if err := <-errs; err != nil {
+			t.Fatalf("client %d of %d: %v", i+1, clients, err)
+		}
+	}
 }

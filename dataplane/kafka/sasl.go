@@ -120,7 +120,7 @@ func (c *conn) authenticated(p *cellview.Principal) error {
 	}
 	c.dev = false
 	c.principal.Store(p)
-	c.s.authenticated(c)
+	c.s.preAuth.give(c)
 	c.s.cfg.Logger.Debug("kafka client authenticated", "remote", c.remote, "mechanism", c.mechanism, "key_id", p.KeyID, "tenant_id", p.TenantID)
 	return nil
 }

@@ -86,10 +86,15 @@ type Config struct {
 	// Default 10 s.
 	AuthTimeout time.Duration
 	// MaxUnauthenticatedPerIP bounds the connections one client address may
-	// hold open before they authenticate; a connection over it is closed at
-	// once. Authenticated connections do not count (their tenant's
-	// max_connections bounds them). Default 32; negative: no bound.
+	// hold open before they authenticate; a connection over it waits for a
+	// place, unread, for at most AuthTimeout (preauth.go). Authenticated
+	// connections do not count (their tenant's max_connections bounds
+	// them). Default 32; negative: no bound.
 	MaxUnauthenticatedPerIP int
+	// MaxWaitingPerIP bounds the connections of one client address that
+	// wait for a place among its unauthenticated ones; the next is closed
+	// at once. Default 256; negative: none waits.
+	MaxWaitingPerIP int
 	// IdleTimeout closes an authenticated connection that sends nothing for
 	// this long (Kafka's connections.max.idle.ms). Default 10 min.
 	IdleTimeout time.Duration
@@ -163,6 +168,7 @@ func (c *Config) validate() error {
 	}
 	c.AuthTimeout = cmp.Or(c.AuthTimeout, 10*time.Second)
 	c.MaxUnauthenticatedPerIP = cmp.Or(c.MaxUnauthenticatedPerIP, 32)
+	c.MaxWaitingPerIP = cmp.Or(c.MaxWaitingPerIP, 256)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 10*time.Minute)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
 	c.MaxFetchWait = cmp.Or(c.MaxFetchWait, 30*time.Second)
@@ -192,7 +198,8 @@ type Server struct {
 	closed  bool
 	serving bool
 	conns   map[*conn]struct{}
-	preAuth map[string]int // unauthenticated connections by client address
+
+	preAuth *preAuthPlaces // unauthenticated connections by client address
 }
 
 // New checks cfg and starts listening; Serve accepts connections.
@@ -212,7 +219,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kafka config: DevTenant needs a loopback listener, not %s", ln.Addr())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}, preAuth: map[string]int{}}
+	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{},
+		preAuth: newPreAuthPlaces(cfg.MaxUnauthenticatedPerIP, cfg.MaxWaitingPerIP)}
 	if cfg.Homes != nil {
 		s.homes = newHomeCache(cfg.Homes, cfg.HomeLimits, cfg.Now)
 	}
@@ -289,23 +297,26 @@ func (s *Server) startConn(nc net.Conn) {
 		nc = tls.Server(nc, s.cfg.TLS)
 	}
 	c := newConn(s, nc)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		nc.Close()
-		return
-	}
-	if c.principal.Load() == nil && s.cfg.MaxUnauthenticatedPerIP > 0 {
-		host := hostOf(c.remote)
-		if s.preAuth[host] >= s.cfg.MaxUnauthenticatedPerIP {
-			s.mu.Unlock()
+	host, wait := "", false
+	if c.principal.Load() == nil {
+		host = hostOf(c.remote)
+		var placed bool
+		if placed, wait = s.preAuth.admit(c, host); !placed && !wait {
 			s.cfg.Logger.Info("kafka connection refused: too many unauthenticated connections from its address",
-				"remote", c.remote, "limit", s.cfg.MaxUnauthenticatedPerIP)
+				"remote", c.remote, "limit", s.cfg.MaxUnauthenticatedPerIP, "waiting", s.cfg.MaxWaitingPerIP)
 			nc.Close()
 			return
 		}
-		s.preAuth[host]++
-		c.preAuthHost = host
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		if wait {
+			s.preAuth.abandon(host)
+		}
+		s.preAuth.give(c)
+		nc.Close()
+		return
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
@@ -316,8 +327,14 @@ func (s *Server) startConn(nc net.Conn) {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
-			s.authenticated(c)
+			s.preAuth.give(c)
 		}()
+		if wait && !s.preAuth.await(s.ctx, c, host, s.cfg.AuthTimeout) {
+			s.cfg.Logger.Info("kafka connection closed: no place among its address's unauthenticated connections within the auth timeout",
+				"remote", c.remote, "limit", s.cfg.MaxUnauthenticatedPerIP, "auth_timeout", s.cfg.AuthTimeout)
+			nc.Close()
+			return
+		}
 		c.serve()
 	}()
 }
@@ -392,18 +409,4 @@ func (s *Server) watchKeys() {
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
-}
-
-// authenticated gives back c's place among its address's unauthenticated
-// connections, once: when it authenticates, or when it ends.
-func (s *Server) authenticated(c *conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.preAuthHost == "" {
-		return
-	}
-	if s.preAuth[c.preAuthHost]--; s.preAuth[c.preAuthHost] <= 0 {
-		delete(s.preAuth, c.preAuthHost)
-	}
-	c.preAuthHost = ""
 }
