@@ -134,7 +134,7 @@ func (g *GroupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress
 	if g.seeding.Load() {
 		return fmt.Errorf("request vote from %s: %w", id, ErrSeeding)
 	}
-	return controlRPC(g, id, target, kindRequestVote, args, resp)
+	return g.retryVote(id, func() error { return controlRPC(g, id, target, kindRequestVote, args, resp) })
 }
 
 // RequestPreVote implements raft.WithPreVote.
@@ -142,7 +142,7 @@ func (g *GroupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddr
 	if g.seeding.Load() {
 		return fmt.Errorf("request pre-vote from %s: %w", id, ErrSeeding)
 	}
-	return controlRPC(g, id, target, kindRequestPreVote, args, resp)
+	return g.retryVote(id, func() error { return controlRPC(g, id, target, kindRequestPreVote, args, resp) })
 }
 
 // TimeoutNow implements raft.Transport.

@@ -140,6 +140,11 @@ type Config struct {
 	// first vote request must not be lost to that. Default half of
 	// ControlTimeout, at most 1s; negative answers at once.
 	OpenWait time.Duration
+	// VoteRetry is how long a vote or pre-vote request that got no answer
+	// from the receiving Raft (its group not open yet, the connection
+	// lost, no answer in time) is sent again, every 200 ms, while its
+	// peer answers probes (vote.go). Default 4s; negative never.
+	VoteRetry time.Duration
 }
 
 func (c *Config) validate() error {
@@ -198,6 +203,9 @@ func (c *Config) validate() error {
 	}
 	if c.OpenWait == 0 {
 		c.OpenWait = min(c.ControlTimeout/2, time.Second)
+	}
+	if c.VoteRetry == 0 {
+		c.VoteRetry = 4 * time.Second
 	}
 	return nil
 }
@@ -732,6 +740,9 @@ type Stats struct {
 	// Silent counts connections closed because their peer sent nothing
 	// for the liveness window (Config.LivenessWindow).
 	Silent uint64
+	// VoteRetries counts vote and pre-vote requests sent again after
+	// failing without an answer (Config.VoteRetry).
+	VoteRetries uint64
 	// LaneBytes counts bytes written per lane kind ("control", "append";
 	// snapshot data is not counted).
 	LaneBytes map[string]uint64
@@ -745,6 +756,7 @@ type nodeStats struct {
 	timedOut       atomic.Uint64
 	silent         atomic.Uint64
 	held           atomic.Int64 // requests waiting for their group to open
+	voteRetries    atomic.Uint64
 	laneBytes      [5]atomic.Uint64
 }
 
@@ -777,6 +789,7 @@ func (n *Node) Stats() Stats {
 	s.Quiesced = n.stats.quiesced.Load()
 	s.TimedOut = n.stats.timedOut.Load()
 	s.Silent = n.stats.silent.Load()
+	s.VoteRetries = n.stats.voteRetries.Load()
 	s.LaneBytes[laneControl.String()] = n.stats.laneBytes[laneControl].Load()
 	s.LaneBytes[laneAppend.String()] = n.stats.laneBytes[laneAppend].Load()
 	return s

@@ -14,7 +14,7 @@ import (
 // instead of failing and costing the candidate an election timeout; a
 // group that never opens is still ErrUnknownGroup, after OpenWait.
 func TestRPCWaitsForItsGroupToOpen(t *testing.T) {
-	nodes := newNodes(t, 2, nil, func(c *Config) { c.OpenWait = 20 * time.Second })
+	nodes := newNodes(t, 2, nil, func(c *Config) { c.OpenWait, c.VoteRetry = 20*time.Second, -1 })
 	a, b := nodes[0], nodes[1]
 	ga := mustGroup(t, a, "new")
 	voted := make(chan error, 1)
