@@ -1042,8 +1042,18 @@ func (r *Replica) checkRemoved() bool {
 	r.removed = true
 	r.readyTerm = 0
 	r.mu.Unlock()
-	_ = r.raft.Shutdown().Error()
+	_ = r.shutdownRaft()
 	return true
+}
+
+// shutdownRaft shuts the Raft member down. A transport that sends vote
+// requests again (transport.GroupTransport.Closing) is told first, since
+// Raft's shutdown waits for its vote requests.
+func (r *Replica) shutdownRaft() error {
+	if c, ok := r.cfg.Transport.(interface{ Closing() }); ok {
+		c.Closing()
+	}
+	return r.raft.Shutdown().Error()
 }
 
 // Close shuts the Raft member down, stops the replica's goroutines and
@@ -1055,7 +1065,7 @@ func (r *Replica) Close() error {
 		r.shutdown = true
 		r.readyTerm = 0
 		r.mu.Unlock()
-		err := r.raft.Shutdown().Error()
+		err := r.shutdownRaft()
 		close(r.stop)
 		r.wg.Wait()
 		r.raft.DeregisterObserver(r.obsReg)

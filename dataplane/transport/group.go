@@ -23,6 +23,8 @@ type GroupTransport struct {
 	inbox       chan inbound  // requests waiting for serveInbox
 	done        chan struct{} // closed by Close
 	closeOnce   sync.Once
+	closing     chan struct{} // closed by Closing or Close: no more vote retries
+	closingOnce sync.Once
 	wg          sync.WaitGroup // serveInbox
 	heartbeatFn atomic.Pointer[func(raft.RPC)]
 	progress    sync.Map                             // raft.ServerID → *peerProgress; see PeerLastLog
@@ -82,6 +84,7 @@ func (g *GroupTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 // it then fail with ErrUnknownGroup), fails its calls in progress and waits
 // for its goroutine. It is idempotent.
 func (g *GroupTransport) Close() error {
+	g.Closing()
 	g.closeOnce.Do(func() {
 		g.node.removeGroup(g)
 		g.mu.Lock()
@@ -91,6 +94,14 @@ func (g *GroupTransport) Close() error {
 		g.wg.Wait()
 	})
 	return nil
+}
+
+// Closing says the group's Raft is about to shut down: a vote request being
+// sent again (retryVote) returns its last error now. hashicorp/raft waits
+// for its vote requests before it closes the transport, so without this a
+// shutdown would wait out VoteRetry. Idempotent; Close implies it.
+func (g *GroupTransport) Closing() {
+	g.closingOnce.Do(func() { close(g.closing) })
 }
 
 func (g *GroupTransport) isClosed() bool {

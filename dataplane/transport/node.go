@@ -352,6 +352,7 @@ func (n *Node) Group(groupID string) (*GroupTransport, error) {
 		consume: make(chan raft.RPC),
 		inbox:   make(chan inbound, n.cfg.InboxSize),
 		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 		lane:    int(hashString(groupID) % uint32(n.cfg.AppendLanes)),
 	}
 	n.mu.Lock()

@@ -22,7 +22,8 @@ const voteRetryEvery = 200 * time.Millisecond
 // request again is safe: a voter grants at most one candidate per term
 // and answers the same candidate again alike. A peer that answers no
 // probe (dead) is not asked again, nor is a receiver that answered
-// (refused, seeding) or a closed group.
+// (refused, seeding), nor anyone once the group's Raft is shutting down
+// (Closing), which waits for its vote requests.
 func (g *GroupTransport) retryVote(id raft.ServerID, call func() error) error {
 	deadline := time.Now().Add(g.node.cfg.VoteRetry)
 	for {
@@ -34,7 +35,7 @@ func (g *GroupTransport) retryVote(id raft.ServerID, call func() error) error {
 		t := time.NewTimer(voteRetryEvery)
 		select {
 		case <-t.C:
-		case <-g.done:
+		case <-g.closing:
 			t.Stop()
 			return err
 		}

@@ -82,3 +82,31 @@ func TestVoteRetriedUntilGroupOpens(t *testing.T) {
 		t.Fatalf("a vote to a peer answering no probe was sent again %d times", n)
 	}
 }
+
+// TestClosingEndsVoteRetries: hashicorp/raft waits for its vote requests
+// before its shutdown completes, so a group told that its Raft is closing
+// stops sending a vote again at once instead of after VoteRetry (a
+// replica removed by a move, or closed, used to wait it out).
+func TestClosingEndsVoteRetries(t *testing.T) {
+	nodes := newNodes(t, 2, nil, func(c *Config) { c.OpenWait, c.VoteRetry = 50*time.Millisecond, time.Hour })
+	a, b := nodes[0], nodes[1]
+	ga := mustGroup(t, a, "never-opened")
+	voted := make(chan error, 1)
+	go func() { voted <- vote(ga, a.ID(), b) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Stats().VoteRetries == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the vote request to a group that is not open was never sent again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ga.Closing()
+	select {
+	case err := <-voted:
+		if !errors.Is(err, ErrUnknownGroup) {
+			t.Fatalf("vote after Closing: %v, want ErrUnknownGroup", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the vote request was still being sent again 30 s after Closing")
+	}
+}
