@@ -283,6 +283,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (Outc
 			return Outcome{}, fmt.Errorf("settle moves: %w", err)
 		}
 	}
+	if cfg.Compact && !awaitCompaction(ctx, cfg, c, compactionWait, log) {
+		log.Warn("chaos: no read found a compacted offset before the final read", "waited", compactionWait)
+	}
 	gaps, err := FinalRead(context.Background(), cfg, c, chk, tr, log)
 	if err != nil {
 		return Outcome{Result: chk.Result()}, err

@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
@@ -167,19 +169,28 @@ func TestMoveBackOntoFormerBrokers(t *testing.T) {
 	waitAcks(t, w, 50)
 
 	// Make the leader unable to send its first entries: the joiners are
-	// seeded from its snapshot and segments.
-	b := c.Leader(0)
-	if b < 0 {
-		t.Fatal("no serving leader on 4,5,6")
-	}
-	r := c.Replica(b, 0)
-	to := r.HighWatermark() - 5
-	chk.MayTrim(0, to)
+	// seeded from its snapshot and segments. Leadership may still be on
+	// its way to the preferred replica (4): a replica transferring it
+	// refuses, and the next leader is asked.
 	ctx, cancel := context.WithTimeout(context.Background(), moveWait)
 	defer cancel()
-	if _, err := r.DeleteRecords(ctx, to); err != nil {
-		t.Fatalf("delete records: %v", err)
-	}
+	celltest.WaitFor(t, moveWait, "DeleteRecords on the serving leader of 4,5,6", func() bool {
+		b := c.Leader(0)
+		if b < 0 {
+			return false
+		}
+		r := c.Replica(b, 0)
+		to := r.HighWatermark() - 5
+		chk.MayTrim(0, to)
+		_, err := r.DeleteRecords(ctx, to)
+		if errors.Is(err, partition.ErrNotLeader) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("delete records: %v", err)
+		}
+		return true
+	})
 	for _, n := range []int{4, 5, 6} {
 		if rr := c.Replica(n-1, 0); rr != nil {
 			if err := rr.RetentionPass(ctx, 5*time.Second); err != nil {
