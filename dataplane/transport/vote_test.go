@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // vote asks b's group for a vote from group g and reports the outcome.
@@ -34,13 +36,9 @@ func TestVoteRetriedUntilGroupOpens(t *testing.T) {
 	ga := mustGroup(t, a, "late")
 	voted := make(chan error, 1)
 	go func() { voted <- vote(ga, a.ID(), b) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Stats().UnknownGroup == 0 || a.Stats().VoteRetries == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the vote request was never refused for an unknown group and sent again")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "the vote request refused for an unknown group and sent again", func() bool {
+		return b.Stats().UnknownGroup > 0 && a.Stats().VoteRetries > 0
+	})
 	serveFake(t, b, "late", nil)
 	if err := <-voted; err != nil {
 		t.Fatalf("vote to a group that opened late: %v", err)
@@ -60,20 +58,11 @@ func TestVoteRetriedUntilGroupOpens(t *testing.T) {
 
 	// A dead peer (cut off, answering no probe) is asked once.
 	ga.WatchPeers([]raft.Server{{ID: a.ID(), Address: a.Addr()}, {ID: c.ID(), Address: c.Addr()}})
-	deadline = time.Now().Add(20 * time.Second)
-	for a.Stats().Sent["ping"] < 3 || !a.PeerAnswering(c.ID()) {
-		if time.Now().After(deadline) {
-			t.Fatal("c never answered a probe")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "c to answer probes", func() bool {
+		return a.Stats().Sent["ping"] >= 3 && a.PeerAnswering(c.ID())
+	})
 	faults.Partition(string(a.ID()), string(c.ID()))
-	for a.PeerAnswering(c.ID()) {
-		if time.Now().After(deadline) {
-			t.Fatal("the cut peer still answers")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "the cut peer to stop answering", func() bool { return !a.PeerAnswering(c.ID()) })
 	before := a.Stats().VoteRetries
 	if err := vote(ga, a.ID(), c); err == nil {
 		t.Fatal("a vote through a cut link was granted")
@@ -93,13 +82,9 @@ func TestClosingEndsVoteRetries(t *testing.T) {
 	ga := mustGroup(t, a, "never-opened")
 	voted := make(chan error, 1)
 	go func() { voted <- vote(ga, a.ID(), b) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for a.Stats().VoteRetries == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the vote request to a group that is not open was never sent again")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 20*time.Second, "the vote request to a group that is not open sent again", func() bool {
+		return a.Stats().VoteRetries > 0
+	})
 	ga.Closing()
 	select {
 	case err := <-voted:
