@@ -113,10 +113,3 @@ func (p *preAuthPlaces) give(c *conn) {
 		delete(p.freed, host)
 	}
 }
-
-// count is how many of host's connections hold a place and how many wait.
-func (p *preAuthPlaces) count(host string) (held, waiting int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.held[host], p.waiting[host]
-}
