@@ -126,12 +126,7 @@ func (n *Node) PeerDown(id raft.ServerID) bool {
 // broker's replicas have forgotten that they led (so PeerDown holds it
 // down for their followers), but they vote and campaign like any live
 // one. An unwatched peer answers.
-func (n *Node) PeerAnswering(id raft.ServerID) bool {
-	n.mu.Lock()
-	l := n.live[id]
-	n.mu.Unlock()
-	return l == nil || time.Since(n.heardFrom(l)) <= n.cfg.DownAfter
-}
+func (n *Node) PeerAnswering(id raft.ServerID) bool { return n.answeredWithin(id, n.cfg.DownAfter) }
 
 // PeerAnsweringNow reports whether the watched peer id answered a probe
 // within half of DownAfter: two probes' time, what a live peer does even
@@ -140,10 +135,16 @@ func (n *Node) PeerAnswering(id raft.ServerID) bool {
 // DownAfter, so the first of them found down would see the others alive;
 // this tells them apart. An unwatched peer answers.
 func (n *Node) PeerAnsweringNow(id raft.ServerID) bool {
+	return n.answeredWithin(id, n.cfg.DownAfter/2)
+}
+
+// answeredWithin reports whether the watched peer id was heard from within
+// d; an unwatched peer was.
+func (n *Node) answeredWithin(id raft.ServerID, d time.Duration) bool {
 	n.mu.Lock()
 	l := n.live[id]
 	n.mu.Unlock()
-	return l == nil || time.Since(n.heardFrom(l)) <= n.cfg.DownAfter/2
+	return l == nil || time.Since(n.heardFrom(l)) <= d
 }
 
 // probe pings peer l every ProbeInterval until the Node closes. One probe
