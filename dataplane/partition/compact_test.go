@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -146,7 +148,11 @@ func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64
 	for {
 		off, err := c.Produce(ctx, 0, append([]byte(nil), batch...))
 		var nl *partition.NotLeaderError
-		if err == nil || !errors.As(err, &nl) {
+		// A broker crashed under the produce (CrashBroker) fails it with
+		// its closed committer or Raft, as a client would see its
+		// connection cut: that one is retried too.
+		crashed := errors.Is(err, raftlog.ErrCommitterClosed) || errors.Is(err, raft.ErrRaftShutdown)
+		if err == nil || !errors.As(err, &nl) && !crashed {
 			return off, err
 		}
 		select {
