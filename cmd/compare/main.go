@@ -42,15 +42,22 @@ type options struct {
 	// scaleParts is the partition (stream) count of the second throughput
 	// run, right after the first in every run; 0 skips it.
 	scaleParts int
+	// scaleProducers is the producer count of that run; 0: one a
+	// partition (and at least the first run's).
+	scaleProducers int
 }
 
 // scaled is the throughput run over scaleParts partitions: the same
 // messages and window per producer, one producer per partition (at least
-// as many producers as the first run).
+// as many producers as the first run), or scaleProducers each writing
+// its share of the partitions in turn.
 func (o options) scaled() throughputConfig {
 	c := o.tp
 	c.Parts = o.scaleParts
 	c.Producers = max(o.tp.Producers, o.scaleParts)
+	if o.scaleProducers > 0 {
+		c.Producers = o.scaleProducers
+	}
 	c.Messages = max(c.Messages, c.Producers)
 	return c
 }
@@ -83,6 +90,7 @@ func main() {
 	flag.IntVar(&o.kills, "kills", 2, "SIGKILLs of the leader's server per run and client (default and tuned), timing the longest interval without an acknowledgement; 0 skips")
 	flag.IntVar(&o.newLogParts, "new-log-partitions", 12, "partitions (NATS: streams) of the second set of new logs")
 	flag.IntVar(&o.scaleParts, "scale-partitions", 12, "partitions (NATS: streams) of a second throughput run right after the first, one producer each; 0 skips")
+	flag.IntVar(&o.scaleProducers, "scale-producers", 0, "producers of that run, each writing its share of the partitions in turn; 0: one a partition")
 	flag.Parse()
 	o.tp.Warmup = o.warmup
 	if o.profileDir != "" || o.traceDir != "" {
@@ -123,7 +131,7 @@ func run(ctx context.Context, o options) error {
 	if o.tp.Producers < 1 || o.tp.Parts < 1 || o.tp.Window < 1 || o.tp.Messages < o.tp.Producers || o.runs < 1 {
 		return fmt.Errorf("need producers, partitions, window, runs >= 1 and messages >= producers")
 	}
-	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 || o.scaleParts < 0 {
+	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 || o.scaleParts < 0 || o.scaleProducers < 0 {
 		return fmt.Errorf("need -new-logs, -kills, -scale-partitions >= 0 and -new-log-partitions >= 1")
 	}
 	if o.only != "both" && o.only != "sluice" && o.only != "nats" {
@@ -492,14 +500,14 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 	if o.doc != "" {
 		doc = " -doc " + o.doc
 	}
-	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -scale-partitions %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d -kills %d%s`.\n",
-		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.scaleParts, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, o.kills, doc)
+	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -scale-partitions %d -scale-producers %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d -kills %d%s`.\n",
+		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.scaleParts, o.scaleProducers, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, o.kills, doc)
 	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
 		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))
 	if o.scaleParts > 0 {
 		sc := o.scaled()
-		fmt.Fprintf(&b, "- **Partitions:** right after each 1-partition throughput run, the same %d messages over a new log of %d Sluice partitions / %d NATS streams, from %d producers (producer i writing to number i mod %d), %d in flight each, then one consumer per partition or stream; the ratio row divides each run's figure by the 1-partition figure measured just before it on the same system.\n",
-			sc.Messages, sc.Parts, sc.Parts, sc.Producers, sc.Parts, sc.Window)
+		fmt.Fprintf(&b, "- **Partitions:** right after each 1-partition throughput run, the same %d messages over a new log of %d Sluice partitions / %d NATS streams, from %d producers (%s), %d in flight each, then one consumer per partition or stream; the ratio row divides each run's figure by the 1-partition figure measured just before it on the same system.\n",
+			sc.Messages, sc.Parts, sc.Parts, sc.Producers, sc.mapping(), sc.Window)
 	}
 	if o.newLogs > 0 {
 		fmt.Fprintf(&b, "- **New logs:** per run, %d new topics of 1 partition, then %d of %d partitions (NATS: %d new streams of 1, then %d sets of %d), one after another, each timed from the create call to a record acknowledged on every partition (stream), each partition published by its own new client with default settings (franz-go: a partition without a leader is retried after a metadata refresh, MetadataMinAge 5 s); percentiles over the run's topics, the table's cell the median of runs.\n",

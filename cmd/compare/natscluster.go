@@ -178,19 +178,23 @@ func (n *natsCluster) settle(ctx context.Context, log string, parts int) error {
 // natsAsync publishes with PublishMsgAsync on its own connection; the ack
 // and error handlers find each message's done callback by its *nats.Msg.
 type natsAsync struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	subj string
-	mu   sync.Mutex // guards pending
-	pend map[*nats.Msg]func(error)
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	subjs []string
+	n     int        // messages published: the next subject is subjs[n mod len]
+	mu    sync.Mutex // guards pending
+	pend  map[*nats.Msg]func(error)
 }
 
-func (n *natsCluster) asyncPublisher(ctx context.Context, log string, part, window int) (asyncPublisher, error) {
+func (n *natsCluster) asyncPublisher(ctx context.Context, log string, parts []int, window int) (asyncPublisher, error) {
 	nc, err := n.connect()
 	if err != nil {
 		return nil, err
 	}
-	p := &natsAsync{nc: nc, subj: subject(log, part), pend: make(map[*nats.Msg]func(error), window)}
+	p := &natsAsync{nc: nc, pend: make(map[*nats.Msg]func(error), window)}
+	for _, part := range parts {
+		p.subjs = append(p.subjs, subject(log, part))
+	}
 	// The library's own cap on pending acks is set above the window the
 	// caller keeps, so that it never stalls a publish on its own.
 	js, err := jetstream.New(nc,
@@ -218,8 +222,10 @@ func (p *natsAsync) finish(m *nats.Msg, err error) {
 	}
 }
 
+// publish is called from one goroutine at a time (produce's loop).
 func (p *natsAsync) publish(ctx context.Context, value []byte, done func(error)) error {
-	m := &nats.Msg{Subject: p.subj, Data: value}
+	m := &nats.Msg{Subject: p.subjs[p.n%len(p.subjs)], Data: value}
+	p.n++
 	p.mu.Lock()
 	p.pend[m] = done
 	p.mu.Unlock()

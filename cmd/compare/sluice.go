@@ -168,20 +168,28 @@ func (c *sluiceCell) producerOpts(log string, window int, linger time.Duration) 
 }
 
 type kgoAsync struct {
-	cl   *kgo.Client
-	part int32
+	cl    *kgo.Client
+	parts []int32
+	n     int // messages published: the next part is parts[n mod len]
 }
 
-func (c *sluiceCell) asyncPublisher(ctx context.Context, log string, part, window int) (asyncPublisher, error) {
+func (c *sluiceCell) asyncPublisher(ctx context.Context, log string, parts []int, window int) (asyncPublisher, error) {
 	cl, err := kgo.NewClient(c.producerOpts(log, window, 10*time.Millisecond)...)
 	if err != nil {
 		return nil, err
 	}
-	return &kgoAsync{cl: cl, part: int32(part)}, nil
+	p := &kgoAsync{cl: cl}
+	for _, part := range parts {
+		p.parts = append(p.parts, int32(part))
+	}
+	return p, nil
 }
 
+// publish is called from one goroutine at a time (produce's loop).
 func (p *kgoAsync) publish(ctx context.Context, value []byte, done func(error)) error {
-	p.cl.Produce(ctx, &kgo.Record{Value: value, Partition: p.part}, func(_ *kgo.Record, err error) { done(err) })
+	part := p.parts[p.n%len(p.parts)]
+	p.n++
+	p.cl.Produce(ctx, &kgo.Record{Value: value, Partition: part}, func(_ *kgo.Record, err error) { done(err) })
 	return nil
 }
 

@@ -23,7 +23,9 @@ type system interface {
 	// settle waits, after the warm-up, until log's leadership is where it
 	// will stay, so that timed runs measure the steady state.
 	settle(ctx context.Context, log string, parts int) error
-	asyncPublisher(ctx context.Context, log string, part, window int) (asyncPublisher, error)
+	// asyncPublisher publishes to parts of log, in turn, one message
+	// each.
+	asyncPublisher(ctx context.Context, log string, parts []int, window int) (asyncPublisher, error)
 	syncPublisher(ctx context.Context, log string, part int) (syncPublisher, error)
 	// consume reads part of log from its first message until it has read
 	// want messages, checking each is msgSize bytes.
@@ -65,7 +67,7 @@ type throughputConfig struct {
 	Messages  int // in total, split evenly across producers
 	Producers int
 	Window    int // messages in flight per producer
-	Parts     int // producer i writes part i mod Parts
+	Parts     int // see partsOf
 	Warmup    int // messages per part published (sync) before timing
 }
 
@@ -78,6 +80,28 @@ func (c throughputConfig) split(i int) int {
 	return n
 }
 
+// partsOf returns the parts producer i writes, in turn: part i mod Parts
+// when there are at least as many producers as parts, else every part p
+// with p mod Producers = i (so each part has one producer).
+func (c throughputConfig) partsOf(i int) []int {
+	if c.Producers >= c.Parts {
+		return []int{i % c.Parts}
+	}
+	var ps []int
+	for p := i; p < c.Parts; p += c.Producers {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// mapping says which parts each producer writes, for the report.
+func (c throughputConfig) mapping() string {
+	if c.Producers >= c.Parts {
+		return fmt.Sprintf("producer i writing to number i mod %d", c.Parts)
+	}
+	return fmt.Sprintf("producer i writing to every number p with p mod %d = i, one message to each in turn", c.Producers)
+}
+
 // perPart returns how many messages each part holds after the run,
 // warm-up included.
 func (c throughputConfig) perPart() []int {
@@ -86,7 +110,13 @@ func (c throughputConfig) perPart() []int {
 		out[p] = c.Warmup
 	}
 	for i := range c.Producers {
-		out[i%c.Parts] += c.split(i)
+		ps, n := c.partsOf(i), c.split(i)
+		for k, p := range ps {
+			out[p] += n / len(ps)
+			if k < n%len(ps) {
+				out[p]++
+			}
+		}
 	}
 	return out
 }
@@ -145,7 +175,7 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 		}
 	}()
 	for i := range pubs {
-		p, err := s.asyncPublisher(ctx, log, i%cfg.Parts, cfg.Window)
+		p, err := s.asyncPublisher(ctx, log, cfg.partsOf(i), cfg.Window)
 		if err != nil {
 			return res, err
 		}

@@ -14,6 +14,7 @@ func TestThroughputSplit(t *testing.T) {
 		{"even", throughputConfig{Messages: 400, Producers: 4, Parts: 1, Warmup: 10}, []int{410}},
 		{"remainder to the first producers", throughputConfig{Messages: 10, Producers: 4, Parts: 4}, []int{3, 3, 2, 2}},
 		{"producers wrap over parts", throughputConfig{Messages: 600, Producers: 6, Parts: 4, Warmup: 1}, []int{201, 201, 101, 101}},
+		{"producers spread over parts", throughputConfig{Messages: 10, Producers: 2, Parts: 5}, []int{2, 3, 2, 2, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.cfg.perPart()
