@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
@@ -120,4 +121,26 @@ func (c *procCell) kgo(extra ...kgo.Opt) *kgo.Client {
 	}
 	c.t.Cleanup(cl.Close)
 	return cl
+}
+
+// createTopic creates topic, of parts partitions, for the cell's tenant.
+func (c *procCell) createTopic(ctx context.Context, topic string, parts int) {
+	c.t.Helper()
+	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// otherTenant signs up a second tenant, name, with a topic of its own of
+// parts partitions: a neighbour whose traffic a test watches for harm.
+func (c *procCell) otherTenant(ctx context.Context, name, topic string, parts int) *launch.Tenant {
+	c.t.Helper()
+	other, err := launch.SignUp(ctx, c.cp, name, "")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := other.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
+		c.t.Fatal(err)
+	}
+	return other
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
-	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/dataplane/celltest/history"
 )
 
@@ -26,9 +25,7 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	c := startProcCell(t, "drain", 4)
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, parts)
 	tp, err := c.tenant.Client.Topic(ctx, topic)
 	if err != nil {
 		t.Fatal(err)

@@ -21,9 +21,7 @@ import (
 func moveCell(t *testing.T, ctx context.Context, name, topic string, args ...string) (*procCell, string) {
 	t.Helper()
 	c := startProcCellWith(t, name, 6, func(b *launch.Broker) { b.Args = append(b.Args, args...) })
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: 1}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, 1)
 	tp, err := c.tenant.Client.Topic(ctx, topic)
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
@@ -46,43 +43,22 @@ func BenchmarkTenantMove(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts a control plane and six brokers in two cells")
 	}
-	const parts, producers, batch, recSize = 12, 6, 32, 1024
-	mbps := 20.0
-	if v := os.Getenv("SLUICE_TENANT_MOVE_MBPS"); v != "" {
-		var err error
-		if mbps, err = strconv.ParseFloat(v, 64); err != nil || mbps <= 0 {
-			b.Fatalf("SLUICE_TENANT_MOVE_MBPS %q: want megabytes a second", v)
-		}
-	}
-	var minAge []kgo.Opt
+	const parts = 12
+	cfg := benchLoadConfig{producers: 6, batch: 32, recSize: 1024, mbps: mbpsFromEnv(b, "SLUICE_TENANT_MOVE_MBPS", 20)}
 	if v := os.Getenv("SLUICE_TENANT_MOVE_MINAGE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			b.Fatalf("SLUICE_TENANT_MOVE_MINAGE %q: want a duration", v)
 		}
-		minAge = append(minAge, kgo.MetadataMinAge(d))
+		cfg.opts = append(cfg.opts, kgo.MetadataMinAge(d))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c := startProcCell(b, "tmbench", 3)
 	op := c.cp.Operator
-	// The plan's quotas (1 MB/s or so) would cap the tenant: lift them, so
-	// the pace and the servers set the rate.
-	if _, err := op.AdminSetQuotas(ctx, c.tenant.ID, api.Quotas{ProduceBytesPerSec: 1 << 40, ProduceMessagesPerSec: 1 << 30,
-		FetchBytesPerSec: 1 << 40, MaxPartitions: 10_000, MaxTopics: 1_000, MaxConnections: 10_000, MaxStorageBytes: 1 << 50,
-		MaxMessageBytes: 8 << 20, MaxRequestsPerSec: 1 << 30, MaxRetentionMs: 365 * 24 * 3600 * 1000}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: "hot", Partitions: parts}); err != nil {
-		b.Fatal(err)
-	}
-	other, err := launch.SignUp(ctx, c.cp, "tmbench-other", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := other.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: "quiet", Partitions: 3}); err != nil {
-		b.Fatal(err)
-	}
+	c.liftQuotas(ctx)
+	c.createTopic(ctx, "hot", parts)
+	other := c.otherTenant(ctx, "tmbench-other", "quiet", 3)
 	if v := os.Getenv("SLUICE_TENANT_MOVE_DEST_DIR"); v != "" {
 		// The destination cell's data on another filesystem (a tmpfs such
 		// as /dev/shm): one machine's stand-in for a cell on machines of
@@ -109,132 +85,8 @@ func BenchmarkTenantMove(b *testing.B) {
 	}
 	c.addCell(ctx, "tmbench-dedicated", "dedicated", "tmbench-dcell", 3)
 
-	var ackedN, polled, failed atomic.Int64 // the hot tenant's records
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex // guards ackTimes, otherLat and lags
-	ackTimes := make([][]time.Time, producers)
-	type lat struct {
-		at time.Time
-		d  time.Duration
-	}
-	var otherLat []lat
-	val := make([]byte, recSize)
-	interval := time.Duration(float64(time.Second) * batch * recSize * producers / (mbps * 1e6))
-	for p := range producers {
-		cl := c.kgo(append([]kgo.Opt{kgo.DefaultProduceTopic("hot"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.ProducerLinger(2 * time.Millisecond), kgo.MaxBufferedRecords(8192), kgo.RecordDeliveryTimeout(3 * time.Minute)}, minAge...)...)
-		acked := func(_ *kgo.Record, err error) {
-			if err != nil {
-				failed.Add(1)
-				return
-			}
-			ackedN.Add(1)
-			now := time.Now()
-			mu.Lock()
-			ackTimes[p] = append(ackTimes[p], now)
-			mu.Unlock()
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cl.Flush(context.Background())
-			next := time.Now()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if d := time.Until(next); d > 0 {
-					time.Sleep(d) // pacing to the target rate, not synchronisation
-				}
-				next = next.Add(interval)
-				if behind := time.Since(next); behind > time.Second {
-					next = time.Now() // the rate is out of reach: do not burst to catch up
-				}
-				for range batch { // blocks while MaxBufferedRecords are unacknowledged
-					cl.Produce(ctx, &kgo.Record{Value: val}, acked)
-				}
-			}
-		}()
-	}
-	g := c.kgo(append([]kgo.Opt{kgo.ConsumerGroup("hot-group"), kgo.ConsumeTopics("hot"), kgo.FetchMaxBytes(16 << 20)}, minAge...)...)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			fs := g.PollFetches(pctx)
-			pcancel()
-			polled.Add(int64(fs.NumRecords()))
-		}
-	}()
-	oc, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap...), kgo.SASL(plain.Auth{User: other.KeyID, Pass: other.Secret}.AsMechanism()),
-		kgo.DefaultProduceTopic("quiet"), kgo.RecordDeliveryTimeout(3*time.Minute))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer oc.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			if err := oc.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
-				continue
-			}
-			mu.Lock()
-			otherLat = append(otherLat, lat{start, time.Since(start)})
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond) // pacing: about 50 produces a second
-		}
-	}()
-	type lagSample struct {
-		at  time.Time
-		lag int64
-	}
-	var lags []lagSample
-	wg.Add(1)
-	go func() { // the group's lag, every 100 ms
-		defer wg.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case at := <-tick.C:
-				mu.Lock()
-				lags = append(lags, lagSample{at, ackedN.Load() - polled.Load()})
-				mu.Unlock()
-			}
-		}
-	}()
-
-	if err := launch.WaitFor(ctx, "traffic warmed up", time.Minute, func() error {
-		if ackedN.Load() == 0 || polled.Load() == 0 {
-			return fmt.Errorf("%d acknowledged, %d polled", ackedN.Load(), polled.Load())
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	waitUntil(ctx, time.Now().Add(10*time.Second))
-	window := 20 * time.Second
-	beforeFrom, ackedFrom := time.Now(), ackedN.Load()
-	waitUntil(ctx, beforeFrom.Add(window))
-	beforeTo, ackedBefore := time.Now(), ackedN.Load()
+	load := c.startBenchLoad(ctx, other, cfg)
+	before := load.warmUp(ctx, b)
 
 	b.ResetTimer()
 	var mv api.TenantMove
@@ -253,6 +105,7 @@ func BenchmarkTenantMove(b *testing.B) {
 	// leave mirroring: give up after limit, with the lag's course logged.
 	limit := 3 * time.Minute
 	if v := os.Getenv("SLUICE_TENANT_MOVE_LIMIT"); v != "" {
+		var err error
 		if limit, err = time.ParseDuration(v); err != nil || limit <= 0 {
 			b.Fatalf("SLUICE_TENANT_MOVE_LIMIT %q: want a duration", v)
 		}
@@ -276,7 +129,7 @@ func BenchmarkTenantMove(b *testing.B) {
 				}
 			}
 			b.Logf("at %s: %s, mirror lag %d offsets in all, %d at most; %d acknowledged", time.Since(started).Round(time.Second),
-				m.State, sum, most, ackedN.Load())
+				m.State, sum, most, load.ackedN.Load())
 		}
 		if m.State != "done" {
 			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
@@ -284,70 +137,24 @@ func BenchmarkTenantMove(b *testing.B) {
 		mv = m
 		return nil
 	}); err != nil {
-		b.Logf("produced %.1f MB/s in the %v before the move", float64(ackedBefore-ackedFrom)*recSize/1e6/beforeTo.Sub(beforeFrom).Seconds(), window)
+		b.Logf("produced %.1f MB/s in the %v before the move", before.mbps(cfg.recSize), before.to.Sub(before.from).Round(time.Second))
 		b.Fatal(err)
 	}
-	finished := time.Now()
 	b.StopTimer()
-	ackedDuring := ackedN.Load() - ackedBefore
-	waitUntil(ctx, finished.Add(5*time.Second))
-	close(stop)
-	wg.Wait()
-
-	mu.Lock()
-	defer mu.Unlock()
-	var gaps []time.Duration // each producer's longest time without an acknowledgement during the move
-	for _, ts := range ackTimes {
-		gaps = append(gaps, longestGap(ts, started, finished))
-	}
-	slices.Sort(gaps)
-	var before, during []time.Duration
-	var slowest []lat // during the move, at: since its start
-	for _, l := range otherLat {
-		switch {
-		case !l.at.Before(beforeFrom) && l.at.Before(beforeTo):
-			before = append(before, l.d)
-		case !l.at.Before(started) && l.at.Before(finished):
-			during = append(during, l.d)
-			slowest = append(slowest, lat{at: time.Time{}.Add(l.at.Sub(started)), d: l.d})
-		}
-	}
-	slices.SortFunc(slowest, func(a, b lat) int { return cmp.Compare(b.d, a.d) })
+	s := load.finish(ctx, before, started)
+	s.report(b, cfg, "the move")
+	b.ReportMetric(pct(s.gaps, 0.5).Seconds()*1e3, "gap_p50_ms")
+	b.ReportMetric(pct(s.gaps, 0.99).Seconds()*1e3, "gap_p99_ms")
+	b.ReportMetric(pct(s.gaps, 1).Seconds()*1e3, "gap_max_ms")
+	slowest := slices.Clone(s.otherDuringAt)
+	slices.SortFunc(slowest, func(a, b timedLatency) int { return cmp.Compare(b.d, a.d) })
 	var slow []string
 	for _, l := range slowest[:min(len(slowest), 5)] {
-		slow = append(slow, fmt.Sprintf("%v at +%v", l.d.Round(time.Millisecond), l.at.Sub(time.Time{}).Round(100*time.Millisecond)))
+		slow = append(slow, fmt.Sprintf("%v at +%v", l.d.Round(time.Millisecond), l.at.Sub(started).Round(100*time.Millisecond)))
 	}
-	slices.Sort(before)
-	slices.Sort(during)
-	var lagBefore, lagDuring int64
-	for _, s := range lags {
-		switch {
-		case !s.at.Before(beforeFrom) && s.at.Before(beforeTo):
-			lagBefore = max(lagBefore, s.lag)
-		case !s.at.Before(started) && s.at.Before(finished.Add(5*time.Second)):
-			lagDuring = max(lagDuring, s.lag)
-		}
-	}
-	dur := finished.Sub(started)
-	mbBefore := float64(ackedBefore-ackedFrom) * recSize / 1e6 / beforeTo.Sub(beforeFrom).Seconds()
-	mbDuring := float64(ackedDuring) * recSize / 1e6 / dur.Seconds()
-	b.ReportMetric(dur.Seconds(), "move_s")
-	b.ReportMetric(pct(gaps, 0.5).Seconds()*1e3, "gap_p50_ms")
-	b.ReportMetric(pct(gaps, 0.99).Seconds()*1e3, "gap_p99_ms")
-	b.ReportMetric(pct(gaps, 1).Seconds()*1e3, "gap_max_ms")
-	b.ReportMetric(float64(lagBefore), "lag_before_recs")
-	b.ReportMetric(float64(lagDuring), "lag_during_recs")
-	b.ReportMetric(pct(before, 0.99).Seconds()*1e3, "other_p99_before_ms")
-	b.ReportMetric(pct(during, 0.99).Seconds()*1e3, "other_p99_during_ms")
-	b.ReportMetric(mbBefore, "MB/s_before")
-	b.ReportMetric(mbDuring, "MB/s_during")
-	b.Logf("target %.0f MB/s; produced %.1f MB/s in the %v before, %.1f MB/s during the move; %d records failed; MetadataMinAge %q",
-		mbps, mbBefore, window, mbDuring, failed.Load(), os.Getenv("SLUICE_TENANT_MOVE_MINAGE"))
+	b.Logf("MetadataMinAge %q", os.Getenv("SLUICE_TENANT_MOVE_MINAGE"))
 	b.Logf("move %d to %s at %d B/s (%d B/s a partition; 0: the brokers' -mirror-rate) in %v: %s", mv.ID, mv.DestCellID, mv.BytesPerSec,
-		mv.PartitionBytesPerSec, dur.Round(10*time.Millisecond), strings.Join(timeline, ", "))
-	b.Logf("per-producer longest time without an acknowledgement during the move (%d producers): %v", producers, gaps)
-	b.Logf("group lag (records acknowledged, not yet polled): max %d before, max %d during the move and 5 s after", lagBefore, lagDuring)
-	b.Logf("other tenant's produce latency: before p50 %v p99 %v (%d), during p50 %v p99 %v (%d)",
-		pct(before, 0.5), pct(before, 0.99), len(before), pct(during, 0.5), pct(during, 0.99), len(during))
+		mv.PartitionBytesPerSec, s.during.to.Sub(started).Round(10*time.Millisecond), strings.Join(timeline, ", "))
+	b.Logf("per-producer longest time without an acknowledgement during the move (%d producers): %v", cfg.producers, s.gaps)
 	b.Logf("other tenant's slowest produces during the move (sent, from the move's start): %s", strings.Join(slow, ", "))
 }

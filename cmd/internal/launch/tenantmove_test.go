@@ -94,45 +94,16 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	c := startProcCell(t, "tmove", 3)
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, parts)
 	c.addCell(ctx, "tmove-dedicated", "dedicated", "tmove-dcell", 3)
 
 	tr := c.startTraffic(ctx, topic, "move-group", 2*time.Minute)
 	waitAcks(ctx, t, tr.chk, 300)
 	tr.waitGroupRead(ctx, t, 0, "before the move")
 
-	var mv api.TenantMove
-	err := launch.WaitFor(ctx, "the move starts (the dedicated cell's brokers registered and report moves)", time.Minute, func() error {
-		var err error
-		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: "tmove-dedicated"})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mv := c.startTenantMove(ctx, "tmove-dedicated")
 	started := time.Now()
-	var timeline []string
-	last := ""
-	err = launch.WaitFor(ctx, "the tenant move is done", 4*time.Minute, func() error {
-		m, err := c.cp.Operator.AdminTenantMove(ctx, mv.ID)
-		if err != nil {
-			return err
-		}
-		if m.State != last {
-			last = m.State
-			timeline = append(timeline, fmt.Sprintf("%s at %s", m.State, time.Since(started).Round(time.Millisecond)))
-		}
-		if m.State != "done" {
-			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
-		}
-		mv = m
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mv, timeline := c.awaitTenantMove(ctx, mv.ID, started, 4*time.Minute)
 	took := time.Since(started)
 	read := tr.chk.Result().GroupRecords
 	waitAcks(ctx, t, tr.chk, tr.chk.Result().Acks+300) // produce continues on the new cell
@@ -150,7 +121,7 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	// producer stopped) is retried, as a client does.
 	body := []byte(`{"messages":[{"key":"aw==","value":"YWZ0ZXIgdGhlIG1vdmU="}]}`)
 	var refused error
-	err = launch.WaitFor(ctx, "a publish through the old cell after the move", 30*time.Second, func() error {
+	err := launch.WaitFor(ctx, "a publish through the old cell after the move", 30*time.Second, func() error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(body))
 		req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
 		req.Header.Set("Content-Type", "application/json")
@@ -188,4 +159,47 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	if err != nil || strings.Count(string(kout), "\n") < 5 {
 		t.Fatalf("a kcat group through the old cell after the move: %v\n%s", err, kout)
 	}
+}
+
+// startTenantMove moves the cell's tenant to pool, trying again for up to
+// a minute while the pool's cell is not ready to take it (its brokers not
+// yet registered or reporting moves).
+func (c *procCell) startTenantMove(ctx context.Context, pool string) api.TenantMove {
+	c.t.Helper()
+	var mv api.TenantMove
+	if err := launch.WaitFor(ctx, "the tenant move starts", time.Minute, func() error {
+		var err error
+		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: pool})
+		return err
+	}); err != nil {
+		c.t.Fatal(err)
+	}
+	return mv
+}
+
+// awaitTenantMove waits up to limit for move id to be done and returns it
+// with the states it went through, each with its time since started.
+func (c *procCell) awaitTenantMove(ctx context.Context, id int64, started time.Time, limit time.Duration) (api.TenantMove, []string) {
+	c.t.Helper()
+	var mv api.TenantMove
+	var timeline []string
+	last := ""
+	if err := launch.WaitFor(ctx, "the tenant move is done", limit, func() error {
+		m, err := c.cp.Operator.AdminTenantMove(ctx, id)
+		if err != nil {
+			return err
+		}
+		if m.State != last {
+			last = m.State
+			timeline = append(timeline, fmt.Sprintf("%s at %s", m.State, time.Since(started).Round(time.Millisecond)))
+		}
+		if m.State != "done" {
+			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
+		}
+		mv = m
+		return nil
+	}); err != nil {
+		c.t.Fatal(err)
+	}
+	return mv, timeline
 }

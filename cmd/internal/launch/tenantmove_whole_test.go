@@ -302,13 +302,7 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other, err := launch.SignUp(ctx, c.cp, "twhole-other", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: "quiet", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
+	other := c.otherTenant(ctx, "twhole-other", "quiet", 2)
 	c.addCell(ctx, "twhole-dedicated", "dedicated", "twhole-dcell", 3)
 
 	prodCl := c.kgo(kgo.RecordDeliveryTimeout(2*time.Minute), kgo.ProducerLinger(5*time.Millisecond))
@@ -332,38 +326,13 @@ func TestTenantMoveWholeTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mv api.TenantMove
-	if err := launch.WaitFor(ctx, "the move starts", time.Minute, func() error {
-		var err error
-		mv, err = c.cp.Operator.AdminMoveTenant(ctx, c.tenant.ID, api.MoveTenantRequest{Pool: "twhole-dedicated"})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mv := c.startTenantMove(ctx, "twhole-dedicated")
 	started := time.Now()
 	watch.mu.Lock()
 	watch.since = started
 	watch.mu.Unlock()
 	uncommittedAtMove := watch.uncommitted()
-	var timeline []string
-	last := ""
-	if err := launch.WaitFor(ctx, "the tenant move is done", 4*time.Minute, func() error {
-		m, err := c.cp.Operator.AdminTenantMove(ctx, mv.ID)
-		if err != nil {
-			return err
-		}
-		if m.State != last {
-			last = m.State
-			timeline = append(timeline, fmt.Sprintf("%s at %s", m.State, time.Since(started).Round(time.Millisecond)))
-		}
-		if m.State != "done" {
-			return fmt.Errorf("move %d is %s: %s", m.ID, m.State, m.Error)
-		}
-		mv = m
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	mv, timeline := c.awaitTenantMove(ctx, mv.ID, started, 4*time.Minute)
 	finished := time.Now()
 	// Traffic goes on in the new cell, the group commits there, then its
 	// member leaves and a new one (old bootstrap again) takes over from

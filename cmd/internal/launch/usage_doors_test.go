@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
-	"github.com/sluicehq/sluice/contract/api"
 )
 
 // readHTTP reads every partition of topic from offset 0 to its high
@@ -71,9 +70,7 @@ func TestBytesOutOneDefinitionForBothDoors(t *testing.T) {
 	c := startUsageCell(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, parts)
 	c.produceKafka(ctx, topic, 0, n)
 	c.publishHTTP(ctx, topic, 0, m)
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
-	"github.com/sluicehq/sluice/contract/api"
 )
 
 // leaders asks a broker for topic's partition leaders: -1 for a
@@ -68,9 +67,7 @@ func TestStorageAndPartitionSeconds(t *testing.T) {
 	cl := c.kgo(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(time.Minute))
 
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, parts)
 	// When each partition first has a leader: the sampler counts a
 	// partition from then. Polled every 20 ms: each time is late by at
 	// most a poll and a metadata answer.

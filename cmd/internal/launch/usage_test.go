@@ -208,9 +208,7 @@ func TestUsageExactAcrossCrashes(t *testing.T) {
 	c := startUsageCell(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if _, err := c.tenant.Client.CreateTopic(ctx, api.CreateTopicRequest{Name: topic, Partitions: parts}); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(ctx, topic, parts)
 	var out, outMsgs int64
 	read := func() {
 		for range k {
