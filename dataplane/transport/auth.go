@@ -89,13 +89,7 @@ func (n *Node) verifyPeer(certs []*x509.Certificate, usage x509.ExtKeyUsage) (st
 	if len(certs) == 0 {
 		return "", errors.New("peer sent no certificate")
 	}
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{
-		Roots: n.cfg.Credentials.CAs, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage},
-	}); err != nil {
+	if err := verifyChain(certs, n.cfg.Credentials.CAs, usage); err != nil {
 		return "", fmt.Errorf("verify peer certificate: %w", err)
 	}
 	cell, broker, err := peercert.Identity(certs[0])
@@ -157,16 +151,40 @@ func (n *Node) acceptPeer(raw net.Conn, br *bufio.Reader, lane laneKind, claimed
 	return &peerConn{Conn: tc, raw: raw}, tbr, nil
 }
 
-// dialPeer connects to broker peerID at addr: clear hello, TLS with the
-// server's certificate required to name peerID, hello again inside TLS.
-func dialPeer(n *Node, addr raft.ServerAddress, kind laneKind, peerID string) (net.Conn, error) {
+// verifyChain verifies the leaf certs[0] against roots for usage, with the
+// rest of certs as intermediates. Peer, grant and mirror checks all verify
+// a chain this way before reading the identity the leaf names.
+func verifyChain(certs []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	_, err := certs[0].Verify(x509.VerifyOptions{
+		Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage},
+	})
+	return err
+}
+
+// dialTCP opens the TCP connection a lane starts on, with Nagle's
+// algorithm off: frames are small and latency matters more than packing.
+func (n *Node) dialTCP(addr raft.ServerAddress) (net.Conn, error) {
 	d := net.Dialer{Timeout: n.cfg.DialTimeout}
 	raw, err := d.DialContext(n.ctx, "tcp", string(addr))
 	if err != nil {
-		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
+		return nil, err
 	}
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	return raw, nil
+}
+
+// dialPeer connects to broker peerID at addr: clear hello, TLS with the
+// server's certificate required to name peerID, hello again inside TLS.
+func dialPeer(n *Node, addr raft.ServerAddress, kind laneKind, peerID string) (net.Conn, error) {
+	raw, err := n.dialTCP(addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s lane to %s: %w", kind, addr, err)
 	}
 	fail := func(err error) (net.Conn, error) {
 		_ = raw.Close()

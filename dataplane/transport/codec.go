@@ -97,17 +97,14 @@ type wireError struct {
 // larger than inlineDataMax is not copied: the returned buffers reference it.
 // It returns the total frame size including the length prefix.
 func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) (net.Buffers, int, error) {
-	if len(group) > maxGroupIDLen {
-		return nil, 0, fmt.Errorf("encode frame: group id of %d bytes exceeds %d", len(group), maxGroupIDLen)
-	}
-	est := 64 + len(group)
+	extra := 0
 	if ae, ok := msg.(*raft.AppendEntriesRequest); ok {
-		est += len(ae.ID) + len(ae.Addr) + len(ae.Leader) + 48*len(ae.Entries)
+		extra = len(ae.ID) + len(ae.Addr) + len(ae.Leader) + 48*len(ae.Entries)
 	}
-	b := make([]byte, frameHeaderLen, est)
-	b = append(b, kind)
-	b = binary.LittleEndian.AppendUint64(b, reqID)
-	b = appendBytes(b, []byte(group))
+	b, err := startFrame("frame", kind, reqID, group, extra)
+	if err != nil {
+		return nil, 0, err
+	}
 
 	switch m := msg.(type) {
 	case nil:
@@ -138,6 +135,20 @@ func encodeFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) 
 	return bufs, total, nil
 }
 
+// startFrame checks the group id and returns a buffer holding a frame's
+// header (length placeholder, kind, request id, group id) with room for
+// extra payload bytes. The Raft and the mirror encoders share it so both
+// frame families keep one header layout; what names the family in errors.
+func startFrame(what string, kind uint8, reqID uint64, group string, extra int) ([]byte, error) {
+	if len(group) > maxGroupIDLen {
+		return nil, fmt.Errorf("encode %s: group id of %d bytes exceeds %d", what, len(group), maxGroupIDLen)
+	}
+	b := make([]byte, frameHeaderLen, 64+len(group)+extra)
+	b = append(b, kind)
+	b = binary.LittleEndian.AppendUint64(b, reqID)
+	return appendBytes(b, []byte(group)), nil
+}
+
 func appendBytes(b, p []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p)))
 	return append(b, p...)
@@ -150,16 +161,9 @@ func appendBytes(b, p []byte) []byte {
 // per entry), and the error string of a kindError frame.
 func decodeFrame(buf []byte) (frame, error) {
 	c := fieldCodec{d: decoder{b: buf}}
-	d := &c.d
-	var f frame
-	f.kind = d.u8()
-	f.reqID = d.u64()
-	f.group = d.bytes()
-	if len(f.group) > maxGroupIDLen {
-		return frame{}, fmt.Errorf("decode frame: group id of %d bytes exceeds %d", len(f.group), maxGroupIDLen)
-	}
-	if d.err != nil {
-		return frame{}, fmt.Errorf("decode frame header: %w", d.err)
+	f, err := c.frameHeader("frame")
+	if err != nil {
+		return frame{}, err
 	}
 	if f.kind != kindSnapshotAccept && f.kind != kindPing && f.kind != kindPing|kindResponse {
 		f.msg = newMessage(f.kind)
@@ -168,16 +172,42 @@ func decodeFrame(buf []byte) (frame, error) {
 		}
 		c.payload(f.msg)
 	}
-	if c.bad != nil {
-		return frame{}, fmt.Errorf("decode frame kind %#x: %w", f.kind, c.bad)
-	}
-	if d.err != nil {
-		return frame{}, fmt.Errorf("decode frame kind %#x: %w", f.kind, d.err)
-	}
-	if len(d.b) != 0 {
-		return frame{}, fmt.Errorf("decode frame kind %#x: %d bytes left: %w", f.kind, len(d.b), errTrailing)
+	if err := c.payloadDone("frame", f.kind); err != nil {
+		return frame{}, err
 	}
 	return f, nil
+}
+
+// frameHeader reads the header every frame starts with (kind, request id,
+// group id). Shared by the Raft and the mirror decoders so that both check
+// the header alike; what names the frame family in errors.
+func (c *fieldCodec) frameHeader(what string) (frame, error) {
+	d := &c.d
+	var f frame
+	f.kind = d.u8()
+	f.reqID = d.u64()
+	f.group = d.bytes()
+	if d.err != nil {
+		return frame{}, fmt.Errorf("decode %s header: %w", what, d.err)
+	}
+	if len(f.group) > maxGroupIDLen {
+		return frame{}, fmt.Errorf("decode %s: group id of %d bytes exceeds %d", what, len(f.group), maxGroupIDLen)
+	}
+	return f, nil
+}
+
+// payloadDone reports how decoding a payload ended: a value out of range,
+// a short read, or bytes left over all fail the frame.
+func (c *fieldCodec) payloadDone(what string, kind uint8) error {
+	switch {
+	case c.bad != nil:
+		return fmt.Errorf("decode %s kind %#x: %w", what, kind, c.bad)
+	case c.d.err != nil:
+		return fmt.Errorf("decode %s kind %#x: %w", what, kind, c.d.err)
+	case len(c.d.b) != 0:
+		return fmt.Errorf("decode %s kind %#x: %d bytes left: %w", what, kind, len(c.d.b), errTrailing)
+	}
+	return nil
 }
 
 // newMessage returns an empty message of a frame kind, nil for an unknown
@@ -388,28 +418,21 @@ func (c *fieldCodec) header(h *raft.RPCHeader) {
 }
 
 // size carries a snapshot size (never negative; encodeFrame refuses one).
-func (c *fieldCodec) size(p *int64) {
-	u := uint64(*p)
-	c.uv(&u)
-	if c.encoding || c.d.err != nil {
-		return
-	}
-	if u > math.MaxInt64 {
-		c.fail(fmt.Errorf("install snapshot size %d out of range", u))
-		return
-	}
-	*p = int64(u)
-}
+func (c *fieldCodec) size(p *int64) { c.nonNegative(p, "install snapshot size") }
 
 // offset carries a Kafka offset or file position (never negative).
-func (c *fieldCodec) offset(p *int64) {
+func (c *fieldCodec) offset(p *int64) { c.nonNegative(p, "offset") }
+
+// nonNegative carries an int64 that is never negative as an unsigned
+// varint; decoding refuses a value past math.MaxInt64, naming it as what.
+func (c *fieldCodec) nonNegative(p *int64, what string) {
 	u := uint64(*p)
 	c.uv(&u)
 	if c.encoding || c.d.err != nil {
 		return
 	}
 	if u > math.MaxInt64 {
-		c.fail(fmt.Errorf("offset %d out of range", u))
+		c.fail(fmt.Errorf("%s %d out of range", what, u))
 		return
 	}
 	*p = int64(u)

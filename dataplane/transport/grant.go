@@ -170,13 +170,7 @@ func (n *Node) verifyMirrorClient(certs []*x509.Certificate) (cell, broker strin
 	if g == nil {
 		return "", "", 0, fmt.Errorf("cell %q: %w", cell, ErrNotGranted)
 	}
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{
-		Roots: g.pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
+	if err := verifyChain(certs, g.pool, x509.ExtKeyUsageClientAuth); err != nil {
 		return "", "", 0, fmt.Errorf("verify mirror client of cell %q: %w", cell, err)
 	}
 	return cell, broker, g.gen, nil

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -181,13 +180,9 @@ type mirrorLane struct {
 // and name that cell and id, the hello again inside TLS.
 func (m *MirrorClient) dial(id raft.ServerID, addr raft.ServerAddress) (*conn, error) {
 	n := m.node
-	d := net.Dialer{Timeout: n.cfg.DialTimeout}
-	raw, err := d.DialContext(n.ctx, "tcp", string(addr))
+	raw, err := n.dialTCP(addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial mirror lane to %s at %s: %w", id, addr, err)
-	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
 	}
 	fail := func(err error) (*conn, error) {
 		_ = raw.Close()
@@ -229,13 +224,7 @@ func (m *MirrorClient) verifyServer(certs []*x509.Certificate, id raft.ServerID)
 	if len(certs) == 0 {
 		return errors.New("source broker sent no certificate")
 	}
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{
-		Roots: m.cas, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}); err != nil {
+	if err := verifyChain(certs, m.cas, x509.ExtKeyUsageServerAuth); err != nil {
 		return fmt.Errorf("verify source broker certificate: %w", err)
 	}
 	cell, broker, err := peercert.Identity(certs[0])

@@ -130,20 +130,17 @@ func encodeAny(kind uint8, reqID uint64, group string, msg any, maxFrame int) (n
 
 // encodeMirrorFrame encodes one mirror frame into one buffer.
 func encodeMirrorFrame(kind uint8, reqID uint64, group string, msg any, maxFrame int) (net.Buffers, error) {
-	if len(group) > maxGroupIDLen {
-		return nil, fmt.Errorf("encode mirror frame: group id of %d bytes exceeds %d", len(group), maxGroupIDLen)
-	}
-	est := 64 + len(group)
+	extra := 0
 	switch m := msg.(type) {
 	case *MirrorReadResponse:
-		est += len(m.Data)
+		extra = len(m.Data)
 	case *MirrorSnapshotResponse:
-		est += len(m.Data)
+		extra = len(m.Data)
 	}
-	b := make([]byte, frameHeaderLen, est)
-	b = append(b, kind)
-	b = binary.LittleEndian.AppendUint64(b, reqID)
-	b = appendBytes(b, []byte(group))
+	b, err := startFrame("mirror frame", kind, reqID, group, extra)
+	if err != nil {
+		return nil, err
+	}
 	c := fieldCodec{encoding: true, b: b}
 	if !c.mirrorPayload(msg) {
 		return nil, fmt.Errorf("encode mirror frame: unsupported message %T", msg)
@@ -166,16 +163,9 @@ var errNotMirrorKind = errors.New("not a mirror rpc")
 // slices in the result alias buf.
 func decodeMirrorFrame(buf []byte) (frame, error) {
 	c := fieldCodec{d: decoder{b: buf}}
-	d := &c.d
-	var f frame
-	f.kind = d.u8()
-	f.reqID = d.u64()
-	f.group = d.bytes()
-	if d.err != nil {
-		return frame{}, fmt.Errorf("decode mirror frame header: %w", d.err)
-	}
-	if len(f.group) > maxGroupIDLen {
-		return frame{}, fmt.Errorf("decode mirror frame: group id of %d bytes exceeds %d", len(f.group), maxGroupIDLen)
+	f, err := c.frameHeader("mirror frame")
+	if err != nil {
+		return frame{}, err
 	}
 	f.msg = newMirrorMessage(f.kind)
 	if f.msg == nil {
@@ -185,14 +175,8 @@ func decodeMirrorFrame(buf []byte) (frame, error) {
 		return f, errNotMirrorKind
 	}
 	c.mirrorPayload(f.msg)
-	if c.bad != nil {
-		return frame{}, fmt.Errorf("decode mirror frame kind %#x: %w", f.kind, c.bad)
-	}
-	if d.err != nil {
-		return frame{}, fmt.Errorf("decode mirror frame kind %#x: %w", f.kind, d.err)
-	}
-	if len(d.b) != 0 {
-		return frame{}, fmt.Errorf("decode mirror frame kind %#x: %d bytes left: %w", f.kind, len(d.b), errTrailing)
+	if err := c.payloadDone("mirror frame", f.kind); err != nil {
+		return frame{}, err
 	}
 	return f, nil
 }

@@ -1,9 +1,6 @@
 package transport
 
-import (
-	"bytes"
-	"testing"
-)
+import "testing"
 
 // FuzzDecodeSegmentFrame feeds arbitrary bytes to the frame decoder as a
 // segment RPC (list or read, request or response). Invariants: decoding
@@ -50,16 +47,6 @@ func FuzzDecodeSegmentFrame(f *testing.F) {
 				t.Fatalf("negative read %+v", m)
 			}
 		}
-		bufs, _, err := encodeFrame(fr.kind, fr.reqID, string(fr.group), fr.msg, DefaultMaxFrameSize)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		again, err := decodeFrame(joinBufs(bufs)[frameHeaderLen:])
-		if err != nil {
-			t.Fatalf("decode re-encoded: %v", err)
-		}
-		if again.kind != fr.kind || !bytes.Equal(again.group, fr.group) || !equalMsg(fr.msg, again.msg) {
-			t.Fatalf("re-encode changed the frame:\n%#v\n%#v", fr.msg, again.msg)
-		}
+		checkReencodes(t, fr)
 	})
 }
