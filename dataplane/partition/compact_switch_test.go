@@ -43,13 +43,7 @@ func TestCompactionTurnedOnIdenticalOnReplicas(t *testing.T) {
 	val := make([]byte, 300)
 	produce := func(i int, recs ...keyedRec) {
 		t.Helper()
-		off, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, recs...))
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-		for j, r := range recs {
-			newest[r.key] = readRecord{offset: off + int64(j), key: r.key, value: string(r.value), tomb: r.value == nil}
-		}
+		produceNewest(ctx, t, c, newest, ts0, i, recs...)
 	}
 	update := func(i int) {
 		copy(val, fmt.Sprintf("value %d", i))

@@ -163,6 +163,21 @@ func produceRetrying(ctx context.Context, c *celltest.Cell, batch []byte) (int64
 	}
 }
 
+// produceNewest produces recs in batch i (stamped ts0+i) and keeps in
+// newest each key's latest record at its offset: what a reader from the
+// log start must see once compaction has run.
+func produceNewest(ctx context.Context, t *testing.T, c *celltest.Cell, newest map[string]readRecord, ts0 int64, i int, recs ...keyedRec) int64 {
+	t.Helper()
+	off, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, recs...))
+	if err != nil {
+		t.Fatalf("produce %d: %v", i, err)
+	}
+	for j, r := range recs {
+		newest[r.key] = readRecord{offset: off + int64(j), key: r.key, value: string(r.value), tomb: r.value == nil}
+	}
+	return off
+}
+
 // compactedAlike runs a compaction pass on every replica (passAll, now
 // the leader's clock) and reports whether every broker's closed segments
 // of partition 0 are byte-identical, the leader's log is closed up to its
@@ -252,14 +267,7 @@ func TestCompactionIdenticalOnReplicas(t *testing.T) {
 	newest := map[string]readRecord{}
 	produce := func(i int, recs ...keyedRec) int64 {
 		t.Helper()
-		off, err := produceRetrying(ctx, c, keyedBatch(ts0+int64(i), -1, 0, recs...))
-		if err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-		for j, r := range recs {
-			newest[r.key] = readRecord{offset: off + int64(j), key: r.key, value: string(r.value), tomb: r.value == nil}
-		}
-		return off
+		return produceNewest(ctx, t, c, newest, ts0, i, recs...)
 	}
 	produce(0, keyedRec{"gone", []byte("soon deleted")})
 	produce(1, keyedRec{key: "gone"}) // tombstone at ts0+1

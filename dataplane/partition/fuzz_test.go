@@ -23,6 +23,32 @@ func (*memSink) ID() string    { return "fuzz" }
 func (*memSink) Cancel() error { return nil }
 func (*memSink) Close() error  { return nil }
 
+// persist snapshots f and persists the snapshot into memory, as Raft does
+// before it writes a snapshot to disk.
+func persist(t testing.TB, f *fsm) *memSink {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	return &sink
+}
+
+// restoreCopy persists f and restores the bytes into a fresh state machine,
+// as a replica started from f's snapshot would hold them.
+func restoreCopy(t testing.TB, f *fsm) *fsm {
+	t.Helper()
+	g := &fsm{store: startAt(0)}
+	if err := g.Restore(persist(t, f)); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // idempotentBatch is a one-record batch of producer pid at epoch and
 // sequence seq, base offset base, as a leader appends it.
 func idempotentBatch(base int64, leaderEpoch int32, pid int64, epoch int16, seq int32) []byte {
@@ -84,14 +110,7 @@ func FuzzRestore(f *testing.F) {
 		if hw := m.highWatermark(); hw < before {
 			t.Fatalf("high watermark went back from %d to %d", before, hw)
 		}
-		var sink memSink
-		snap, err := m.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snap.Persist(&sink); err != nil {
-			t.Fatal(err)
-		}
+		sink := persist(t, m)
 		again := &fsm{store: startAt(0)}
 		if err := again.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 			t.Fatalf("restore of a persisted accepted state: %v", err)

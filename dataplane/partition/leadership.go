@@ -50,6 +50,18 @@ func (r *Replica) campaign(why string, dead raft.ServerID) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ApplyTimeout)
 	defer cancel()
+	r.cancelOnStop(ctx, cancel)
+	if err := c.Campaign(ctx); err != nil {
+		r.cfg.Logger.Debug("campaign failed", "replica", r.cfg.ID, "why", why, "error", err)
+		return false
+	}
+	return true
+}
+
+// cancelOnStop calls cancel when the replica stops, so a call bounded by
+// ctx (a campaign, a meter sink write, a seed) never outlives Close. The
+// watching goroutine ends with ctx, so the caller must cancel it.
+func (r *Replica) cancelOnStop(ctx context.Context, cancel context.CancelFunc) {
 	go func() {
 		select {
 		case <-r.stop:
@@ -57,11 +69,6 @@ func (r *Replica) campaign(why string, dead raft.ServerID) bool {
 		case <-ctx.Done():
 		}
 	}()
-	if err := c.Campaign(ctx); err != nil {
-		r.cfg.Logger.Debug("campaign failed", "replica", r.cfg.ID, "why", why, "error", err)
-		return false
-	}
-	return true
 }
 
 // ElectedHere reports whether this replica has won its group's election

@@ -285,13 +285,7 @@ func (r *Replica) appendMeter(data []byte) error {
 func (r *Replica) recordRange(c MeterRange) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ApplyTimeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	r.cancelOnStop(ctx, cancel)
 	if err := r.cfg.Meter.RecordRange(ctx, c); err != nil {
 		r.cfg.Logger.Debug("record produce range; will retry", "replica", r.cfg.ID, "end", c.End, "err", err)
 		return false

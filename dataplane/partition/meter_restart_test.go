@@ -25,46 +25,41 @@ func stripMeter(t *testing.T, dir string) int {
 		t.Fatal(err)
 	}
 	for _, path := range states {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &st); err != nil {
-			t.Fatal(err)
-		}
-		delete(st, "meter")
-		out, err := json.Marshal(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		metaPath := filepath.Join(filepath.Dir(path), "meta.json")
-		mraw, err := os.ReadFile(metaPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta map[string]json.RawMessage
-		if err := json.Unmarshal(mraw, &meta); err != nil {
-			t.Fatal(err)
-		}
-		h := crc64.New(crc64.MakeTable(crc64.ECMA))
-		h.Write(out)
-		meta["Size"], _ = json.Marshal(len(out))
-		meta["CRC"], _ = json.Marshal(base64.StdEncoding.EncodeToString(h.Sum(nil)))
-		if mraw, err = json.Marshal(meta); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(metaPath, mraw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		out := editJSON(t, path, func(st map[string]json.RawMessage) { delete(st, "meter") })
+		editJSON(t, filepath.Join(filepath.Dir(path), "meta.json"), func(meta map[string]json.RawMessage) {
+			h := crc64.New(crc64.MakeTable(crc64.ECMA))
+			h.Write(out)
+			meta["Size"], _ = json.Marshal(len(out))
+			meta["CRC"], _ = json.Marshal(base64.StdEncoding.EncodeToString(h.Sum(nil)))
+		})
 		if bytes.Contains(out, []byte(`"meter"`)) {
 			t.Fatalf("%s still has meter state", path)
 		}
 	}
 	return len(states)
+}
+
+// editJSON rewrites the JSON object in the file at path as edit changes
+// it, and returns the bytes written.
+func editJSON(t *testing.T, path string, edit func(map[string]json.RawMessage)) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	edit(obj)
+	out, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestMeterUpgradeFromFrontDoorMetering: a cell of the older version

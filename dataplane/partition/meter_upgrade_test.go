@@ -44,16 +44,8 @@ func upgradeLog() (entries []*raft.Log, newBytes int64) {
 // meterless persists f's state as the older version wrote it: no "meter".
 func meterless(t *testing.T, f *fsm) io.ReadCloser {
 	t.Helper()
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
 	var st map[string]json.RawMessage
-	if err := json.Unmarshal(sink.Bytes(), &st); err != nil {
+	if err := json.Unmarshal(persist(t, f).Bytes(), &st); err != nil {
 		t.Fatal(err)
 	}
 	delete(st, "meter")
@@ -116,18 +108,7 @@ func TestMeterUpgradeCountsOnce(t *testing.T) {
 		}
 	}
 	// A replica restored from a snapshot taken after the start.
-	snap, err := restored[0].Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	after := &fsm{store: startAt(0)}
-	if err := after.Restore(&sink); err != nil {
-		t.Fatal(err)
-	}
+	after := restoreCopy(t, restored[0])
 	if after.meterNeedsStart() {
 		t.Fatal("a state persisted after the start asks for another")
 	}

@@ -470,16 +470,9 @@ func (r *Replica) ReadRaw(offset int64, maxBytes int) ([]byte, error) {
 // awaitApply waits for a control or mirror entry's future and returns
 // its result's offset.
 func (r *Replica) awaitApply(ctx context.Context, f raft.ApplyFuture) (int64, error) {
-	done := make(chan struct{})
-	var res int64
-	var err error
-	go func() { res, err = r.applyResult(f); close(done) }()
-	select {
-	case <-done:
-		return res, err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.stop:
-		return 0, r.notLeader(raft.ErrRaftShutdown)
+	res, err, ctxErr := r.waitApply(ctx, f)
+	if ctxErr != nil {
+		return 0, ctxErr
 	}
+	return res, err
 }

@@ -32,18 +32,7 @@ func TestEpochBaseInSnapshot(t *testing.T) {
 	if f.epochBase.Load() != 50 {
 		t.Fatalf("epoch base %d after the promotion, want 50", f.epochBase.Load())
 	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	g := &fsm{store: startAt(0)}
-	if err := g.Restore(&sink); err != nil {
-		t.Fatal(err)
-	}
+	g := restoreCopy(t, f)
 	if g.epochBase.Load() != 50 || g.moving.Load() {
 		t.Fatalf("restored: epoch base %d, moving %v; want 50, not moving", g.epochBase.Load(), g.moving.Load())
 	}

@@ -652,17 +652,32 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 		return r.produceIdempotent(ctx, h, batch)
 	}
 	f := r.applyBatch(batch, r.applyTimeout(ctx)) // mirror_epoch.go
+	base, err, ctxErr := r.waitApply(ctx, f)
+	if ctxErr != nil {
+		return 0, fmt.Errorf("produce: %w", ctxErr)
+	}
+	return base, err
+}
+
+// waitApply waits for f's result (applyResult), for ctx to end, or for
+// Close, whichever comes first: Raft may never answer a future it took
+// just before shutdown, which then fails as not leader. ctxErr is set,
+// and the rest zero, when ctx ended first, so each caller names its own
+// operation in that error.
+func (r *Replica) waitApply(ctx context.Context, f raft.ApplyFuture) (res int64, err, ctxErr error) {
+	// The goroutine writes its own variables, not the results: it may
+	// still run after an early return.
 	done := make(chan struct{})
-	var base int64
-	go func() { base, err = r.applyResult(f); close(done) }()
+	var applied int64
+	var applyErr error
+	go func() { applied, applyErr = r.applyResult(f); close(done) }()
 	select {
 	case <-done:
-		return base, err
+		return applied, applyErr, nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("produce: %w", ctx.Err())
+		return 0, nil, ctx.Err()
 	case <-r.stop:
-		// Raft may never answer a future it took just before shutdown.
-		return 0, r.notLeader(raft.ErrRaftShutdown)
+		return 0, r.notLeader(raft.ErrRaftShutdown), nil
 	}
 }
 

@@ -61,6 +61,21 @@ func waitKnowsLeader(t *testing.T, f *partition.Replica, leader raft.ServerID) {
 	})
 }
 
+// followerRefuses produces to a follower of partition 0 once it knows
+// that broker lb leads, checks the follower refuses with a NotLeaderError
+// naming lb, and returns the follower and the error.
+func followerRefuses(t *testing.T, c *celltest.Cell, lb int) (*partition.Replica, error) {
+	t.Helper()
+	f := c.Replica((lb+1)%3, 0)
+	waitKnowsLeader(t, f, celltest.BrokerID(lb))
+	_, err := f.Produce(context.Background(), celltest.Batch([]byte("no")))
+	var nl *partition.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {
+		t.Fatalf("follower produce: %v", err)
+	}
+	return f, err
+}
+
 func TestProduceFetch(t *testing.T) {
 	c := celltest.New(t, celltest.Options{})
 	lb := c.WaitLeader(0, waitLong)
@@ -84,13 +99,7 @@ func TestProduceFetch(t *testing.T) {
 		t.Fatalf("epochs %+v", eps)
 	}
 	// A follower refuses and names the leader.
-	f := c.Replica((lb+1)%3, 0)
-	waitKnowsLeader(t, f, celltest.BrokerID(lb))
-	_, err := f.Produce(context.Background(), celltest.Batch([]byte("no")))
-	var nl *partition.NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {
-		t.Fatalf("follower produce: %v", err)
-	}
+	f, _ := followerRefuses(t, c, lb)
 	if _, _, err := f.Fetch(0, 100); !errors.Is(err, partition.ErrNotLeader) {
 		t.Fatalf("follower fetch: %v", err)
 	}

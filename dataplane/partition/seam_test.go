@@ -1,7 +1,6 @@
 package partition_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -33,13 +32,7 @@ func TestKafkaSeam(t *testing.T) {
 	if _, ok := r.Leader(); ok {
 		t.Fatal("Leader mapped a non-decimal server id")
 	}
-	f := c.Replica((lb+1)%3, 0)
-	waitKnowsLeader(t, f, celltest.BrokerID(lb))
-	_, err := f.Produce(context.Background(), celltest.Batch([]byte("x")))
-	var nl *partition.NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader != celltest.BrokerID(lb) {
-		t.Fatalf("follower produce: %v", err)
-	}
+	_, err := followerRefuses(t, c, lb)
 	var ln interface{ LeaderNode() (int, bool) }
 	if !errors.As(err, &ln) {
 		t.Fatalf("follower produce error %v has no LeaderNode", err)

@@ -100,13 +100,7 @@ func (r *Replica) seedLoop() {
 	defer r.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	r.cancelOnStop(ctx, cancel)
 	for {
 		select {
 		case <-r.stop:
