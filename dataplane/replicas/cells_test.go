@@ -196,14 +196,7 @@ func (c *cellOf) Replica(b, part int) *partition.Replica {
 	return r
 }
 
-func (c *cellOf) Leader(part int) int {
-	for b := range c.dirs {
-		if r := c.Replica(b, part); r != nil && r.IsLeader() {
-			return b
-		}
-	}
-	return -1
-}
+func (c *cellOf) Leader(part int) int { return celltest.LeaderOf(c, part) }
 
 func (c *cellOf) Produce(ctx context.Context, part int, batch []byte) (int64, error) {
 	return celltest.ProduceToLeader(ctx, c, part, batch)

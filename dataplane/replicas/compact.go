@@ -40,14 +40,7 @@ func (m *Manager) compactLoop() { m.passLoop(m.cfg.CompactInterval, m.Compaction
 // CompactionPass runs one cleaner pass over every replica of a compacted
 // topic, one replica at a time, with Config.Now as the leaders' clock.
 func (m *Manager) CompactionPass(ctx context.Context) {
-	m.mu.RLock()
-	reps := make(map[key]*partition.Replica, len(m.replicas))
-	for k, r := range m.replicas {
-		if r.Settings().Log.Compacted {
-			reps[k] = r
-		}
-	}
-	m.mu.RUnlock()
+	reps := m.openReplicas(func(r *partition.Replica) bool { return r.Settings().Log.Compacted })
 	m.cleaner.mu.Lock()
 	names := m.cleaner.names
 	m.cleaner.mu.Unlock()

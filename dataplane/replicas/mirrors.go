@@ -283,12 +283,7 @@ func (m *Manager) syncMirrors(v *cellview.View, moves map[string]topicMove) erro
 			}
 		}
 	}
-	m.mu.RLock()
-	open := make(map[key]*partition.Replica, len(m.replicas))
-	for k, r := range m.replicas {
-		open[k] = r
-	}
-	m.mu.RUnlock()
+	open := m.openReplicas(nil)
 
 	m.mir.mu.Lock()
 	m.mir.topics = moves

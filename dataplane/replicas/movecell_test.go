@@ -126,14 +126,7 @@ func (c *moveCell) Replica(b, part int) *partition.Replica {
 	return r
 }
 
-func (c *moveCell) Leader(part int) int {
-	for b := range c.brokers {
-		if r := c.Replica(b, part); r != nil && r.IsLeader() {
-			return b
-		}
-	}
-	return -1
-}
+func (c *moveCell) Leader(part int) int { return celltest.LeaderOf(c, part) }
 
 func (c *moveCell) Produce(ctx context.Context, part int, batch []byte) (int64, error) {
 	return celltest.ProduceToLeader(ctx, c, part, batch)

@@ -77,12 +77,7 @@ func (m *Manager) kickMoves() {
 // driveMoves is one pass of the move loop. waiting says a promotion is
 // due but not done yet.
 func (m *Manager) driveMoves() (waiting bool) {
-	m.mu.RLock()
-	open := make(map[key]*partition.Replica, len(m.replicas))
-	for k, r := range m.replicas {
-		open[k] = r
-	}
-	m.mu.RUnlock()
+	open := m.openReplicas(nil)
 	m.mir.mu.Lock()
 	moves := m.mir.topics
 	m.mir.mu.Unlock()

@@ -11,11 +11,8 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/groups"
-	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
-	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
-	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 const moveWait = 60 * time.Second
@@ -252,13 +249,7 @@ func TestLeavingReplicaNeverToldOfItsRemoval(t *testing.T) {
 // partitions' placement, the manager opens those instead of computing
 // OffsetsPlacement's.
 func TestOffsetsPlacedByCellState(t *testing.T) {
-	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tn.Close() })
-	com := raftlog.NewCommitter(log.SyncFiles)
-	t.Cleanup(com.Close)
+	tn, com := nodeDeps(t, 1)
 	m, err := replicas.New(replicas.Config{NodeID: 1, DataDir: t.TempDir(), Transport: tn, Committer: com,
 		Raft: celltest.TestRaftConfig, OffsetsPartitions: 3, OffsetsReplicas: 3})
 	if err != nil {

@@ -540,15 +540,36 @@ func (m *Manager) status(offsets bool) []wire.PartitionStatus {
 // BehindLogStart counts the replicas stuck behind their leader's log
 // start (partition.ErrBehindLogStart), the offsets partitions included.
 func (m *Manager) BehindLogStart() int {
+	return m.count((*partition.Replica).BehindLogStart)
+}
+
+// count counts, under mu, the open replicas for which is returns true:
+// several of the gauges the broker exports are such counts.
+func (m *Manager) count(is func(*partition.Replica) bool) int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	n := 0
 	for _, r := range m.replicas {
-		if r.BehindLogStart() {
+		if is(r) {
 			n++
 		}
 	}
 	return n
+}
+
+// openReplicas copies, under mu, the open replicas that keep accepts (all
+// of them when keep is nil), so that a pass can work on them (Raft rounds,
+// file I/O) without holding mu.
+func (m *Manager) openReplicas(keep func(*partition.Replica) bool) map[key]*partition.Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	open := make(map[key]*partition.Replica, len(m.replicas))
+	for k, r := range m.replicas {
+		if keep == nil || keep(r) {
+			open[k] = r
+		}
+	}
+	return open
 }
 
 // Close closes every replica and waits for all of them. Data stays on disk.

@@ -216,13 +216,7 @@ func viewOf(t *testing.T, st wire.CellState) *cellview.View {
 // has before its first sync deletes nothing.
 func TestOrphanedReplicaDeletedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	tn, err := transport.New(transport.Config{ID: replicas.ServerID(1), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tn.Close() })
-	com := raftlog.NewCommitter(log.SyncFiles)
-	t.Cleanup(com.Close)
+	tn, com := nodeDeps(t, 1)
 	open := func() *replicas.Manager {
 		m, err := replicas.New(replicas.Config{NodeID: 1, DataDir: dir, Transport: tn, Committer: com, Raft: celltest.TestRaftConfig})
 		if err != nil {
@@ -270,4 +264,19 @@ func TestOrphanedReplicaDeletedAfterRestart(t *testing.T) {
 	if len(m.Status()) != 0 {
 		t.Fatalf("status after delete: %+v", m.Status())
 	}
+}
+
+// nodeDeps starts what a Manager of node needs from its broker: a
+// transport listening on a loopback port and a committer, both closed when
+// the test ends.
+func nodeDeps(t *testing.T, node int) (*transport.Node, *raftlog.Committer) {
+	t.Helper()
+	tn, err := transport.New(transport.Config{ID: replicas.ServerID(node), ListenAddr: "127.0.0.1:0", Credentials: celltest.PeerCredentials(t, replicas.ServerID(node))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tn.Close() })
+	com := raftlog.NewCommitter(log.SyncFiles)
+	t.Cleanup(com.Close)
+	return tn, com
 }

@@ -58,12 +58,7 @@ func (m *Manager) passLoop(interval time.Duration, pass func(context.Context)) {
 // checkpoints its Raft entries file. A pass over replicas with nothing to
 // delete makes no Raft round and touches no file.
 func (m *Manager) RetentionPass(ctx context.Context) {
-	m.mu.RLock()
-	reps := make(map[key]*partition.Replica, len(m.replicas))
-	for k, r := range m.replicas {
-		reps[k] = r
-	}
-	m.mu.RUnlock()
+	reps := m.openReplicas(nil)
 	for k, r := range reps {
 		if ctx.Err() != nil {
 			return

@@ -2,6 +2,8 @@ package replicas
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
 // DefaultSeedRate is tenantd's default -seed-rate: 64 MiB/s, a fraction of
@@ -13,15 +15,7 @@ const DefaultSeedRate = 64 << 20
 // their leader's log start, or new), the offsets partitions included. They
 // are counted by BehindLogStart too: they serve nothing until seeded.
 func (m *Manager) Seeding() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	n := 0
-	for _, r := range m.replicas {
-		if r.Seeding() {
-			n++
-		}
-	}
-	return n
+	return m.count((*partition.Replica).Seeding)
 }
 
 // SeedBytesRemaining is how many segment bytes this broker's seeding
