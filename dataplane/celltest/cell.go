@@ -319,8 +319,12 @@ func (c *Cell) Replica(b, part int) *partition.Replica {
 
 // Leader returns the broker whose replica of part serves as leader now,
 // or -1.
-func (c *Cell) Leader(part int) int {
-	for b := 0; b < c.opts.Brokers; b++ {
+func (c *Cell) Leader(part int) int { return LeaderOf(c, part) }
+
+// LeaderOf is Cell.Leader for any Serving: a test's own brokers find the
+// leader the same way a Cell does, by asking each replica.
+func LeaderOf(c Serving, part int) int {
+	for b := range c.Brokers() {
 		if r := c.Replica(b, part); r != nil && r.IsLeader() {
 			return b
 		}
