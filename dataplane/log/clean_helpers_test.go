@@ -1,7 +1,6 @@
 package log
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -235,12 +234,7 @@ func copyDir(t testing.TB, src, dst string) {
 
 func reopen(t testing.TB, cfg Config) *Log {
 	t.Helper()
-	l, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
+	return openNamed(t, cfg, "reopen")
 }
 
 func sortedKeys(m map[string]string) []string {
