@@ -92,13 +92,7 @@ func TestCoordinatorLoadsCompactedOffsets(t *testing.T) {
 	if err := co.CommitOffsets(ctx, tenant, "m", jr.MemberID, "i-1", jr.Generation, []groups.OffsetCommit{{TopicPartition: tp(0), Offset: 7}}); err != nil {
 		t.Fatalf("member commit: %v", err)
 	}
-	hw := cell.Replica(b, 0).HighWatermark()
-	if err := co.Leave(ctx, tenant, "m", []groups.MemberIdentity{{InstanceID: "i-1"}}); err != nil {
-		t.Fatalf("leave: %v", err)
-	}
-	celltest.WaitFor(t, 10*time.Second, "the emptied group to be written", func() bool {
-		return cell.Replica(b, 0).HighWatermark() > hw
-	})
+	leaveWritten(ctx, t, cell, b, co, tenant, "m", "i-1")
 
 	// Simple groups: "g" commits four partitions 300 times (each commit
 	// superseding the last), then deletes partition 3's offset; "gone" is

@@ -55,6 +55,20 @@ func coordinatorsOn(t *testing.T, cell *celltest.Cell, mod func(*groups.Config))
 	return coords
 }
 
+// leaveWritten makes the static member instance leave group through co,
+// its last member, and waits until broker b's offsets partition has grown:
+// the emptied group's record is written.
+func leaveWritten(ctx context.Context, t *testing.T, cell *celltest.Cell, b int, co *groups.Coordinator, tenant, group, instance string) {
+	t.Helper()
+	hw := cell.Replica(b, 0).HighWatermark()
+	if err := co.Leave(ctx, tenant, group, []groups.MemberIdentity{{InstanceID: instance}}); err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	celltest.WaitFor(t, 10*time.Second, "the emptied group to be written", func() bool {
+		return cell.Replica(b, 0).HighWatermark() > hw
+	})
+}
+
 // waitCoordinator waits until some coordinator serves the group and
 // returns its broker index.
 func waitCoordinator(t *testing.T, coords []*groups.Coordinator, tenant, group string, not int) int {
@@ -176,13 +190,7 @@ func TestCoordinatorReloadsOnLeaderChange(t *testing.T) {
 	// The last member leaves: the group is Empty at the next generation,
 	// and that is written, so the next leader does not bring the member
 	// back.
-	hw := cell.Replica(nb, 0).HighWatermark()
-	if err := nco.Leave(ctx, tenant, "g", []groups.MemberIdentity{{InstanceID: "i-1"}}); err != nil {
-		t.Fatalf("leave: %v", err)
-	}
-	celltest.WaitFor(t, 10*time.Second, "the emptied group to be written", func() bool {
-		return cell.Replica(nb, 0).HighWatermark() > hw
-	})
+	leaveWritten(ctx, t, cell, nb, nco, tenant, "g", "i-1")
 	if err := cell.Replica(nb, 0).Raft().LeadershipTransfer().Error(); err != nil {
 		t.Fatalf("leadership transfer: %v", err)
 	}

@@ -289,14 +289,7 @@ func (g *group) addMember(now time.Time, id string, r JoinRequest) (JoinResult, 
 // a rebalance; anything else rebalances.
 func (g *group) replaceStatic(now time.Time, m *member, id string, r JoinRequest) (JoinResult, <-chan joinOutcome, error) {
 	old := m.id
-	if m.joinWait != nil {
-		m.joinWait <- joinOutcome{res: JoinResult{MemberID: old}, err: ErrFencedInstance}
-		m.joinWait = nil
-	}
-	if m.syncWait != nil {
-		m.syncWait <- syncOutcome{err: ErrFencedInstance}
-		m.syncWait = nil
-	}
+	m.failWaits(ErrFencedInstance)
 	delete(g.members, old)
 	m.id = id
 	g.members[id] = m
@@ -405,16 +398,22 @@ func (g *group) tryComplete(now time.Time) bool {
 	return true
 }
 
-// remove drops m, answering its waits.
-func (g *group) remove(m *member) {
+// failWaits answers m's waiting join and sync calls, if any, with err:
+// the member is gone (removed, fenced, or its coordinator unloaded).
+func (m *member) failWaits(err error) {
 	if m.joinWait != nil {
-		m.joinWait <- joinOutcome{res: JoinResult{MemberID: m.id}, err: ErrUnknownMember}
+		m.joinWait <- joinOutcome{res: JoinResult{MemberID: m.id}, err: err}
 		m.joinWait = nil
 	}
 	if m.syncWait != nil {
-		m.syncWait <- syncOutcome{err: ErrUnknownMember}
+		m.syncWait <- syncOutcome{err: err}
 		m.syncWait = nil
 	}
+}
+
+// remove drops m, answering its waits.
+func (g *group) remove(m *member) {
+	m.failWaits(ErrUnknownMember)
 	delete(g.members, m.id)
 	if m.instanceID != "" && g.instances[m.instanceID] == m.id {
 		delete(g.instances, m.instanceID)

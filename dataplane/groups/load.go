@@ -76,14 +76,7 @@ func (c *Coordinator) check() {
 func (c *Coordinator) unload(sh *shard) {
 	for _, g := range sh.groups {
 		for _, m := range g.members {
-			if m.joinWait != nil {
-				m.joinWait <- joinOutcome{res: JoinResult{MemberID: m.id}, err: ErrNotCoordinator}
-				m.joinWait = nil
-			}
-			if m.syncWait != nil {
-				m.syncWait <- syncOutcome{err: ErrNotCoordinator}
-				m.syncWait = nil
-			}
+			m.failWaits(ErrNotCoordinator)
 		}
 	}
 	sh.groups, sh.imports = map[gkey]*group{}, nil
