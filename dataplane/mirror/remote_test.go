@@ -150,20 +150,7 @@ func TestRemoteMirrorAcrossCells(t *testing.T) {
 		t.Fatalf("the leading puller still asks the stopped source broker %s", got)
 	}
 
-	var end int64
-	celltest.WaitFor(t, waitLong, "the source's fence", func() bool {
-		src = leaderOf(x.src)
-		if src == nil {
-			return false
-		}
-		var err error
-		end, err = src.Fence(ctx)
-		var nl *partition.NotLeaderError
-		if err != nil && !errors.As(err, &nl) {
-			t.Fatalf("fence: %v", err)
-		}
-		return err == nil
-	})
+	src, end := fenceLeader(t, ctx, x.src)
 	celltest.WaitFor(t, waitLong, "the mirror's promotion", func() bool {
 		dst := leaderOf(x.dst)
 		if dst == nil {

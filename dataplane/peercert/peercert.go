@@ -167,44 +167,48 @@ func (ca *CA) Issue(serverID string, hosts []string, validFor time.Duration) (Ke
 	if serverID == "" {
 		return KeyPair{}, errors.New("issue broker certificate: server id is required")
 	}
+	return ca.issue("broker", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sluice cell " + ca.CellID + " node " + serverID},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		URIs:        []*url.URL{NodeURI(ca.CellID, serverID)},
+	}, hosts, validFor)
+}
+
+// issue signs a leaf certificate of a fresh P-256 key with the CA: tmpl
+// (subject, extended key usages, identity) completed with a serial, hosts
+// as SANs, a validity from an hour ago (clock skew) for validFor
+// (DefaultValidity if zero) and digital-signature key usage. Broker and
+// server certificates differ only in tmpl; what names the kind in errors.
+func (ca *CA) issue(what string, tmpl *x509.Certificate, hosts []string, validFor time.Duration) (KeyPair, error) {
 	if validFor <= 0 {
 		validFor = DefaultValidity
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue broker certificate: generate key: %w", err)
+		return KeyPair{}, fmt.Errorf("issue %s certificate: generate key: %w", what, err)
 	}
 	serial, err := newSerial()
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue broker certificate: %w", err)
+		return KeyPair{}, fmt.Errorf("issue %s certificate: %w", what, err)
 	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "sluice cell " + ca.CellID + " node " + serverID},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validFor),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{NodeURI(ca.CellID, serverID)},
-	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(validFor)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	for _, h := range hosts {
-		if h == "" {
-			continue
-		}
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
+		} else if h != "" {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue broker certificate: create: %w", err)
+		return KeyPair{}, fmt.Errorf("issue %s certificate: create: %w", what, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue broker certificate: marshal key: %w", err)
+		return KeyPair{}, fmt.Errorf("issue %s certificate: marshal key: %w", what, err)
 	}
 	return KeyPair{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
@@ -481,45 +485,10 @@ func (ca *CA) IssueServer(hosts []string, validFor time.Duration) (KeyPair, erro
 	if len(hosts) == 0 {
 		return KeyPair{}, errors.New("issue server certificate: at least one host is required")
 	}
-	if validFor <= 0 {
-		validFor = DefaultValidity
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue server certificate: generate key: %w", err)
-	}
-	serial, err := newSerial()
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue server certificate: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validFor),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if h != "" {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue server certificate: create: %w", err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return KeyPair{}, fmt.Errorf("issue server certificate: marshal key: %w", err)
-	}
-	return KeyPair{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return ca.issue("server", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: hosts[0]},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, hosts, validFor)
 }
 
 // EnsureServerDir keeps a local CA and one server certificate for hosts in

@@ -7,30 +7,60 @@ import (
 	"time"
 )
 
-// TestSamplerPartitionAndStorageSeconds: a topic of 3 partitions of
-// 1,000,000 bytes each, led here for an hour sampled every 7.3 s (not
-// whole seconds: the carried fractions must add up), meters 3 × 3,600
-// partition-seconds and 3 × 10^6 × 3,600 byte-seconds, within 1%.
-func TestSamplerPartitionAndStorageSeconds(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	m := NewMeter(clock)
-	l := &memLog{}
-	newTestFlusher(t, l, m)
-	s, err := NewSampler(SamplerConfig{Meter: m, Interval: time.Hour * 1000, Now: clock, Led: func() []Sample {
+// threePartitions is a Sampler of three partitions of 1,000,000 bytes
+// each (tenant t1, topic tp) on a clock the test moves, with its Meter and
+// the log that Meter flushes to; it samples only when told.
+type threePartitions struct {
+	mu    sync.Mutex
+	start time.Time
+	now   time.Time // guarded by mu
+	m     *Meter
+	l     *memLog
+	s     *Sampler
+}
+
+func newThreePartitions(t *testing.T) *threePartitions {
+	t.Helper()
+	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	ts := &threePartitions{start: start, now: start, l: &memLog{}}
+	clock := func() time.Time { ts.mu.Lock(); defer ts.mu.Unlock(); return ts.now }
+	ts.m = NewMeter(clock)
+	newTestFlusher(t, ts.l, ts.m)
+	s, err := NewSampler(SamplerConfig{Meter: ts.m, Interval: time.Hour * 1000, Now: clock, Led: func() []Sample {
 		return []Sample{{"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts.s = s
+	return ts
+}
+
+// sampleAfter moves the clock on by d and takes one sample.
+func (ts *threePartitions) sampleAfter(d time.Duration) {
+	ts.mu.Lock()
+	ts.now = ts.now.Add(d)
+	ts.mu.Unlock()
+	ts.s.Sample()
+}
+
+// elapsed is how far the clock has moved since the start.
+func (ts *threePartitions) elapsed() time.Duration {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.now.Sub(ts.start)
+}
+
+// TestSamplerPartitionAndStorageSeconds: a topic of 3 partitions of
+// 1,000,000 bytes each, led here for an hour sampled every 7.3 s (not
+// whole seconds: the carried fractions must add up), meters 3 × 3,600
+// partition-seconds and 3 × 10^6 × 3,600 byte-seconds, within 1%.
+func TestSamplerPartitionAndStorageSeconds(t *testing.T) {
+	ts := newThreePartitions(t)
+	m, l, s := ts.m, ts.l, ts.s
 	const every = 7300 * time.Millisecond
 	for elapsed := time.Duration(0); elapsed < time.Hour; elapsed += every {
-		step := min(every, time.Hour-elapsed)
-		mu.Lock()
-		now = now.Add(step)
-		mu.Unlock()
-		s.Sample()
+		ts.sampleAfter(min(every, time.Hour-elapsed))
 	}
 	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -49,30 +79,15 @@ func TestSamplerPartitionAndStorageSeconds(t *testing.T) {
 // partitions is counted to within a second (what the Meter carries below
 // a whole second), not 1% short as whole milliseconds per sample were.
 func TestSamplerExactAt100ms(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	m := NewMeter(clock)
-	l := &memLog{}
-	newTestFlusher(t, l, m)
-	s, err := NewSampler(SamplerConfig{Meter: m, Interval: time.Hour * 1000, Now: clock, Led: func() []Sample {
-		return []Sample{{"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}, {"t1", "tp", 1_000_000}}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := newThreePartitions(t)
+	m, l, s := ts.m, ts.l, ts.s
 	const every = 100*time.Millisecond + 999*time.Microsecond
 	// The hour's samples, stopping short of its end so that every one
 	// is billed in it.
 	for elapsed := time.Duration(0); elapsed+every < time.Hour; elapsed += every {
-		mu.Lock()
-		now = now.Add(every)
-		mu.Unlock()
-		s.Sample()
+		ts.sampleAfter(every)
 	}
-	mu.Lock()
-	held := now.Sub(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
-	mu.Unlock()
+	held := ts.elapsed()
 	if err := m.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
