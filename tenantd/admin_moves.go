@@ -70,22 +70,33 @@ func adminMoves(ctx context.Context, c *client.Client, p printer, out io.Writer,
 }
 
 func moveDo(ctx context.Context, p printer, rest []string, do func(context.Context, int64) (api.Move, error)) error {
-	raw, err := arg(rest, 2, "MOVE_ID")
+	id, err := moveIDArg(rest, 2, 3, rest[0]+" "+rest[1], "move")
 	if err != nil {
 		return err
-	}
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id < 1 {
-		return fmt.Errorf("admin: %s %s: MOVE_ID %q is not a move id (a whole number)", rest[0], rest[1], raw)
-	}
-	if len(rest) > 3 {
-		return fmt.Errorf("admin: %s %s: unexpected arguments %s", rest[0], rest[1], strings.Join(rest[3:], " "))
 	}
 	m, err := do(ctx, id)
 	if err != nil {
 		return err
 	}
 	return p.value(m)
+}
+
+// moveIDArg reads MOVE_ID, the word of rest at i, which has at most n
+// words; replica moves and tenant moves take their ids alike, and cmd and
+// what (the kind of move) name them in the errors.
+func moveIDArg(rest []string, i, n int, cmd, what string) (int64, error) {
+	raw, err := arg(rest, i, "MOVE_ID")
+	if err != nil {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fmt.Errorf("admin: %s: MOVE_ID %q is not a %s id (a whole number)", cmd, raw, what)
+	}
+	if len(rest) > n {
+		return 0, fmt.Errorf("admin: %s: unexpected arguments %s", cmd, strings.Join(rest[n:], " "))
+	}
+	return id, nil
 }
 
 func moveStart(ctx context.Context, c *client.Client, p printer, out io.Writer, args []string) error {
@@ -154,10 +165,8 @@ func movesList(ctx context.Context, c *client.Client, p printer, out io.Writer, 
 		if !watch {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
+		if err := sleep(ctx, interval); err != nil {
+			return err
 		}
 	}
 }

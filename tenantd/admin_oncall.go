@@ -293,10 +293,8 @@ func (o oncall) top(ctx context.Context, args []string) error {
 		return err
 	}
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(*interval):
+		if err := sleep(ctx, *interval); err != nil {
+			return err
 		}
 		cur, err := o.scrape(ctx, urls)
 		if err != nil {

@@ -101,10 +101,8 @@ func tenantMove(ctx context.Context, c *client.Client, p printer, out io.Writer,
 		if m.FinishedAt != nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
+		if err := sleep(ctx, interval); err != nil {
+			return err
 		}
 		if m, err = c.AdminTenantMove(ctx, m.ID); err != nil {
 			return err
@@ -155,18 +153,7 @@ func tenantMoveDo(ctx context.Context, p printer, rest []string, do func(context
 // tenantMoveArg reads MOVE_ID, the fourth word of rest, which has at
 // most n words.
 func tenantMoveArg(rest []string, n int) (int64, error) {
-	raw, err := arg(rest, 3, "MOVE_ID")
-	if err != nil {
-		return 0, err
-	}
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id < 1 {
-		return 0, fmt.Errorf("admin: tenants moves %s: MOVE_ID %q is not a tenant move id (a whole number)", rest[2], raw)
-	}
-	if len(rest) > n {
-		return 0, fmt.Errorf("admin: tenants moves %s: unexpected arguments %s", rest[2], strings.Join(rest[n:], " "))
-	}
-	return id, nil
+	return moveIDArg(rest, 3, n, "tenants moves "+rest[2], "tenant move")
 }
 
 // tenantMoveRate sets a move's copy rate: tenants moves rate MOVE_ID N.

@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/sluicehq/sluice/migrations"
 )
 
 // runBillingRole is `tenantd billing`: the billing worker as a process of
@@ -30,14 +28,11 @@ import (
 // and with -metrics-listen its Prometheus metrics at /metrics; both are
 // unauthenticated and say nothing about tenants: bind them privately.
 func runBillingRole(ctx context.Context, cfg Config, log *slog.Logger) error {
-	pool, err := openDB(ctx, cfg.DatabaseURL)
+	pool, err := openMigratedDB(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := migrations.Up(ctx, pool); err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w := newBillingWorker(pool, cfg, log, newBillingMetrics(reg))

@@ -395,13 +395,20 @@ func startKafka(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer 
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		if err := ks.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("kafka listener stopped", "err", err)
-		}
-	}()
+	serveInBackground(ctx, log, "kafka listener stopped", ks.Serve)
 	log.Info("kafka listening", "kafka_listen", ks.Addr().String(), "tls", cfg.TLS.enabled())
 	return ks, nil
+}
+
+// serveInBackground runs serve, one of the broker's front doors, until ctx
+// ends; a front door that stops for any other reason is logged with
+// stopped and not retried, as the broker's other parts keep running.
+func serveInBackground(ctx context.Context, log *slog.Logger, stopped string, serve func(context.Context) error) {
+	go func() {
+		if err := serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error(stopped, "err", err)
+		}
+	}()
 }
 
 // replicaPartitions serves both front doors (the Kafka listener and the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -74,11 +73,7 @@ func startHTTP(ctx context.Context, cfg brokerConfig, self wire.Broker, syncer *
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		if err := hs.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("http data api stopped", "err", err)
-		}
-	}()
+	serveInBackground(ctx, log, "http data api stopped", hs.Serve)
 	log.Info("http data api listening", "http_listen", hs.Addr().String(), "tls", cfg.TLS.enabled())
 	return hs, nil
 }

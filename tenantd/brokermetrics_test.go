@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -21,16 +20,7 @@ import (
 // (id, secret) with a topic of partitions partitions created.
 func devTenant(t *testing.T, d *devtest.Dev, name, topic string, partitions int) (tenantID, keyID, secret string) {
 	t.Helper()
-	call := func(method, path, auth, body string, want int) map[string]any {
-		t.Helper()
-		status, b := send(t, method, d.APIURL+path, auth, body)
-		if status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
-		}
-		var out map[string]any
-		_ = json.Unmarshal(b, &out)
-		return out
-	}
+	call := apiCaller(t, d.APIURL)
 	email := "ops@" + name + ".test"
 	call("POST", "/v1/signup", "", fmt.Sprintf(`{"tenant_name":%q,"email":%q,"password":"correct horse 1"}`, name, email), 202)
 	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, email)+`"}`, 201)

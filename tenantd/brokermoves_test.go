@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -63,18 +61,10 @@ func TestBrokerReportsMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runBrokerRole(rctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	stop := goBrokerRole(cfg)
 	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("broker stopped with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("the broker did not stop within 30 s")
+		if err := stop(); err != nil {
+			t.Error(err)
 		}
 	}()
 
@@ -122,8 +112,6 @@ func TestPeerCAPEMRefusesNonCA(t *testing.T) {
 // from the config file or the flag (0 unlimited) into the broker's
 // config, and a negative one is refused.
 func TestBrokerMirrorRateConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
-	none := func(string) string { return "" }
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -135,13 +123,13 @@ func TestBrokerMirrorRateConfig(t *testing.T) {
 		{"flag over file", []string{"-config", configFile(t, `{"mirror_rate": 4096}`), "-mirror-rate", "1048576"}, 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadConfig("broker", append(append([]string{}, base...), tc.args...), none)
+			cfg, err := loadBrokerConfig(tc.args...)
 			if err != nil || cfg.MirrorRate != tc.want || brokerConfigOf(cfg).MirrorRate != tc.want {
 				t.Fatalf("mirror rate %d (broker %d), want %d: %v", cfg.MirrorRate, brokerConfigOf(cfg).MirrorRate, tc.want, err)
 			}
 		})
 	}
-	if _, err := loadConfig("broker", append(append([]string{}, base...), "-mirror-rate", "-5"), none); err == nil || !strings.Contains(err.Error(), "mirror rate") {
+	if _, err := loadBrokerConfig("-mirror-rate", "-5"); err == nil || !strings.Contains(err.Error(), "mirror rate") {
 		t.Fatalf("a negative mirror rate: %v, want refused", err)
 	}
 }

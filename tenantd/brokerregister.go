@@ -40,10 +40,8 @@ func registerBroker(ctx context.Context, c *client.Client, cfg brokerConfig, log
 			return fmt.Errorf("register broker %s with cell %s: %w", cfg.BrokerID, cfg.Cell, err)
 		}
 		log.Warn("register with the cell; will retry", "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := sleep(ctx, wait); err != nil {
+			return err
 		}
 		wait = min(2*wait, registerRetry)
 	}

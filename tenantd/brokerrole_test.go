@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -42,19 +43,33 @@ func startBrokerRole(t *testing.T, cp *cptest.Env, ck api.CellKey, broker, liste
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopBroker := goBrokerRole(cfg)
+	return addr, func() {
+		t.Helper()
+		if err := stopBroker(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// goBrokerRole runs `tenantd broker` with cfg in-process on a goroutine of
+// its own. stop cancels it and says how it ended: nil when it stopped
+// within 30 s with nothing worse than the cancellation, so that each test
+// decides whether a bad stop ends it.
+func goBrokerRole(cfg Config) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runBrokerRole(ctx, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	return addr, func() {
-		t.Helper()
+	return func() error {
 		cancel()
 		select {
 		case err := <-done:
 			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Fatalf("broker stopped with %v", err)
+				return fmt.Errorf("broker stopped with %w", err)
 			}
+			return nil
 		case <-time.After(30 * time.Second):
-			t.Fatal("the broker did not stop within 30 s")
+			return errors.New("the broker did not stop within 30 s")
 		}
 	}
 }

@@ -9,8 +9,6 @@ import (
 // DefaultCompactInterval), -compact-interval reaches the broker's config,
 // and a negative one is refused.
 func TestBrokerCompactIntervalConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
-	none := func(string) string { return "" }
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -20,13 +18,13 @@ func TestBrokerCompactIntervalConfig(t *testing.T) {
 		{"set", []string{"-compact-interval", "3s"}, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadConfig("broker", append(append([]string{}, base...), tc.args...), none)
+			cfg, err := loadBrokerConfig(tc.args...)
 			if err != nil || cfg.CompactInterval != tc.want || brokerConfigOf(cfg).CompactInterval != tc.want {
 				t.Fatalf("compact interval %v (broker %v), want %v: %v", cfg.CompactInterval, brokerConfigOf(cfg).CompactInterval, tc.want, err)
 			}
 		})
 	}
-	if _, err := loadConfig("broker", append(append([]string{}, base...), "-compact-interval", "-1s"), none); err == nil {
+	if _, err := loadBrokerConfig("-compact-interval", "-1s"); err == nil {
 		t.Fatal("accepted a negative compact interval")
 	}
 }

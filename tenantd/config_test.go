@@ -58,16 +58,15 @@ func TestConfigLayers(t *testing.T) {
 // A broker's Raft addresses come from flags or the environment and must be
 // host:port.
 func TestBrokerRaftConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
 	env := map[string]string{"SLUICE_RAFT_ADVERTISE": "10.0.0.1:7001"}
-	cfg, err := loadConfig("broker", append(base, "-raft-listen", "0.0.0.0:7001"), func(k string) string { return env[k] })
+	cfg, err := loadConfig("broker", brokerArgs("-raft-listen", "0.0.0.0:7001"), func(k string) string { return env[k] })
 	if err != nil || cfg.RaftListen != "0.0.0.0:7001" || cfg.RaftAdvertise != "10.0.0.1:7001" {
 		t.Fatalf("raft addresses: %+v %v", cfg, err)
 	}
 	if bc := brokerConfigOf(cfg); bc.RaftListen != cfg.RaftListen || bc.RaftAdvertise != cfg.RaftAdvertise {
 		t.Fatalf("broker config: %+v", bc)
 	}
-	if _, err := loadConfig("broker", append(base, "-raft-listen", "nope"), func(string) string { return "" }); err == nil {
+	if _, err := loadBrokerConfig("-raft-listen", "nope"); err == nil {
 		t.Fatal("accepted a raft listen address without a port")
 	}
 }
@@ -75,23 +74,36 @@ func TestBrokerRaftConfig(t *testing.T) {
 // A broker's metrics address comes from the environment or a flag, and
 // must be host:port.
 func TestBrokerMetricsConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
 	env := map[string]string{"SLUICE_METRICS_LISTEN": "127.0.0.1:9100"}
-	cfg, err := loadConfig("broker", base, func(k string) string { return env[k] })
+	cfg, err := loadConfig("broker", brokerArgs(), func(k string) string { return env[k] })
 	if err != nil || cfg.MetricsListen != "127.0.0.1:9100" {
 		t.Fatalf("from the environment: %+v %v", cfg, err)
 	}
-	cfg, err = loadConfig("broker", append(base, "-metrics-listen", "127.0.0.1:9200"), func(k string) string { return env[k] })
+	cfg, err = loadConfig("broker", brokerArgs("-metrics-listen", "127.0.0.1:9200"), func(k string) string { return env[k] })
 	if err != nil || cfg.MetricsListen != "127.0.0.1:9200" {
 		t.Fatalf("the flag wins: %+v %v", cfg, err)
 	}
-	if _, err := loadConfig("broker", append(base, "-metrics-listen", "nope"), func(string) string { return "" }); err == nil {
+	if _, err := loadBrokerConfig("-metrics-listen", "nope"); err == nil {
 		t.Fatal("accepted a metrics address without a port")
 	}
 }
 
 // peerArgs name peer certificate files for tests that only load a config.
 var peerArgs = []string{"-peer-ca-file", "ca.pem", "-peer-cert-file", "node.pem", "-peer-key-file", "node-key.pem"}
+
+// brokerArgs are the flags a broker's config needs (cell, id, control
+// plane, cell key and peerArgs) followed by extra, in a new slice each
+// call so that no two tests' appends share one.
+func brokerArgs(extra ...string) []string {
+	args := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
+	return append(args, extra...)
+}
+
+// loadBrokerConfig loads a broker's config from brokerArgs(extra...) with
+// an empty environment: what the tests of one broker setting need.
+func loadBrokerConfig(extra ...string) (Config, error) {
+	return loadConfig("broker", brokerArgs(extra...), func(string) string { return "" })
+}
 
 // peerFiles writes real peer credentials for Raft server id into a temp
 // dir and returns the flags naming them.

@@ -41,17 +41,7 @@ func TestDevReadmeFlow(t *testing.T) {
 	apiURL, opKey, opEnv, bootstrap, httpData := d.APIURL, d.OpKey, d.OpEnv, d.Bootstrap, d.HTTPData
 	var deadline <-chan time.Time
 
-	// call sends a request and decodes the answer; want 0 accepts any status.
-	call := func(method, path, auth, body string, want int) map[string]any {
-		t.Helper()
-		status, b := send(t, method, apiURL+path, auth, body)
-		if want != 0 && status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
-		}
-		var out map[string]any
-		_ = json.Unmarshal(b, &out)
-		return out
-	}
+	call := apiCaller(t, apiURL)
 	if s := call("POST", "/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202); s["status"] != "pending" {
 		t.Fatalf("signup: %v", s)
 	}
@@ -233,18 +223,10 @@ func TestDevReadmeFlow(t *testing.T) {
 	// the message back by partition and offset.
 	dataCall := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+httpData+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.SetBasicAuth(key2["id"].(string), key2["secret"].(string))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		status, b := sendKey(t, method, "http://"+httpData+path, key2["id"].(string), key2["secret"].(string), body)
 		var out map[string]any
 		_ = json.Unmarshal(b, &out)
-		return resp.StatusCode, out
+		return status, out
 	}
 	status, pub := dataCall("POST", "/v1/topics/orders/messages:publish", `{"messages":[{"key":"`+b64("user-1")+`","value":"`+b64("paid over http")+`"}]}`)
 	if status != 200 {
@@ -426,11 +408,43 @@ func consoleOperatorSignIn(t *testing.T, consoleURL, opKey, tenant string, rt ..
 	}
 }
 
+// apiCaller returns call for the API at apiURL: call sends a request with
+// send, fails t unless the status is want (0 accepts any) and decodes the
+// JSON answer, the step every walk through the API repeats.
+func apiCaller(t *testing.T, apiURL string) func(method, path, auth, body string, want int) map[string]any {
+	return func(method, path, auth, body string, want int) map[string]any {
+		t.Helper()
+		status, b := send(t, method, apiURL+path, auth, body)
+		if want != 0 && status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
+		}
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return out
+	}
+}
+
 // send makes one request, with a JSON body when body is set and an
 // Authorization header when auth is, and returns the status and body.
 func send(t *testing.T, method, url, auth, body string) (int, []byte) {
 	t.Helper()
 	return sendWith(t, http.DefaultClient, method, url, auth, body)
+}
+
+// sendKey makes one request to the HTTP data API as a client does: a
+// JSON content type whatever the method, and an API key as basic auth.
+func sendKey(t *testing.T, method, url, keyID, secret, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth(keyID, secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 // sendWith is send through hc.
@@ -510,32 +524,14 @@ func TestDevReadyServesGroups(t *testing.T) {
 		t.Skip("builds and runs tenantd")
 	}
 	d := startDev(t)
-	call := func(method, path, auth, body string, want int) map[string]any {
-		t.Helper()
-		status, b := send(t, method, d.APIURL+path, auth, body)
-		if status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, path, status, b, want)
-		}
-		var out map[string]any
-		_ = json.Unmarshal(b, &out)
-		return out
-	}
+	call := apiCaller(t, d.APIURL)
 	call("POST", "/v1/signup", "", `{"tenant_name":"first","email":"dev@first.test","password":"correct horse 1"}`, 202)
 	signup := call("POST", "/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@first.test")+`"}`, 201)
 	token := signup["session"].(map[string]any)["token"].(string)
 	key := call("POST", "/v1/api-keys", "Bearer "+token, `{"description":"first"}`, 201)
 	call("POST", "/v1/topics", "Bearer "+token, `{"name":"orders","partitions":1}`, 201)
 	join := func() (int, []byte) {
-		req, _ := http.NewRequest("POST", "http://"+d.HTTPData+"/v1/groups/first-group/members", strings.NewReader(`{"topics":["orders"]}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.SetBasicAuth(key["id"].(string), key["secret"].(string))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return sendKey(t, "POST", "http://"+d.HTTPData+"/v1/groups/first-group/members", key["id"].(string), key["secret"].(string), `{"topics":["orders"]}`)
 	}
 	status, body := join()
 	for deadline := time.Now().Add(20 * time.Second); (status == 401 || status == 404) && time.Now().Before(deadline); {

@@ -60,7 +60,6 @@ func TestParseGCSettings(t *testing.T) {
 // The settings layer like every other (file, environment, flags) and a
 // bad value stops the broker's config from loading.
 func TestBrokerGCConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
 	file := filepath.Join(t.TempDir(), "c.json")
 	if err := os.WriteFile(file, []byte(`{"gc_percent":"300","memory_limit":"1GiB"}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -77,14 +76,14 @@ func TestBrokerGCConfig(t *testing.T) {
 		{"flags over environment", []string{"-config", file, "-gc-percent", "off", "-memory-limit", "3GiB"}, map[string]string{"SLUICE_GC_PERCENT": "150"}, "off", "3GiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadConfig("broker", append(append([]string{}, base...), tc.args...), func(k string) string { return tc.env[k] })
+			cfg, err := loadConfig("broker", brokerArgs(tc.args...), func(k string) string { return tc.env[k] })
 			if err != nil || cfg.GCPercent != tc.percent || cfg.MemoryLimit != tc.limit {
 				t.Fatalf("got gc percent %q, memory limit %q, %v", cfg.GCPercent, cfg.MemoryLimit, err)
 			}
 		})
 	}
 	for _, args := range [][]string{{"-gc-percent", "1"}, {"-memory-limit", "lots"}, {"-gc-percent", "off"}} {
-		if _, err := loadConfig("broker", append(append([]string{}, base...), args...), func(string) string { return "" }); err == nil {
+		if _, err := loadBrokerConfig(args...); err == nil {
 			t.Errorf("accepted %v", args)
 		}
 	}

@@ -58,14 +58,11 @@ func run(ctx context.Context, cmd string, cfg Config) error {
 		}
 		return nil
 	case "controlplane":
-		pool, err := openDB(ctx, cfg.DatabaseURL)
+		pool, err := openMigratedDB(ctx, cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}
 		defer pool.Close()
-		if _, err := migrations.Up(ctx, pool); err != nil {
-			return err
-		}
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -117,6 +114,33 @@ func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}
+
+// sleep waits d, or less when ctx ends first, and then returns ctx's
+// error: the pause between the rounds of a -watch or a retry, which must
+// not keep a stopped command waiting.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// openMigratedDB is openDB with the schema brought up to date, what the
+// roles that serve from the database (controlplane, billing) need before
+// they start; the pool is closed again if the migrations fail.
+func openMigratedDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := openDB(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }

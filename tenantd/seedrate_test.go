@@ -9,8 +9,6 @@ import (
 // A broker's seed rate defaults to replicas.DefaultSeedRate, 0 means
 // unlimited and reaches the broker's config, and a negative one is refused.
 func TestBrokerSeedRateConfig(t *testing.T) {
-	base := append([]string{"-cell", "c1", "-broker-id", "b1", "-api", "http://127.0.0.1:1", "-cell-key", "k:s"}, peerArgs...)
-	none := func(string) string { return "" }
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -21,13 +19,13 @@ func TestBrokerSeedRateConfig(t *testing.T) {
 		{"set", []string{"-seed-rate", "1048576"}, 1 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadConfig("broker", append(append([]string{}, base...), tc.args...), none)
+			cfg, err := loadBrokerConfig(tc.args...)
 			if err != nil || cfg.SeedRate != tc.want || brokerConfigOf(cfg).SeedRate != tc.want {
 				t.Fatalf("seed rate %d (broker %d), want %d: %v", cfg.SeedRate, brokerConfigOf(cfg).SeedRate, tc.want, err)
 			}
 		})
 	}
-	if _, err := loadConfig("broker", append(append([]string{}, base...), "-seed-rate", "-5"), none); err == nil {
+	if _, err := loadBrokerConfig("-seed-rate", "-5"); err == nil {
 		t.Fatal("accepted a negative seed rate")
 	}
 }
