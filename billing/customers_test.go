@@ -3,7 +3,6 @@ package billing_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -44,11 +43,7 @@ func (g *stripeGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var form url.Values
 	if req.URL.Path == "/v1/customers" && req.Method == http.MethodPost && req.Body != nil {
-		b, _ := io.ReadAll(req.Body)
-		req.Body.Close()
-		form, _ = url.ParseQuery(string(b))
-		req.Body = io.NopCloser(bytesReader(b))
-		req.ContentLength = int64(len(b))
+		form = readForm(req)
 	}
 	resp, err := g.next.RoundTrip(req)
 	if err == nil && form != nil && resp.StatusCode == http.StatusOK {

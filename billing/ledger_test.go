@@ -1,11 +1,9 @@
 package billing_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -256,8 +254,6 @@ func BenchmarkShip(b *testing.B) {
 }
 
 type jsonRaw = json.RawMessage
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // TestPrune: sources and batches applied before the cutoff are forgotten,
 // newer ones kept, and the ledger's values stay.

@@ -1,6 +1,7 @@
 package billing_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -71,11 +72,7 @@ var errLostAnswer = errors.New("injected: the answer was lost after stripe recei
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	var form url.Values
 	if req.URL.Path == "/v1/billing/meter_events" && req.Body != nil {
-		b, _ := io.ReadAll(req.Body)
-		req.Body.Close()
-		form, _ = url.ParseQuery(string(b))
-		req.Body = io.NopCloser(bytesReader(b))
-		req.ContentLength = int64(len(b))
+		form = readForm(req)
 	}
 	resp, err := r.next.RoundTrip(req)
 	if err != nil || form == nil {
@@ -92,6 +89,18 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errLostAnswer
 	}
 	return resp, nil
+}
+
+// readForm parses the form req's body carries and puts the body back for
+// the next transport, so that a test's round tripper can see what a
+// request asked of Stripe and still send it on.
+func readForm(req *http.Request) url.Values {
+	b, _ := io.ReadAll(req.Body)
+	req.Body.Close()
+	form, _ := url.ParseQuery(string(b))
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.ContentLength = int64(len(b))
+	return form
 }
 
 // TestStripeOneEventPerClosedHour: every closed (tenant, meter, hour) of

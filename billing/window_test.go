@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -52,15 +51,10 @@ func (p *windowProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Path != "/v1/billing/meter_events" {
 		return p.next.RoundTrip(req)
 	}
-	b, _ := io.ReadAll(req.Body)
-	req.Body.Close()
-	form, _ := url.ParseQuery(string(b))
-	id := form.Get("identifier")
+	id := readForm(req).Get("identifier")
 	if p.refuse[id] {
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	}
-	req.Body = io.NopCloser(bytesReader(b))
-	req.ContentLength = int64(len(b))
 	resp, err := p.next.RoundTrip(req)
 	if err != nil {
 		return nil, err
