@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/casbin/casbin/v2"
-	"github.com/casbin/casbin/v2/model"
 )
 
 // Resource types, operations, pattern types and permissions of ACLs.
@@ -154,13 +153,9 @@ type ACL struct {
 
 // NewACL builds the enforcer for one tenant's keys and rules.
 func NewACL(keys []Key, rules []Rule) (*ACL, error) {
-	m, err := model.NewModelFromString(aclModel)
+	e, err := newEnforcer("acl", aclModel)
 	if err != nil {
-		return nil, fmt.Errorf("load acl model: %w", err)
-	}
-	e, err := casbin.NewEnforcer(m)
-	if err != nil {
-		return nil, fmt.Errorf("create acl enforcer: %w", err)
+		return nil, err
 	}
 	e.AddFunction("resourceMatch", func(args ...any) (any, error) {
 		return resourceMatch(args[0].(string), args[1].(string), args[2].(string), args[3].(string), args[4].(string)), nil

@@ -117,13 +117,9 @@ type API struct {
 
 // NewAPI builds the control-plane enforcer from the embedded model and policy.
 func NewAPI() (*API, error) {
-	m, err := model.NewModelFromString(apiModel)
+	e, err := newEnforcer("api", apiModel)
 	if err != nil {
-		return nil, fmt.Errorf("load api model: %w", err)
-	}
-	e, err := casbin.NewEnforcer(m)
-	if err != nil {
-		return nil, fmt.Errorf("create api enforcer: %w", err)
+		return nil, err
 	}
 	if _, err := e.AddPolicies(apiPolicies); err != nil {
 		return nil, fmt.Errorf("add api policies: %w", err)
@@ -132,6 +128,20 @@ func NewAPI() (*API, error) {
 		return nil, fmt.Errorf("add api roles: %w", err)
 	}
 	return &API{e: e}, nil
+}
+
+// newEnforcer builds an enforcer of the model text, with no policies yet;
+// name ("api" or "acl") says in errors which of the two models failed.
+func newEnforcer(name, text string) (*casbin.Enforcer, error) {
+	m, err := model.NewModelFromString(text)
+	if err != nil {
+		return nil, fmt.Errorf("load %s model: %w", name, err)
+	}
+	e, err := casbin.NewEnforcer(m)
+	if err != nil {
+		return nil, fmt.Errorf("create %s enforcer: %w", name, err)
+	}
+	return e, nil
 }
 
 // Allowed reports whether role may do act on obj.

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/sluicehq/sluice/contract/api"
@@ -103,17 +102,7 @@ type MoveFilter struct {
 
 // AdminMoves lists replica moves, oldest first.
 func (c *Client) AdminMoves(ctx context.Context, f MoveFilter) ([]api.Move, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"state": f.State, "cell": f.Cell, "broker": f.Broker} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	path := "/v1/admin/moves"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return all[api.Move](ctx, c, path)
+	return all[api.Move](ctx, c, withQuery("/v1/admin/moves", map[string]string{"state": f.State, "cell": f.Cell, "broker": f.Broker}))
 }
 
 // AdminMove returns one move with its progress.

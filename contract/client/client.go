@@ -163,6 +163,21 @@ func pageQuery(limit int, token string) string {
 	return "?" + v.Encode()
 }
 
+// withQuery is path with the params that are not empty as its query, for
+// the list calls whose filters are all optional.
+func withQuery(path string, params map[string]string) string {
+	q := url.Values{}
+	for k, v := range params {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
 // call makes one request and decodes the answer into a new T.
 func call[T any](ctx context.Context, c *Client, method, path string, body any) (T, error) {
 	var out T

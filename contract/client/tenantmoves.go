@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/sluicehq/sluice/contract/api"
@@ -22,18 +21,7 @@ func (c *Client) AdminUpdateTenantMove(ctx context.Context, id int64, req api.Up
 // AdminTenantMoves lists tenant moves, oldest first; state and tenant,
 // when not empty, narrow the list.
 func (c *Client) AdminTenantMoves(ctx context.Context, state, tenantID string) ([]api.TenantMove, error) {
-	q := url.Values{}
-	if state != "" {
-		q.Set("state", state)
-	}
-	if tenantID != "" {
-		q.Set("tenant", tenantID)
-	}
-	path := "/v1/admin/tenant-moves"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return all[api.TenantMove](ctx, c, path)
+	return all[api.TenantMove](ctx, c, withQuery("/v1/admin/tenant-moves", map[string]string{"state": state, "tenant": tenantID}))
 }
 
 // AdminTenantMove returns one tenant move with its partitions.
