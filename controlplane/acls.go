@@ -27,7 +27,7 @@ func (s *Server) listACLs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return listPage(c, s, "list acls", pg, func(r pgx.CollectableRow) (api.ACL, error) { return scanACL(r) },
+	return listPage(c, s, "list acls", pg, scanACL,
 		func(a api.ACL) string { return a.ID },
 		`SELECT `+aclColumns+` FROM acls WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
 }
@@ -121,22 +121,8 @@ func (s *Server) deleteACL(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	id := c.Param("id")
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM acls WHERE id = $1 AND tenant_id = $2`, id, p.tenantID)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return catalog.NotFound.New("no such ACL")
-		}
-		return bumpAndAudit(ctx, tx, p.tenantID, p, "acl.delete", id, nil)
-	})
-	if err := txError("delete acl", err); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	return s.deleteTenantRow(c, p, "acl", c.Param("id"), `DELETE FROM acls WHERE tenant_id = $1 AND id = $2`,
+		catalog.NotFound.New("no such ACL"))
 }
 
 // rowsQuerier is a pool or a transaction.

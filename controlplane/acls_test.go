@@ -18,15 +18,8 @@ func TestTopicACLsBindKeys(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	tn := e.signup("acls")
-	keyOf := func(role string) (*client.Client, string) {
-		k, err := tn.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: role, Role: role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.anon.With(client.WithAPIKey(k.ID, k.Secret)), k.ID
-	}
-	dev, _ := keyOf("developer")
-	noCreate, noCreateID := keyOf("developer")
+	dev, _ := e.roleKey(tn, "developer")
+	noCreate, noCreateID := e.roleKey(tn, "developer")
 	for _, name := range []string{"orders", "frozen", "tuned", "hidden", "opaque", "free"} {
 		if _, err := tn.owner.CreateTopic(ctx, api.CreateTopicRequest{Name: name, Config: map[string]string{"retention.ms": "3600000"}}); err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ func (s *Server) adminListPools(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return listPage(c, s, "list pools", pg, func(r pgx.CollectableRow) (api.Pool, error) { return scanPool(r) },
+	return listPage(c, s, "list pools", pg, scanPool,
 		func(p api.Pool) string { return p.ID },
 		poolSelect+` WHERE p.id > $1 ORDER BY p.id LIMIT $2`, pg.after, pg.limit+1)
 }
@@ -62,10 +62,8 @@ func (s *Server) adminCreatePool(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO pools (id, kind, description) VALUES ($1, $2, $3)`, req.ID, req.Kind, req.Description); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("a pool with that id already exists")
-			}
+		if err := insertNew(ctx, tx, catalog.AlreadyExists.New("a pool with that id already exists"),
+			`INSERT INTO pools (id, kind, description) VALUES ($1, $2, $3)`, req.ID, req.Kind, req.Description); err != nil {
 			return err
 		}
 		return audit(ctx, tx, p, "pool.create", req.ID, map[string]any{"kind": req.Kind})
@@ -73,11 +71,7 @@ func (s *Server) adminCreatePool(c echo.Context) error {
 	if err := txError("create pool", err); err != nil {
 		return err
 	}
-	out, err := scanPool(s.db.QueryRow(ctx, poolSelect+` WHERE p.id = $1`, req.ID))
-	if err != nil {
-		return dbError("load pool", err)
-	}
-	return c.JSON(http.StatusCreated, out)
+	return answerLoaded(c, http.StatusCreated, s.loadPool, req.ID)
 }
 
 const cellSelect = `SELECT c.id, c.pool_id, c.status, c.state_version,
@@ -168,10 +162,8 @@ func (s *Server) adminCreateCell(c echo.Context) error {
 		if err := mustExist(ctx, tx, "pools", req.PoolID, "pool"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO cells (id, pool_id) VALUES ($1, $2)`, req.ID, req.PoolID); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("a cell with that id already exists")
-			}
+		if err := insertNew(ctx, tx, catalog.AlreadyExists.New("a cell with that id already exists"),
+			`INSERT INTO cells (id, pool_id) VALUES ($1, $2)`, req.ID, req.PoolID); err != nil {
 			return err
 		}
 		return audit(ctx, tx, p, "cell.create", req.ID, map[string]any{"pool": req.PoolID})
@@ -179,11 +171,7 @@ func (s *Server) adminCreateCell(c echo.Context) error {
 	if err := txError("create cell", err); err != nil {
 		return err
 	}
-	cell, err := s.loadCell(ctx, req.ID)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, cell)
+	return answerLoaded(c, http.StatusCreated, s.loadCell, req.ID)
 }
 
 const brokerColumns = `id, cell_id, node_id, kafka_addr, http_addr, raft_addr, status, disk_used_bytes, disk_total_bytes, disk_state, last_seen_at, created_at`
@@ -231,11 +219,9 @@ func (s *Server) adminCreateBroker(c echo.Context) error {
 		if err := mustExist(ctx, tx, "cells", req.CellID, "cell"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
+		if err := insertNew(ctx, tx, catalog.AlreadyExists.New("a broker with that id, or that node id in the cell, already exists"),
+			`INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
 			VALUES ($1, $2, $3, $4, $5, $6)`, req.ID, req.CellID, req.NodeID, req.KafkaAddr, req.HTTPAddr, req.RaftAddr); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("a broker with that id, or that node id in the cell, already exists")
-			}
 			return err
 		}
 		if err := bumpCell(ctx, tx, req.CellID); err != nil {
@@ -246,11 +232,7 @@ func (s *Server) adminCreateBroker(c echo.Context) error {
 	if err := txError("create broker", err); err != nil {
 		return err
 	}
-	b, err := s.loadBroker(ctx, req.ID)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, b)
+	return answerLoaded(c, http.StatusCreated, s.loadBroker, req.ID)
 }
 
 func (s *Server) adminUpdateBroker(c echo.Context) error {
@@ -279,11 +261,7 @@ func (s *Server) adminUpdateBroker(c echo.Context) error {
 	if err := txError("update broker", err); err != nil {
 		return err
 	}
-	b, err := s.loadBroker(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, b)
+	return answerLoaded(c, http.StatusOK, s.loadBroker, id)
 }
 
 // adminDeleteBroker removes a broker that holds no partition replicas
@@ -374,11 +352,9 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 			Scan(&owner, &node, &kafka, &httpAddr, &raft)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := tx.Exec(ctx, `INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
+			if err := insertNew(ctx, tx, catalog.AlreadyExists.Newf("another broker of the cell has node id %d", r.NodeID),
+				`INSERT INTO brokers (id, cell_id, node_id, kafka_addr, http_addr, raft_addr)
 				VALUES ($1, $2, $3, $4, $5, $6)`, id, cell, r.NodeID, r.KafkaAddr, r.HTTPAddr, r.RaftAddr); err != nil {
-				if isUniqueViolation(err) {
-					return catalog.AlreadyExists.Newf("another broker of the cell has node id %d", r.NodeID)
-				}
 				return err
 			}
 			status = http.StatusCreated
@@ -403,9 +379,5 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 	if err := txError("register broker", err); err != nil {
 		return err
 	}
-	b, err := s.loadBroker(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(status, b)
+	return answerLoaded(c, status, s.loadBroker, id)
 }

@@ -123,9 +123,5 @@ func (s *Server) adminUpdateTenant(c echo.Context) error {
 	if err := txError("update tenant", err); err != nil {
 		return err
 	}
-	t, err := s.loadAdminTenant(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, t)
+	return answerLoaded(c, http.StatusOK, s.loadAdminTenant, id)
 }

@@ -56,7 +56,7 @@ func (s *Server) listKeysOf(c echo.Context, tenantID *string) error {
 	if err != nil {
 		return err
 	}
-	return listPage(c, s, "list api keys", pg, func(r pgx.CollectableRow) (api.APIKey, error) { return s.scanKey(r) },
+	return listPage(c, s, "list api keys", pg, s.scanKey,
 		func(k api.APIKey) string { return k.ID },
 		`SELECT `+keyColumns+` FROM api_keys WHERE tenant_id IS NOT DISTINCT FROM $1 AND id > $2 ORDER BY id LIMIT $3`,
 		tenantID, pg.after, pg.limit+1)

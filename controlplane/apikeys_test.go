@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 )
 
@@ -16,18 +15,11 @@ func TestRevokeByRank(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	tn := e.signup("ranks")
-	newKey := func(role string) (*client.Client, string) {
-		k, err := tn.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: role, Role: role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.anon.With(client.WithAPIKey(k.ID, k.Secret)), k.ID
-	}
-	dev, _ := newKey("developer")
-	_, adminID := newKey("admin")
-	_, dev2ID := newKey("developer")
-	_, dev3ID := newKey("developer")
-	_, admin2ID := newKey("admin")
+	dev, _ := e.roleKey(tn, "developer")
+	_, adminID := e.roleKey(tn, "admin")
+	_, dev2ID := e.roleKey(tn, "developer")
+	_, dev3ID := e.roleKey(tn, "developer")
+	_, admin2ID := e.roleKey(tn, "admin")
 
 	_, err := dev.RevokeAPIKey(ctx, adminID)
 	wantCode(t, err, "permission_denied")

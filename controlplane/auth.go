@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -235,6 +236,19 @@ func tenantWrite[T any](s *Server, c echo.Context, obj string) (*principal, T, e
 	return boundAfter[T](s, c, p, err)
 }
 
+// anonymousWrite admits a write from a caller without credentials
+// (signing up, confirming it, accepting an invitation) while the caller's
+// address is within the signup rate, answering limited once it is not,
+// and decodes its request body into a T.
+func anonymousWrite[T any](s *Server, c echo.Context, limited string) (T, error) {
+	var req T
+	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
+		return req, rateLimited(wait, limited)
+	}
+	err := s.bind(c, &req)
+	return req, err
+}
+
 // boundAfter decodes the request body into a T once the caller p is
 // authorized (err nil).
 func boundAfter[T any](s *Server, c echo.Context, p *principal, err error) (*principal, T, error) {
@@ -254,9 +268,39 @@ func operatorGet[T any](s *Server, c echo.Context, load func(ctx context.Context
 	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
 		return err
 	}
-	v, err := load(c.Request().Context(), c.Param("id"))
+	return answerLoaded(c, http.StatusOK, load, c.Param("id"))
+}
+
+// answerLoaded answers with the resource as load reads it by id: after a
+// write has committed, so that the write's answer is what a read returns.
+func answerLoaded[K, T any](c echo.Context, status int, load func(ctx context.Context, id K) (T, error), id K) error {
+	v, err := load(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, v)
+	return c.JSON(status, v)
+}
+
+// byNumericID adapts a load by a numeric id to a route's :id: one that is
+// not a positive whole number is no such what, as idParam answers.
+func byNumericID[T any](what string, load func(ctx context.Context, id int64) (T, error)) func(ctx context.Context, id string) (T, error) {
+	return func(ctx context.Context, param string) (T, error) {
+		id, err := parseID(param, what)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return load(ctx, id)
+	}
+}
+
+// idParam is the route's numeric :id; anything else is no such what.
+func idParam(c echo.Context, what string) (int64, error) { return parseID(c.Param("id"), what) }
+
+func parseID(param, what string) (int64, error) {
+	id, err := strconv.ParseInt(param, 10, 64)
+	if err != nil || id < 1 {
+		return 0, catalog.NotFound.Newf("no such %s", what)
+	}
+	return id, nil
 }

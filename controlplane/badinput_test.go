@@ -85,16 +85,13 @@ func TestExpiry(t *testing.T) {
 	ctx := context.Background()
 	a := e.signup("expiry")
 	exp := e.now.Now().Add(time.Hour)
-	k, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{ExpiresAt: &exp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := e.createKey(a.owner, api.CreateAPIKeyRequest{ExpiresAt: &exp})
 	kc := e.anon.With(client.WithAPIKey(k.ID, k.Secret))
 	if _, err := kc.Topics(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.now.Advance(2 * time.Hour)
-	_, err = kc.Topics(ctx)
+	_, err := kc.Topics(ctx)
 	wantCode(t, err, "key_expired")
 	got, err := a.owner.APIKey(ctx, k.ID)
 	if err != nil || got.Status != "expired" {

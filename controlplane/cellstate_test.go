@@ -142,10 +142,7 @@ func TestReportNotesKeyUse(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("used")
-	k, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "kafka only", Role: "developer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := e.createKey(a.owner, api.CreateAPIKeyRequest{Description: "kafka only", Role: "developer"})
 	e.must(e.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: "cell-2", PoolID: cptest.Pool}))
 	e.must(e.op.AdminCreateBroker(ctx, api.CreateBrokerRequest{ID: "cell-2-b1", CellID: "cell-2", NodeID: 1}))
 	lastUsed := func() *time.Time {

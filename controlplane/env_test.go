@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,49 @@ func (e *env) createTopic(tn *tenant, name string, partitions int) string {
 		e.t.Fatalf("create topic %s: %v", name, err)
 	}
 	return topicID(e.t, e, tn.Tenant.ID, name)
+}
+
+// createKey makes an API key through by (a tenant's owner or one of its
+// keys) and returns it with its secret, failing the test if it cannot.
+func (e *env) createKey(by *client.Client, req api.CreateAPIKeyRequest) api.APIKey {
+	e.t.Helper()
+	k, err := by.CreateAPIKey(context.Background(), req)
+	if err != nil {
+		e.t.Fatalf("create api key %q: %v", req.Description, err)
+	}
+	return k
+}
+
+// roleKey makes an API key of role through tn's owner: a client calling
+// with it, and its id.
+func (e *env) roleKey(tn *tenant, role string) (*client.Client, string) {
+	e.t.Helper()
+	k := e.createKey(tn.owner, api.CreateAPIKeyRequest{Description: role, Role: role})
+	return e.anon.With(client.WithAPIKey(k.ID, k.Secret)), k.ID
+}
+
+// cellKeyClient returns a client of the control plane at url carrying a
+// new key of cell.
+func (e *env) cellKeyClient(url, cell string) *client.Client {
+	e.t.Helper()
+	k, err := e.op.AdminCreateCellKey(context.Background(), cell)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return client.New(url, client.WithAPIKey(k.ID, k.Secret))
+}
+
+// secondURL serves another control plane on e's database, as a second
+// instance or a restarted one is, and returns its address.
+func (e *env) secondURL() string {
+	e.t.Helper()
+	srv, err := controlplane.New(controlplane.Config{DB: e.db, Now: e.now.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	e.t.Cleanup(hs.Close)
+	return hs.URL
 }
 
 // operatorKeySession creates an operator key and signs in with it, as the

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -99,6 +100,17 @@ func dbError(op string, err error) error {
 		return catalog.AlreadyExists.Wrap(err, "")
 	}
 	return catalog.Internal.Wrap(fmt.Errorf("%s: %w", op, err), "")
+}
+
+// insertNew runs an INSERT in tx, answering taken in place of a unique
+// violation: the refusal every create has for an id, name or node id
+// already in use.
+func insertNew(ctx context.Context, tx pgx.Tx, taken error, sql string, args ...any) error {
+	_, err := tx.Exec(ctx, sql, args...)
+	if isUniqueViolation(err) {
+		return taken
+	}
+	return err
 }
 
 func isUniqueViolation(err error) bool {

@@ -22,10 +22,7 @@ func TestReadmeFlow(t *testing.T) {
 		t.Fatalf("signup placed tenant at %s/%s with role %s", res.Tenant.PoolID, res.Tenant.HomeCellID, res.Session.Role)
 	}
 	owner := e.anon.With(client.WithSession(res.Session.Token))
-	k, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "ci"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := e.createKey(owner, api.CreateAPIKeyRequest{Description: "ci"})
 	if k.Secret == "" || k.Role != "developer" || k.Status != "active" {
 		t.Fatalf("created key %+v", k)
 	}
@@ -60,10 +57,7 @@ func TestReadmeFlow(t *testing.T) {
 		t.Fatalf("revoked key got status %d, want 401", err.(*client.Error).Status)
 	}
 	// A wrong secret for a live key is a plain 401 that says nothing more.
-	k2, err := owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k2 := e.createKey(owner, api.CreateAPIKeyRequest{})
 	_, err = e.anon.With(client.WithAPIKey(k2.ID, "wrong")).Topics(ctx)
 	wantCode(t, err, "unauthenticated")
 }
@@ -187,10 +181,7 @@ func TestKeyRotationAndCap(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("rotate")
-	newKey, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "next"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	newKey := e.createKey(a.owner, api.CreateAPIKeyRequest{Description: "next"})
 	nk := e.anon.With(client.WithAPIKey(newKey.ID, newKey.Secret))
 	for _, c := range []*client.Client{a.key, nk} {
 		if _, err := c.Topics(ctx); err != nil {
@@ -204,11 +195,9 @@ func TestKeyRotationAndCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 9; i++ { // one active key plus nine reaches the cap of ten
-		if _, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{}); err != nil {
-			t.Fatal(err)
-		}
+		e.createKey(a.owner, api.CreateAPIKeyRequest{})
 	}
-	_, err = a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{})
+	_, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{})
 	wantCode(t, err, "quota_exceeded")
 	// A developer key cannot mint an admin key.
 	_, err = nk.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Role: "admin"})

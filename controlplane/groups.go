@@ -42,7 +42,7 @@ func (s *Server) listGroups(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return listPage(c, s, "list groups", pg, func(r pgx.CollectableRow) (api.Group, error) { return scanGroup(r) },
+	return listPage(c, s, "list groups", pg, scanGroup,
 		func(g api.Group) string { return g.Group },
 		`WITH l AS (`+latestGroupLag+`) SELECT group_name, `+groupTotals+` FROM l WHERE group_name > $2
 		GROUP BY group_name ORDER BY group_name LIMIT $3`, p.tenantID, pg.after, pg.limit+1)

@@ -92,10 +92,7 @@ func TestKeyHome(t *testing.T) {
 	}
 
 	// A client key sees only what its ACLs let it describe.
-	ck, err := bravo.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Role: "client"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := e.createKey(bravo.owner, api.CreateAPIKeyRequest{Role: "client"})
 	e.must(bravo.key.CreateACL(ctx, api.CreateACLRequest{Principal: ck.ID, ResourceType: "topic", ResourceName: "orders",
 		PatternType: "literal", Operation: "read", Permission: "allow"}))
 	h, err = cell1.KeyHome(ctx, "cell-1", ck.ID, ck.Secret)
@@ -111,10 +108,7 @@ func TestKeyHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked, err := bravo.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Role: "developer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	revoked := e.createKey(bravo.owner, api.CreateAPIKeyRequest{Role: "developer"})
 	e.must(bravo.owner.RevokeAPIKey(ctx, revoked.ID))
 	for _, tc := range []struct{ name, id, secret string }{
 		{"wrong secret", bravo.keyID, "not-the-secret"},
@@ -133,10 +127,7 @@ func TestKeyHome(t *testing.T) {
 
 	// Expired and suspended: only with the right secret.
 	exp := e.now.Now().Add(time.Hour)
-	ek, err := bravo.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Role: "developer", ExpiresAt: &exp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ek := e.createKey(bravo.owner, api.CreateAPIKeyRequest{Role: "developer", ExpiresAt: &exp})
 	e.now.Advance(2 * time.Hour)
 	if h, err := cell1.KeyHome(ctx, "cell-1", ek.ID, ek.Secret); err != nil || h.Status != wire.KeyExpired || h.Cell != "" {
 		t.Fatalf("expired key: %+v %v", h, err)

@@ -30,7 +30,7 @@ func (s *Server) listMembers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return listPage(c, s, "list members", pg, func(r pgx.CollectableRow) (api.Member, error) { return scanMember(r) },
+	return listPage(c, s, "list members", pg, scanMember,
 		func(m api.Member) string { return m.UserID },
 		memberSelect+` WHERE m.tenant_id = $1 AND m.user_id > $2 ORDER BY m.user_id LIMIT $3`, p.tenantID, pg.after, pg.limit+1)
 }
@@ -43,12 +43,8 @@ func (s *Server) listMembers(c echo.Context) error {
 // new user's if the address has no account when it accepts; an existing
 // user keeps theirs.
 func (s *Server) addMember(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjMembers, authz.ActWrite)
+	p, req, err := tenantWrite[api.AddMemberRequest](s, c, authz.ObjMembers)
 	if err != nil {
-		return err
-	}
-	var req api.AddMemberRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	email, err := normalizeEmail(req.Email)
@@ -106,11 +102,8 @@ const invitedMessage = "we sent a message to this address: it has the token that
 // the role of its mailed token, making the user (with the inviter's
 // initial password) if the address has no account. A token works once.
 func (s *Server) acceptInvitation(c echo.Context) error {
-	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
-		return rateLimited(wait, "too many requests from this address; retry later")
-	}
-	var req api.AcceptInvitationRequest
-	if err := s.bind(c, &req); err != nil {
+	req, err := anonymousWrite[api.AcceptInvitationRequest](s, c, "too many requests from this address; retry later")
+	if err != nil {
 		return err
 	}
 	token := strings.TrimSpace(req.Token)
@@ -119,7 +112,7 @@ func (s *Server) acceptInvitation(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	var out api.Member
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var tenantID, email, role, hash, by string
 		var expires time.Time
 		err := tx.QueryRow(ctx, `DELETE FROM member_invitations WHERE token_hash = $1
@@ -136,11 +129,8 @@ func (s *Server) acceptInvitation(c echo.Context) error {
 			ON CONFLICT (email) DO UPDATE SET email = EXCLUDED.email RETURNING id`, userID, email, hash).Scan(&userID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, $3)`,
-			userID, tenantID, role); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.AlreadyExists.New("you are already a member of this tenant")
-			}
+		if err := insertNew(ctx, tx, catalog.AlreadyExists.New("you are already a member of this tenant"),
+			`INSERT INTO memberships (user_id, tenant_id, role) VALUES ($1, $2, $3)`, userID, tenantID, role); err != nil {
 			return err
 		}
 		out, err = scanMember(tx.QueryRow(ctx, memberSelect+` WHERE m.tenant_id = $1 AND m.user_id = $2`, tenantID, userID))
@@ -168,12 +158,8 @@ func (s *Server) checkGrant(p *principal, role string) error {
 }
 
 func (s *Server) updateMember(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjMembers, authz.ActWrite)
+	p, req, err := tenantWrite[api.UpdateMemberRequest](s, c, authz.ObjMembers)
 	if err != nil {
-		return err
-	}
-	var req api.UpdateMemberRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := s.checkGrant(p, req.Role); err != nil {

@@ -145,87 +145,42 @@ func (s *Server) loadMove(ctx context.Context, id int64) (api.Move, error) {
 
 func moveID(c echo.Context) (int64, error) { return idParam(c, "move") }
 
-// idParam is the route's numeric :id; anything else is no such what.
-func idParam(c echo.Context, what string) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return 0, catalog.NotFound.Newf("no such %s", what)
-	}
-	return id, nil
-}
-
-// afterID is an id-ordered page's token: the last id of the page before.
-func afterID(pg page) (int64, error) {
-	if pg.after == "" {
-		return 0, nil
-	}
-	after, err := strconv.ParseInt(pg.after, 10, 64)
-	if err != nil {
-		return 0, catalog.InvalidPageToken.New("")
-	}
-	return after, nil
-}
-
 func (s *Server) adminGetMove(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	id, err := moveID(c)
-	if err != nil {
-		return err
-	}
-	m, err := s.loadMove(c.Request().Context(), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, m)
+	return operatorGet(s, c, byNumericID("move", s.loadMove))
 }
 
 // adminListMoves lists moves by id, optionally only those in a state, of
 // a cell, or moving a replica onto or off a broker.
 func (s *Server) adminListMoves(c echo.Context) error {
-	pg, err := s.operatorPage(c)
+	pg, f, err := s.operatorIDPage(c)
 	if err != nil {
 		return err
 	}
-	after, err := afterID(pg)
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	where, args := `WHERE m.id > $1`, []any{after}
 	if st := c.QueryParam("state"); st != "" {
 		if !slices.Contains([]string{moveRunning, moveCompleted, moveCancelling, moveCancelled, moveFailed}, st) {
 			return catalog.InvalidRequest.Newf("state %q: want running, completed, cancelling, cancelled or failed", st)
 		}
-		args = append(args, st)
-		where += ` AND m.state = $` + strconv.Itoa(len(args))
+		f.and("m.state", st)
 	}
 	if cell := c.QueryParam("cell"); cell != "" {
-		args = append(args, cell)
-		where += ` AND m.cell_id = $` + strconv.Itoa(len(args))
+		f.and("m.cell_id", cell)
 	}
 	if b := c.QueryParam("broker"); b != "" {
 		var cell string
 		var node int
-		err := s.db.QueryRow(ctx, `SELECT cell_id, node_id FROM brokers WHERE id = $1`, b).Scan(&cell, &node)
+		err := s.db.QueryRow(c.Request().Context(), `SELECT cell_id, node_id FROM brokers WHERE id = $1`, b).Scan(&cell, &node)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return catalog.NotFound.Newf("no such broker %q", b)
 		}
 		if err != nil {
 			return dbError("look up broker", err)
 		}
-		args = append(args, cell, node)
-		n := len(args)
-		where += ` AND m.cell_id = $` + strconv.Itoa(n-1) + ` AND ($` + strconv.Itoa(n) + ` = ANY(m.original) OR $` + strconv.Itoa(n) + ` = ANY(m.target))`
+		f.and("m.cell_id", cell)
+		f.args = append(f.args, node)
+		n := strconv.Itoa(len(f.args))
+		f.where += ` AND ($` + n + ` = ANY(m.original) OR $` + n + ` = ANY(m.target))`
 	}
-	args = append(args, pg.limit+1)
-	all, err := s.loadMoves(ctx, where+` ORDER BY m.id LIMIT $`+strconv.Itoa(len(args)), args...)
-	if err != nil {
-		return dbError("list moves", err)
-	}
-	items, next := trim(pg, all, func(m api.Move) string { return strconv.FormatInt(m.ID, 10) })
-	return c.JSON(http.StatusOK, api.Page[api.Move]{Items: items, NextPageToken: next})
+	return listByID(c, "list moves", pg, f, s.loadMoves, func(m api.Move) int64 { return m.ID })
 }
 
 // adminCreateMove starts one partition's move (POST /v1/admin/moves).
@@ -263,11 +218,7 @@ func (s *Server) adminCreateMove(c echo.Context) error {
 	if err := txError("create move", err); err != nil {
 		return err
 	}
-	m, err := s.loadMove(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, m)
+	return answerLoaded(c, http.StatusCreated, s.loadMove, id)
 }
 
 // topicMoveOriginal finds a topic partition's cell and, under the cell's
@@ -489,9 +440,5 @@ func (s *Server) adminCancelMove(c echo.Context) error {
 	if err := txError("cancel move", err); err != nil {
 		return err
 	}
-	m, err := s.loadMove(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, m)
+	return answerLoaded(c, http.StatusOK, s.loadMove, id)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/contract/wire"
-	"github.com/sluicehq/sluice/controlplane"
 )
 
 // moveCell is a control plane with a tenant's topic on cell-1, a fourth
@@ -260,20 +258,7 @@ func TestMoveCancelRollsBack(t *testing.T) {
 
 // secondServer is another control plane on the same database, as a
 // second instance or a restarted one is.
-func (m *moveCell) secondServer() *client.Client {
-	m.t.Helper()
-	srv, err := controlplane.New(controlplane.Config{DB: m.db, Now: m.now.Now})
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	m.t.Cleanup(hs.Close)
-	ck, err := m.op.AdminCreateCellKey(context.Background(), "cell-1")
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return client.New(hs.URL, client.WithAPIKey(ck.ID, ck.Secret))
-}
+func (m *moveCell) secondServer() *client.Client { return m.cellKeyClient(m.secondURL(), "cell-1") }
 
 // TestMoveResumesAfterRestart: a move lives in Postgres, so a control
 // plane started afterwards on the same database publishes it and

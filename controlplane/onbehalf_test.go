@@ -17,14 +17,8 @@ func TestOnBehalfOf(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("onbehalf")
-	viewer, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "viewer", Role: "viewer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "gone", Role: "admin"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	viewer := e.createKey(a.owner, api.CreateAPIKeyRequest{Description: "viewer", Role: "viewer"})
+	gone := e.createKey(a.owner, api.CreateAPIKeyRequest{Description: "gone", Role: "admin"})
 	if _, err := a.owner.RevokeAPIKey(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}

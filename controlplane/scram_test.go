@@ -20,10 +20,7 @@ func TestKeySCRAMCredentials(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	a := e.signup("scramcreds")
-	old, err := a.owner.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "before scram"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := e.createKey(a.owner, api.CreateAPIKeyRequest{Description: "before scram"})
 	if _, err := e.db.Exec(ctx, `UPDATE api_keys SET scram_credentials = NULL WHERE id = $1`, old.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,8 @@ import (
 // a taken name apart in the answer would also tell that the address is
 // free, so the name's news goes by mail too.
 func (s *Server) signup(c echo.Context) error {
-	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
-		return rateLimited(wait, "too many signups from this address; retry later")
-	}
-	var req api.SignupRequest
-	if err := s.bind(c, &req); err != nil {
+	req, err := anonymousWrite[api.SignupRequest](s, c, "too many signups from this address; retry later")
+	if err != nil {
 		return err
 	}
 	if err := validTenantName(req.TenantName); err != nil {
@@ -108,11 +105,8 @@ func (s *Server) signupMail(ctx context.Context, email, name, plan, hash string)
 // names, enqueues its Stripe customer (billing.EnqueueCustomer), and signs
 // the owner in. A token works once.
 func (s *Server) confirmSignup(c echo.Context) error {
-	if ok, wait := s.signups.allow(c.Request().Context(), s.clientKey(c)); !ok {
-		return rateLimited(wait, "too many signups from this address; retry later")
-	}
-	var req api.ConfirmSignupRequest
-	if err := s.bind(c, &req); err != nil {
+	req, err := anonymousWrite[api.ConfirmSignupRequest](s, c, "too many signups from this address; retry later")
+	if err != nil {
 		return err
 	}
 	if strings.TrimSpace(req.Token) == "" {
@@ -122,7 +116,7 @@ func (s *Server) confirmSignup(c echo.Context) error {
 	var tenant api.Tenant
 	var sess api.Session
 	var user api.User
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var name, plan, hash string
 		var expires time.Time
 		err := tx.QueryRow(ctx, `DELETE FROM signup_requests WHERE token_hash = $1
@@ -139,13 +133,11 @@ func (s *Server) confirmSignup(c echo.Context) error {
 			return err
 		}
 		user.ID = credential.NewID("us_")
-		if _, err := tx.Exec(ctx, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
+		// The mailbox's owner asks, so the answer may say it.
+		taken := catalog.AlreadyExists.New("an account with this email was made since the signup: sign in, then " +
+			"create the tenant with POST /v1/tenants or the console's New tenant page")
+		if err := insertNew(ctx, tx, taken, `INSERT INTO users (id, email, password_hash) VALUES ($1, $2, $3)`,
 			user.ID, user.Email, hash); err != nil {
-			if isUniqueViolation(err) {
-				// The mailbox's owner asks, so the answer may say it.
-				return catalog.AlreadyExists.New("an account with this email was made since the signup: sign in, then " +
-					"create the tenant with POST /v1/tenants or the console's New tenant page")
-			}
 			return err
 		}
 		p := &principal{kind: "user", userID: user.ID}

@@ -104,50 +104,26 @@ func (s *Server) loadTenantMove(ctx context.Context, id int64) (api.TenantMove, 
 func tenantMoveID(c echo.Context) (int64, error) { return idParam(c, "tenant move") }
 
 func (s *Server) adminGetTenantMove(c echo.Context) error {
-	if _, err := s.operatorCaller(c, authz.ActRead); err != nil {
-		return err
-	}
-	id, err := tenantMoveID(c)
-	if err != nil {
-		return err
-	}
-	m, err := s.loadTenantMove(c.Request().Context(), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, m)
+	return operatorGet(s, c, byNumericID("tenant move", s.loadTenantMove))
 }
 
 // adminListTenantMoves lists tenant moves by id, optionally only those in
 // a state or of a tenant.
 func (s *Server) adminListTenantMoves(c echo.Context) error {
-	pg, err := s.operatorPage(c)
+	pg, f, err := s.operatorIDPage(c)
 	if err != nil {
 		return err
 	}
-	after, err := afterID(pg)
-	if err != nil {
-		return err
-	}
-	where, args := `WHERE m.id > $1`, []any{after}
 	if st := c.QueryParam("state"); st != "" {
 		if !slices.Contains(tenantMoveStates, st) {
 			return catalog.InvalidRequest.Newf("state %q: want one of mirroring, fencing, promoting, switching, offsets, done, cancelled", st)
 		}
-		args = append(args, st)
-		where += ` AND m.state = $` + strconv.Itoa(len(args))
+		f.and("m.state", st)
 	}
 	if tn := c.QueryParam("tenant"); tn != "" {
-		args = append(args, tn)
-		where += ` AND m.tenant_id = $` + strconv.Itoa(len(args))
+		f.and("m.tenant_id", tn)
 	}
-	args = append(args, pg.limit+1)
-	all, err := s.loadTenantMoves(c.Request().Context(), where+` ORDER BY m.id LIMIT $`+strconv.Itoa(len(args)), args...)
-	if err != nil {
-		return dbError("list tenant moves", err)
-	}
-	items, next := trim(pg, all, func(m api.TenantMove) string { return strconv.FormatInt(m.ID, 10) })
-	return c.JSON(http.StatusOK, api.Page[api.TenantMove]{Items: items, NextPageToken: next})
+	return listByID(c, "list tenant moves", pg, f, s.loadTenantMoves, func(m api.TenantMove) int64 { return m.ID })
 }
 
 // adminMoveTenant starts a tenant's move to a cell of another pool (POST
@@ -174,11 +150,7 @@ func (s *Server) adminMoveTenant(c echo.Context) error {
 	if err := txError("move tenant", err); err != nil {
 		return err
 	}
-	m, err := s.loadTenantMove(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, m)
+	return answerLoaded(c, http.StatusCreated, s.loadTenantMove, id)
 }
 
 // createTenantMove checks a move of tenant to pool, places it and stores
@@ -394,11 +366,7 @@ func (s *Server) adminCancelTenantMove(c echo.Context) error {
 	if err := txError("cancel tenant move", err); err != nil {
 		return err
 	}
-	m, err := s.loadTenantMove(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, m)
+	return answerLoaded(c, http.StatusOK, s.loadTenantMove, id)
 }
 
 // halfRates halves a tenant's cell-wide rate quotas (rounding up, never

@@ -220,7 +220,7 @@ func TestTenantMoveToSharedPool(t *testing.T) {
 	m.must(m.op.AdminCreatePool(ctx, api.CreatePoolRequest{ID: "shared-2", Kind: "shared"}))
 	for _, cell := range []string{"cell-3", "cell-4"} {
 		m.must(m.op.AdminCreateCell(ctx, api.CreateCellRequest{ID: cell, PoolID: "shared-2"}))
-		m.cells[cell] = m.cellKey(cell)
+		m.cells[cell] = m.cellKeyClient(m.url, cell)
 		ca := testkit.PeerCAPEM(t, cell)
 		for i := range 3 {
 			b := fmt.Sprintf("%s-b%d", cell, i+1)
@@ -263,10 +263,7 @@ func TestTenantMoveKeyChangesReachBothCells(t *testing.T) {
 		return false
 	}
 	v := m.state("cell-2").StateVersion
-	k, err := m.tn.key.CreateAPIKey(ctx, api.CreateAPIKeyRequest{Description: "mid-move", Role: "client"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := m.createKey(m.tn.key, api.CreateAPIKeyRequest{Description: "mid-move", Role: "client"})
 	if m.state("cell-2").StateVersion <= v || !has("cell-2", k.ID) || !has("cell-1", k.ID) {
 		t.Fatalf("a key created mid-move: destination version %d (was %d), on the destination %v, on the source %v",
 			m.state("cell-2").StateVersion, v, has("cell-2", k.ID), has("cell-1", k.ID))

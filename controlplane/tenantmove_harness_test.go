@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/sluicehq/sluice/contract/api"
@@ -50,7 +49,7 @@ func newTenantMoveEnv(t *testing.T) *tenantMoveEnv {
 			KafkaAddr: fmt.Sprintf("10.0.2.%d:9092", i+1), HTTPAddr: fmt.Sprintf("10.0.2.%d:8090", i+1)}))
 	}
 	for _, cell := range []string{"cell-1", "cell-2"} {
-		m.cells[cell] = m.cellKey(cell)
+		m.cells[cell] = m.cellKeyClient(m.url, cell)
 		m.cas[cell] = testkit.PeerCAPEM(t, cell)
 		for i, b := range moveBrokers[cell] {
 			m.register(cell, b, wire.Registration{NodeID: i + 1, RaftAddr: fmt.Sprintf("%s.raft:%d", b, 7000+i), PeerCA: m.cas[cell]})
@@ -58,16 +57,6 @@ func newTenantMoveEnv(t *testing.T) *tenantMoveEnv {
 		}
 	}
 	return m
-}
-
-// cellKey is a client carrying a new key of cell.
-func (m *tenantMoveEnv) cellKey(cell string) *client.Client {
-	m.t.Helper()
-	k, err := m.op.AdminCreateCellKey(context.Background(), cell)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return client.New(m.url, client.WithAPIKey(k.ID, k.Secret))
 }
 
 func (m *tenantMoveEnv) registerErr(cell, broker string, r wire.Registration) error {
@@ -165,19 +154,10 @@ func (m *tenantMoveEnv) toPromoting() api.TenantMove {
 // instance, or this one restarted), with a client per cell.
 func (m *tenantMoveEnv) secondServer() map[string]*client.Client {
 	m.t.Helper()
-	srv, err := controlplane.New(controlplane.Config{DB: m.db, Now: m.now.Now})
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	m.t.Cleanup(hs.Close)
+	url := m.secondURL()
 	out := map[string]*client.Client{}
 	for _, cell := range []string{"cell-1", "cell-2"} {
-		k, err := m.op.AdminCreateCellKey(context.Background(), cell)
-		if err != nil {
-			m.t.Fatal(err)
-		}
-		out[cell] = client.New(hs.URL, client.WithAPIKey(k.ID, k.Secret))
+		out[cell] = m.cellKeyClient(url, cell)
 	}
 	return out
 }
@@ -186,15 +166,10 @@ func (m *tenantMoveEnv) secondServer() map[string]*client.Client {
 // same database.
 func (m *tenantMoveEnv) secondOperator() *client.Client {
 	m.t.Helper()
-	srv, err := controlplane.New(controlplane.Config{DB: m.db, Now: m.now.Now})
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	m.t.Cleanup(hs.Close)
+	url := m.secondURL()
 	id, secret, err := controlplane.CreateOperatorKey(context.Background(), m.db, "second operator")
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	return client.New(hs.URL, client.WithAPIKey(id, secret))
+	return client.New(url, client.WithAPIKey(id, secret))
 }

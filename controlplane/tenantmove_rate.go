@@ -90,9 +90,5 @@ func (s *Server) adminUpdateTenantMove(c echo.Context) error {
 	if err := txError("update tenant move", err); err != nil {
 		return err
 	}
-	m, err := s.loadTenantMove(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, m)
+	return answerLoaded(c, http.StatusOK, s.loadTenantMove, id)
 }

@@ -41,7 +41,7 @@ func (s *Server) listUserTenants(c echo.Context) error {
 		return err
 	}
 	return listPage(c, s, "list user tenants", pg,
-		func(r pgx.CollectableRow) (api.UserTenant, error) {
+		func(r pgx.Row) (api.UserTenant, error) {
 			var t api.UserTenant
 			return t, r.Scan(&t.ID, &t.Name, &t.Plan, &t.Status, &t.Role)
 		},

@@ -54,11 +54,7 @@ func (s *Server) adminSetThrottle(c echo.Context) error {
 	if err := txError("throttle tenant", err); err != nil {
 		return err
 	}
-	t, err := s.loadThrottle(ctx, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, t)
+	return answerLoaded(c, http.StatusOK, s.loadThrottle, id)
 }
 
 func validateThrottle(req api.ThrottleRequest, now time.Time) (time.Time, error) {

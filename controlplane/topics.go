@@ -150,18 +150,16 @@ func redactConfig(acl *authz.ACL, p *principal, t *api.Topic) {
 // errValidated ends a validate-only transaction after every check passed.
 var errValidated = errors.New("validated only")
 
+// createTopicBody reads Partitions as a pointer so that an explicit 0 is
+// refused rather than taken for "omitted" (the default of 1).
+type createTopicBody struct {
+	api.CreateTopicRequest
+	Partitions *int `json:"partitions"`
+}
+
 func (s *Server) createTopic(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActWrite)
+	p, body, err := tenantWrite[createTopicBody](s, c, authz.ObjTopics)
 	if err != nil {
-		return err
-	}
-	// Partitions is read as a pointer so that an explicit 0 is refused
-	// rather than taken for "omitted" (the default of 1).
-	var body struct {
-		api.CreateTopicRequest
-		Partitions *int `json:"partitions"`
-	}
-	if err := s.bind(c, &body); err != nil {
 		return err
 	}
 	req := body.CreateTopicRequest
@@ -195,11 +193,9 @@ func (s *Server) createTopic(c echo.Context) error {
 		if err := checkTopicLimits(ctx, tx, p.tenantID, q, 1, req.Partitions); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, config)
+		if err := insertNew(ctx, tx, catalog.TopicAlreadyExists.Newf("a topic named %q already exists", req.Name),
+			`INSERT INTO topics (id, tenant_id, name, partitions, replication_factor, config)
 			VALUES ($1, $2, $3, $4, $5, $6)`, id, p.tenantID, req.Name, req.Partitions, replicationFactor, req.Config); err != nil {
-			if isUniqueViolation(err) {
-				return catalog.TopicAlreadyExists.Newf("a topic named %q already exists", req.Name)
-			}
 			return err
 		}
 		rf, err := placePartitions(ctx, tx, cell, id, 0, req.Partitions)
@@ -265,12 +261,8 @@ func checkTopicLimits(ctx context.Context, tx pgx.Tx, tenantID string, q api.Quo
 }
 
 func (s *Server) updateTopic(c echo.Context) error {
-	p, err := s.tenantCaller(c, authz.ObjTopics, authz.ActWrite)
+	p, req, err := tenantWrite[api.UpdateTopicRequest](s, c, authz.ObjTopics)
 	if err != nil {
-		return err
-	}
-	var req api.UpdateTopicRequest
-	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -365,17 +357,27 @@ func (s *Server) deleteTopic(c echo.Context) error {
 	if _, err := s.requireTopicOps(ctx, p, name, authz.OpDelete); err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM topics WHERE tenant_id = $1 AND name = $2`, p.tenantID, name)
+	return s.deleteTenantRow(c, p, "topic", name, `DELETE FROM topics WHERE tenant_id = $1 AND name = $2`,
+		catalog.TopicNotFound.Newf("no topic named %q", name))
+}
+
+// deleteTenantRow deletes the caller's tenant's what named id with del
+// (its arguments the tenant and id) and answers 204, or notFound when del
+// matched no row; in the same transaction it bumps the tenant's cell and
+// audits the deletion, as deleting an ACL or a topic must.
+func (s *Server) deleteTenantRow(c echo.Context, p *principal, what, id, del string, notFound error) error {
+	ctx := c.Request().Context()
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, del, p.tenantID, id)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return catalog.TopicNotFound.Newf("no topic named %q", name)
+			return notFound
 		}
-		return bumpAndAudit(ctx, tx, p.tenantID, p, "topic.delete", name, nil)
+		return bumpAndAudit(ctx, tx, p.tenantID, p, what+".delete", id, nil)
 	})
-	if err := txError("delete topic", err); err != nil {
+	if err := txError("delete "+what, err); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -176,12 +176,19 @@ func (s *Server) getUsage(c echo.Context) error {
 		return err
 	}
 	q.Tenant = p.tenantID
+	return s.answerUsage(c, q, gran, false)
+}
+
+// answerUsage answers with the ledger's usage that q selects, per gran
+// period; withTenant names each period's tenant, as the operators' view
+// of every tenant needs.
+func (s *Server) answerUsage(c echo.Context, q billing.Query, gran string, withTenant bool) error {
 	l := billing.Ledger{DB: s.db}
 	rows, err := l.Usage(c.Request().Context(), q)
 	if err != nil {
 		return dbError("query usage", err)
 	}
-	return c.JSON(http.StatusOK, usageOut(q, gran, rows, false))
+	return c.JSON(http.StatusOK, usageOut(q, gran, rows, withTenant))
 }
 
 // adminGetUsage answers GET /v1/admin/usage: every tenant's usage, or
@@ -205,12 +212,7 @@ func (s *Server) adminGetUsage(c echo.Context) error {
 		}
 		q.Tenant = id
 	}
-	l := billing.Ledger{DB: s.db}
-	rows, err := l.Usage(ctx, q)
-	if err != nil {
-		return dbError("query usage", err)
-	}
-	return c.JSON(http.StatusOK, usageOut(q, gran, rows, true))
+	return s.answerUsage(c, q, gran, true)
 }
 
 // adminBillingReconcile answers GET /v1/admin/billing/reconcile: the

@@ -19,13 +19,9 @@ func SignUp(ctx context.Context, anon *client.Client, mailDir string, req api.Si
 	if _, err := anon.Signup(ctx, req); err != nil {
 		return api.SignupResponse{}, err
 	}
-	text, err := mail.Last(mailDir, req.Email)
+	token, err := mailedToken(mailDir, req.Email, "signup")
 	if err != nil {
 		return api.SignupResponse{}, err
-	}
-	token := mail.Token(text)
-	if token == "" {
-		return api.SignupResponse{}, fmt.Errorf("the signup mail to %s has no token:\n%s", req.Email, text)
 	}
 	return anon.ConfirmSignup(ctx, token)
 }
@@ -50,13 +46,23 @@ func AddMember(ctx context.Context, by, anon *client.Client, mailDir string, req
 	if _, err := by.AddMember(ctx, req); err != nil {
 		return api.Member{}, err
 	}
-	text, err := mail.Last(mailDir, req.Email)
+	token, err := mailedToken(mailDir, req.Email, "invitation")
 	if err != nil {
 		return api.Member{}, err
 	}
+	return anon.AcceptInvitation(ctx, token)
+}
+
+// mailedToken is the token in the newest mail to addr in mailDir; the
+// error says when that mail (the what mail) carries none, with its text.
+func mailedToken(mailDir, addr, what string) (string, error) {
+	text, err := mail.Last(mailDir, addr)
+	if err != nil {
+		return "", err
+	}
 	token := mail.Token(text)
 	if token == "" {
-		return api.Member{}, fmt.Errorf("the invitation mail to %s has no token:\n%s", req.Email, text)
+		return "", fmt.Errorf("the %s mail to %s has no token:\n%s", what, addr, text)
 	}
-	return anon.AcceptInvitation(ctx, token)
+	return token, nil
 }
