@@ -199,6 +199,27 @@ func (p *tab) screenshot(name string) {
 	}
 }
 
+// operatorSignIn signs in with the operator key on the login page's
+// operator form, as an operator does, and waits for the tenants list.
+func (p *tab) operatorSignIn(e *env) {
+	p.t.Helper()
+	p.open("/login?as=operator", "#operator-key")
+	p.do("operator signs in",
+		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
+		chromedp.Click(chromedp.ID("operator-login-submit")),
+		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
+	)
+}
+
+// wantFormError checks that the refusal shown next to the form named form
+// (its element form+"-error") contains want.
+func (p *tab) wantFormError(form, want string) {
+	p.t.Helper()
+	if msg := run(p, form+" error", chromedp.Text(chromedp.ID(form+"-error"))); !strings.Contains(msg, want) {
+		p.t.Fatalf("%s refused with %q, want it to say %q", form, msg, want)
+	}
+}
+
 // signup signs up as a user does: the form, then the token from the mail
 // (e's mail directory) pasted into the confirmation form.
 func (p *tab) signup(e *env, tenant string) {
@@ -259,9 +280,7 @@ func TestBrowserSignupTopicKeyAndIsolation(t *testing.T) {
 	if !run(alice, "htmx swap", chromedp.Evaluate[bool]("window.sluiceMarker === 1")) {
 		t.Error("the rejected form reloaded the page instead of being swapped in by htmx")
 	}
-	if msg := run(alice, "error text", chromedp.Text(chromedp.ID("create-topic-error"))); !strings.Contains(msg, "a topic name has 1 to 249 characters") {
-		t.Fatalf("error shown: %q", msg)
-	}
+	alice.wantFormError("create-topic", "a topic name has 1 to 249 characters")
 	if v := run(alice, "kept input", chromedp.Value(chromedp.ID("topic-name"))); v != "bad name!" {
 		t.Fatalf("the rejected form lost its input: %q", v)
 	}
@@ -422,12 +441,7 @@ func TestBrowserFleetAndMoves(t *testing.T) {
 	)
 
 	op := newTab(t, browser, e.url)
-	op.open("/login?as=operator", "#operator-key")
-	op.do("operator signs in",
-		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
-		chromedp.Click(chromedp.ID("operator-login-submit")),
-		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
-	)
+	op.operatorSignIn(e)
 	op.do("open pools", chromedp.Click(chromedp.CSS(`nav a[href="/admin/pools"]`)), chromedp.WaitVisible(chromedp.ID("create-pool")))
 	op.do("create a dedicated pool",
 		chromedp.SendKeys(chromedp.ID("pool-id"), "dedicated-fleet-co"),
@@ -483,9 +497,7 @@ func TestBrowserFleetAndMoves(t *testing.T) {
 		chromedp.Click(chromedp.ID("create-move-submit")),
 		chromedp.WaitVisible(chromedp.ID("create-move-error")),
 	)
-	if msg := run(op, "error", chromedp.Text(chromedp.ID("create-move-error"))); !strings.Contains(msg, fmt.Sprintf("already has move %d", ms[0].ID)) {
-		t.Fatalf("second move refused with %q", msg)
-	}
+	op.wantFormError("create-move", fmt.Sprintf("already has move %d", ms[0].ID))
 	op.do("cancel it",
 		chromedp.Click(chromedp.ID(fmt.Sprintf("cancel-move-%d", ms[0].ID))),
 		chromedp.WaitVisible(chromedp.ID("notice")),
@@ -504,8 +516,6 @@ func TestBrowserFleetAndMoves(t *testing.T) {
 		chromedp.Click(chromedp.ID("drain-submit")),
 		chromedp.WaitVisible(chromedp.ID("drain-error")),
 	)
-	if msg := run(op, "drain error", chromedp.Text(chromedp.ID("drain-error"))); !strings.Contains(msg, "unfinished move") {
-		t.Fatalf("drain refused with %q", msg)
-	}
+	op.wantFormError("drain", "unfinished move")
 	op.screenshot("admin-drain-refused")
 }

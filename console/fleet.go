@@ -148,16 +148,11 @@ func (c *Console) adminCellPage(w http.ResponseWriter, r *http.Request, s *sessi
 }
 
 func (c *Console) renderCell(w http.ResponseWriter, r *http.Request, s *session, ue *uiError, form formInput) {
-	if !c.operatorOnly(w, r, s) {
+	cell, ok := c.pathCell(w, r, s)
+	if !ok {
 		return
 	}
-	ctx := r.Context()
-	cell, err := s.api.AdminCell(ctx, r.PathValue("cell"))
-	if err != nil {
-		c.fail(w, r, s, err)
-		return
-	}
-	moves, err := s.api.AdminMoves(ctx, client.MoveFilter{Cell: cell.ID})
+	moves, err := s.api.AdminMoves(r.Context(), client.MoveFilter{Cell: cell.ID})
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
@@ -238,13 +233,8 @@ func (c *Console) adminBrokerPage(w http.ResponseWriter, r *http.Request, s *ses
 // off it, and the drain and delete forms, each confirmed by typing the
 // broker's id.
 func (c *Console) renderBroker(w http.ResponseWriter, r *http.Request, s *session, ue *uiError, form formInput) {
-	if !c.operatorOnly(w, r, s) {
-		return
-	}
-	ctx := r.Context()
-	cell, err := s.api.AdminCell(ctx, r.PathValue("cell"))
-	if err != nil {
-		c.fail(w, r, s, err)
+	cell, ok := c.pathCell(w, r, s)
+	if !ok {
 		return
 	}
 	i := slices.IndexFunc(cell.Brokers, func(b api.Broker) bool { return b.ID == r.PathValue("id") })
@@ -253,7 +243,7 @@ func (c *Console) renderBroker(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	b := cell.Brokers[i]
-	moves, err := s.api.AdminMoves(ctx, client.MoveFilter{Broker: b.ID})
+	moves, err := s.api.AdminMoves(r.Context(), client.MoveFilter{Broker: b.ID})
 	if err != nil {
 		c.fail(w, r, s, err)
 		return
@@ -265,6 +255,21 @@ func (c *Console) renderBroker(w http.ResponseWriter, r *http.Request, s *sessio
 		p.Notice = "Broker " + b.ID + " is draining: the moves taking its replicas off are listed below."
 	}
 	c.renderForm(w, r, http.StatusOK, "admin_broker", p, ue, form)
+}
+
+// pathCell is the cell of an operator's request path ({cell}), for the
+// cell page and its brokers' pages; false when the caller is no operator
+// or the API did not give the cell (both answered).
+func (c *Console) pathCell(w http.ResponseWriter, r *http.Request, s *session) (api.Cell, bool) {
+	if !c.operatorOnly(w, r, s) {
+		return api.Cell{}, false
+	}
+	cell, err := s.api.AdminCell(r.Context(), r.PathValue("cell"))
+	if err != nil {
+		c.fail(w, r, s, err)
+		return api.Cell{}, false
+	}
+	return cell, true
 }
 
 // confirmed checks the confirmation field of a broker form: the broker's

@@ -46,10 +46,7 @@ func (c *Console) addMember(w http.ResponseWriter, r *http.Request, s *session) 
 	form := formInput{"email": strings.TrimSpace(r.PostFormValue("email")), "role": r.PostFormValue("role")}
 	req := api.AddMemberRequest{Email: form["email"], Role: form["role"], Password: r.PostFormValue("password")}
 	if _, err := s.api.AddMember(r.Context(), req); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderMembers(w, r, s, c.toUIError(r, err, "add-member"), form)
+		c.formError(w, r, err, "add-member", func(ue *uiError) { c.renderMembers(w, r, s, ue, form) })
 		return
 	}
 	// The API answers alike whether or not the address has an account.
@@ -72,10 +69,7 @@ func (c *Console) removeMember(w http.ResponseWriter, r *http.Request, s *sessio
 
 func (c *Console) afterMemberChange(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	if err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
-		c.renderMembers(w, r, s, c.toUIError(r, err, "member"), nil)
+		c.formError(w, r, err, "member", func(ue *uiError) { c.renderMembers(w, r, s, ue, nil) })
 		return
 	}
 	c.redirect(w, r, "/members")

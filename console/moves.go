@@ -73,18 +73,7 @@ func (c *Console) renderMoves(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	d := movesData{Filter: f}
-	for i := len(moves) - 1; i >= 0; i-- { // newest first
-		m := moves[i]
-		switch {
-		case unfinished(m):
-			d.InProgress = append(d.InProgress, m)
-		default:
-			d.Finished++
-			if len(d.Recent) < recentMoves {
-				d.Recent = append(d.Recent, m)
-			}
-		}
-	}
+	d.InProgress, d.Recent, d.Finished = splitNewestFirst(moves, unfinished)
 	p := sessionPage(s, "Replica moves", "admin-moves")
 	p.Data = d
 	// The notice names only a move that is listed, in the state it claims.
@@ -130,8 +119,8 @@ func (c *Console) adminCancelMove(w http.ResponseWriter, r *http.Request, s *ses
 	if !c.operatorOnly(w, r, s) {
 		return
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id < 1 {
+	id, ok := pathID(r)
+	if !ok {
 		c.notFound(w, r)
 		return
 	}
@@ -142,16 +131,45 @@ func (c *Console) adminCancelMove(w http.ResponseWriter, r *http.Request, s *ses
 	c.redirect(w, r, "/admin/moves?"+url.Values{"cancelled": {strconv.FormatInt(id, 10)}}.Encode())
 }
 
-// moveTable is what the "movetable" template of the layout draws: a
-// table of moves with id ID, and the CSRF token its cancel forms carry.
-type moveTable struct {
+// moveTable is what a table of moves draws: the "movetable" template of
+// the layout draws replica moves (M api.Move), the "tenantmovetable"
+// template tenant moves (M api.TenantMove). ID is the table's id, CSRF
+// the token its cancel forms carry.
+type moveTable[M any] struct {
 	ID    string
-	Moves []api.Move
+	Moves []M
 	CSRF  string
 }
 
-func newMoveTable(id string, moves []api.Move, csrf string) moveTable {
-	return moveTable{ID: id, Moves: moves, CSRF: csrf}
+func newMoveTable[M any](id string, moves []M, csrf string) moveTable[M] {
+	return moveTable[M]{ID: id, Moves: moves, CSRF: csrf}
+}
+
+// splitNewestFirst splits moves, oldest first as the API lists them, for
+// a moves page: the unfinished ones newest first, the newest recentMoves
+// of the finished ones, and how many finished there are in all. Replica
+// and tenant moves are listed the same way; only what "unfinished" means
+// differs.
+func splitNewestFirst[M any](moves []M, unfinished func(M) bool) (inProgress, recent []M, finished int) {
+	for i := len(moves) - 1; i >= 0; i-- {
+		m := moves[i]
+		if unfinished(m) {
+			inProgress = append(inProgress, m)
+			continue
+		}
+		finished++
+		if len(recent) < recentMoves {
+			recent = append(recent, m)
+		}
+	}
+	return inProgress, recent, finished
+}
+
+// pathID is the move id of a request's path ({id}); false when it is not
+// a positive whole number.
+func pathID(r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	return id, err == nil && id > 0
 }
 
 // parseNodes reads "4, 5 6" as node ids 4, 5 and 6; the API checks them.

@@ -83,14 +83,46 @@ var funcs = template.FuncMap{
 	"nodes":      nodes,
 	"eta":        eta,
 	"unfinished": unfinished,
-	"movetable":  newMoveTable,
+	"movetable":  newMoveTable[api.Move],
 	"tmsummary":  summarizeTenantMove,
 	"tmcancel":   tenantMoveCancellable,
 	"tmfinished": tenantMoveFinished,
 	"tmcopying":  tenantMoveCopying,
 	"tmrate":     tenantMoveRate,
 	"tmpartrate": tenantMovePartitionRate,
-	"tmtable":    newTenantMoveTable,
+	"tmtable":    newMoveTable[api.TenantMove],
+	"options":    newOptions,
+	"confirm":    newConfirmForm,
+}
+
+// options is what the "options" template of the layout draws: a select's
+// options, with the one the user chose (or the default) kept selected when
+// a rejected form comes back.
+type options struct {
+	Values   []string
+	Selected string
+}
+
+func newOptions(values []string, selected string) options {
+	return options{Values: values, Selected: selected}
+}
+
+// confirmForm is what the "confirmform" template of the layout draws: the
+// form of an action that cannot be undone, posted only with the name of
+// what it acts on typed in. Every such form looks and behaves the same.
+type confirmForm struct {
+	ID, Action     string // the form's id and where it posts
+	Input, Label   string // the confirmation field's id and label
+	Submit, Button string // the submit button's id and text
+	CSRF           string
+	Error          *uiError // the form's refusal, if any
+}
+
+// newConfirmForm is form id of page p, its refusal p's error for the
+// form named errFor (the name the handler gives its errors).
+func newConfirmForm(p page, errFor, id, action, input, label, submit, button string) confirmForm {
+	return confirmForm{ID: id, Action: action, Input: input, Label: label, Submit: submit, Button: button,
+		CSRF: p.CSRF, Error: p.ErrorFor(errFor)}
 }
 
 func parsePages() (map[string]*pageTemplate, error) {
@@ -208,8 +240,6 @@ func (c *Console) renderAPIError(w http.ResponseWriter, r *http.Request, s *sess
 	c.render(w, r, ue.Status, "error", p)
 }
 
-// fail handles the failure of a call a page needs: a lost session goes to
-// the login page, anything else is rendered.
 // formError answers a form submission the API refused: the sign-in page
 // if the session is gone, else rerender with the error shown next to form
 // formID.
@@ -220,6 +250,8 @@ func (c *Console) formError(w http.ResponseWriter, r *http.Request, err error, f
 	rerender(c.toUIError(r, err, formID))
 }
 
+// fail handles the failure of a call a page needs: a lost session goes to
+// the login page, anything else is rendered.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	if c.authLost(w, r, err) {
 		return

@@ -103,12 +103,7 @@ func TestBrowserEveryPageFits(t *testing.T) {
 	}
 
 	op := newTab(t, browser, e.url)
-	op.open("/login?as=operator", "#operator-key")
-	op.do("operator signs in with the operator key",
-		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
-		chromedp.Click(chromedp.ID("operator-login-submit")),
-		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
-	)
+	op.operatorSignIn(e)
 	if page := op.html(); !strings.Contains(page, "phone-width-co") {
 		t.Fatal("the operator does not see the tenant")
 	}

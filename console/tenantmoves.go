@@ -100,17 +100,7 @@ func (c *Console) renderTenantMoves(w http.ResponseWriter, r *http.Request, s *s
 		return
 	}
 	var d tenantMovesData
-	for i := len(moves) - 1; i >= 0; i-- { // newest first
-		m := moves[i]
-		if !tenantMoveFinished(m) {
-			d.InProgress = append(d.InProgress, m)
-			continue
-		}
-		d.Finished++
-		if len(d.Recent) < recentMoves {
-			d.Recent = append(d.Recent, m)
-		}
-	}
+	d.InProgress, d.Recent, d.Finished = splitNewestFirst(moves, func(m api.TenantMove) bool { return !tenantMoveFinished(m) })
 	p := sessionPage(s, "Tenant moves", "admin-tenant-moves")
 	p.Data = d
 	c.renderForm(w, r, http.StatusOK, "admin_tenant_moves", p, ue, nil)
@@ -225,26 +215,9 @@ func (c *Console) operatorTenantMove(w http.ResponseWriter, r *http.Request, s *
 	if !c.operatorOnly(w, r, s) {
 		return 0, false
 	}
-	id, ok := tenantMoveID(r)
+	id, ok := pathID(r)
 	if !ok {
 		c.notFound(w, r)
 	}
 	return id, ok
-}
-
-func tenantMoveID(r *http.Request) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	return id, err == nil && id > 0
-}
-
-// tenantMoveTable is what the "tenantmovetable" template draws: a table
-// of tenant moves with id ID, and the CSRF token its cancel forms carry.
-type tenantMoveTable struct {
-	ID    string
-	Moves []api.TenantMove
-	CSRF  string
-}
-
-func newTenantMoveTable(id string, moves []api.TenantMove, csrf string) tenantMoveTable {
-	return tenantMoveTable{ID: id, Moves: moves, CSRF: csrf}
 }

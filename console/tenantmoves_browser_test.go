@@ -22,21 +22,14 @@ func TestBrowserTenantMove(t *testing.T) {
 	browser := newBrowser(t)
 
 	op := newTab(t, browser, e.url)
-	op.open("/login?as=operator", "#operator-key")
-	op.do("operator signs in",
-		chromedp.SendKeys(chromedp.ID("operator-key"), e.opKey),
-		chromedp.Click(chromedp.ID("operator-login-submit")),
-		chromedp.WaitVisible(chromedp.ID("admin-tenants")),
-	)
+	op.operatorSignIn(e)
 	op.do("open the tenant", chromedp.Click(chromedp.CSS(`a[href="/admin/tenants/`+s.tenantID+`"]`)), chromedp.WaitVisible(chromedp.ID("move-tenant")))
 	op.do("move it to the dedicated pool",
 		chromedp.SetValue(chromedp.ID("move-pool"), tmPool),
 		chromedp.Click(chromedp.ID("move-tenant-submit")),
 		chromedp.WaitVisible(chromedp.ID("move-tenant-error")),
 	)
-	if msg := run(op, "error", chromedp.Text(chromedp.ID("move-tenant-error"))); !strings.Contains(msg, "broker cell-1-b1 of cell cell-1 does not report tenant moves") {
-		t.Fatalf("the move was refused with %q", msg)
-	}
+	op.wantFormError("move-tenant", "broker cell-1-b1 of cell cell-1 does not report tenant moves")
 	if v := run(op, "kept pool", chromedp.Value(chromedp.ID("move-pool"))); v != tmPool {
 		t.Fatalf("after the refusal the pool select shows %q", v)
 	}

@@ -87,9 +87,6 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) 
 		var out usageAnswer
 		path := "/v1/usage?granularity=" + sp.gran + "&from=" + from.Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339)
 		if err := s.api.Do(r.Context(), http.MethodGet, path, nil, &out); err != nil {
-			if c.authLost(w, r, err) {
-				return
-			}
 			c.fail(w, r, s, err)
 			return
 		}
@@ -114,26 +111,31 @@ func (c *Console) usagePage(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 	}
 	var est estimate
-	switch err := s.api.Do(r.Context(), http.MethodGet, "/v1/billing", nil, &est); {
-	case err == nil:
+	if err := s.api.Do(r.Context(), http.MethodGet, "/v1/billing", nil, &est); err == nil {
 		d.Estimate = &est
-	case c.authLost(w, r, err):
+	} else if c.partLost(w, r, err, "billing estimate") {
 		return
-	default:
-		c.log.Warn("console load billing estimate", "err", err)
 	}
-	q, err := s.api.Quotas(r.Context())
-	switch {
-	case err == nil:
+	if q, err := s.api.Quotas(r.Context()); err == nil {
 		d.Quotas = &q
-	case c.authLost(w, r, err):
+	} else if c.partLost(w, r, err, "quotas") {
 		return
-	default:
-		c.log.Warn("console load quotas", "err", err)
 	}
 	p := sessionPage(s, "Usage", "usage")
 	p.Data = d
 	c.render(w, r, http.StatusOK, "usage", p)
+}
+
+// partLost handles the failed call of a part of a page the page can do
+// without (the usage page's estimate and quotas): a lost session goes to
+// the sign-in page and ends the page (true); any other failure is logged
+// and the page is shown without that part.
+func (c *Console) partLost(w http.ResponseWriter, r *http.Request, err error, what string) bool {
+	if c.authLost(w, r, err) {
+		return true
+	}
+	c.log.Warn("console load "+what, "err", err)
+	return false
 }
 
 // barChart draws vals as an SVG bar chart, one bar per period from from,
@@ -176,9 +178,6 @@ func (c *Console) usageCSV(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	var out usageAnswer
 	if err := s.api.Do(r.Context(), http.MethodGet, "/v1/usage?group_by=topic&granularity="+gran, nil, &out); err != nil {
-		if c.authLost(w, r, err) {
-			return
-		}
 		c.fail(w, r, s, err)
 		return
 	}
