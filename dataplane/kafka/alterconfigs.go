@@ -24,44 +24,54 @@ import (
 // message. Broker configs are the service's and are refused.
 func (c *conn) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
-	ctx, cancel := adminContext(c.s.ctx, 0)
-	defer cancel()
-	cpc, apiErr := c.callerAPI()
-	changed := map[string]map[string]string{}
-	for _, rr := range r.Resources {
-		or := kmsg.NewAlterConfigsResponseResource()
-		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
-		ops := make([]configOp, 0, len(rr.Configs))
+	// AlterConfigs is a SET of each key given, with every other key reset.
+	rs := make([]kmsg.IncrementalAlterConfigsRequestResource, len(r.Resources))
+	for i, rr := range r.Resources {
+		rs[i].ResourceType, rs[i].ResourceName = rr.ResourceType, rr.ResourceName
 		for _, kv := range rr.Configs {
-			ops = append(ops, configOp{name: kv.Name, op: kmsg.IncrementalAlterConfigOpSet, value: kv.Value})
+			rs[i].Configs = append(rs[i].Configs, kmsg.IncrementalAlterConfigsRequestResourceConfig{
+				Name: kv.Name, Op: kmsg.IncrementalAlterConfigOpSet, Value: kv.Value,
+			})
 		}
-		or.ErrorCode, or.ErrorMessage = c.alterTopicConfig(ctx, cpc, apiErr, rr.ResourceType, rr.ResourceName, ops, true,
-			r.ValidateOnly, changed)
-		resp.Resources = append(resp.Resources, or)
 	}
-	c.waitForConfigs(ctx, changed)
+	for _, or := range c.alterResources(rs, true, r.ValidateOnly) {
+		// The two keys' resource answers carry the same fields.
+		resp.Resources = append(resp.Resources, kmsg.AlterConfigsResponseResource(or))
+	}
 	return resp
 }
 
 func (c *conn) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	resp.Resources = c.alterResources(r.Resources, false, r.ValidateOnly)
+	return resp
+}
+
+// alterResources applies each resource in request order as the caller and
+// answers each, then waits until the cell state shows the changed topics.
+// Both alter keys go through it, so they check the caller, refuse a topic
+// named twice and wait for their changes the same way; replace is
+// AlterConfigs' reset of every key not given.
+func (c *conn) alterResources(rs []kmsg.IncrementalAlterConfigsRequestResource,
+	replace, validateOnly bool) []kmsg.IncrementalAlterConfigsResponseResource {
 	ctx, cancel := adminContext(c.s.ctx, 0)
 	defer cancel()
 	cpc, apiErr := c.callerAPI()
 	changed := map[string]map[string]string{}
-	for _, rr := range r.Resources {
+	var out []kmsg.IncrementalAlterConfigsResponseResource
+	for _, rr := range rs {
 		or := kmsg.NewIncrementalAlterConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
 		ops := make([]configOp, 0, len(rr.Configs))
 		for _, kv := range rr.Configs {
 			ops = append(ops, configOp{name: kv.Name, op: kv.Op, value: kv.Value})
 		}
-		or.ErrorCode, or.ErrorMessage = c.alterTopicConfig(ctx, cpc, apiErr, rr.ResourceType, rr.ResourceName, ops, false,
-			r.ValidateOnly, changed)
-		resp.Resources = append(resp.Resources, or)
+		or.ErrorCode, or.ErrorMessage = c.alterTopicConfig(ctx, cpc, apiErr, rr.ResourceType, rr.ResourceName, ops, replace,
+			validateOnly, changed)
+		out = append(out, or)
 	}
 	c.waitForConfigs(ctx, changed)
-	return resp
+	return out
 }
 
 // configOp is one key's change: SET, DELETE, APPEND or SUBTRACT.

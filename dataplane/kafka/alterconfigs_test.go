@@ -34,10 +34,7 @@ func TestAlterConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitForKey(t, a)
-	waitFor(t, "the developer key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(dev.ID, dev.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the developer key", dev.ID, dev.Secret)
 	b.createTopic(t, a, "settings", 1, map[string]string{"retention.ms": "3600000"})
 	adm := kadm.NewClient(b.client(t, a))
 	str := func(s string) *string { return &s }

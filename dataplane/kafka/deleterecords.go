@@ -65,16 +65,6 @@ func (c *conn) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 		}
 		j.out.LowWatermark = low
 	}
-	if len(jobs) == 1 {
-		run(jobs[0])
-		return resp
-	}
-	done := make(chan struct{}, len(jobs))
-	for _, j := range jobs {
-		go func() { run(j); done <- struct{}{} }()
-	}
-	for range jobs {
-		<-done
-	}
+	runAll(jobs, run)
 	return resp
 }

@@ -3,7 +3,6 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/groups"
 )
@@ -16,7 +15,7 @@ func (c *conn) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range r.Groups {
 		dg := kmsg.NewDescribeGroupsResponseGroup()
 		dg.Group = name
-		if !c.groupAllowed(v, name, authz.OpDescribe) && !c.groupAllowed(v, name, authz.OpRead) {
+		if !c.groupVisible(v, name) {
 			dg.ErrorCode, dg.ErrorMessage = entryCode(catalog.GroupAccessDenied, "")
 			resp.Groups = append(resp.Groups, dg)
 			continue

@@ -6,7 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 )
@@ -16,11 +15,7 @@ import (
 func (c *conn) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	keys := r.CoordinatorKeys
-	if r.Version < 4 {
-		keys = []string{r.CoordinatorKey}
-	}
-	for _, key := range keys {
+	for _, key := range coordinatorKeys(r) {
 		co := kmsg.NewFindCoordinatorResponseCoordinator()
 		co.Key, co.NodeID, co.Port = key, -1, -1
 		fail := func(e *catalog.Entry, msg string) { co.ErrorCode, co.ErrorMessage = entryCode(e, msg) }
@@ -29,7 +24,7 @@ func (c *conn) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 			fail(catalog.InvalidRequest, "transaction coordinators are not served: transactional producers are not supported")
 		case r.CoordinatorType != 0:
 			fail(catalog.InvalidRequest, "unknown coordinator type")
-		case !c.groupAllowed(v, key, authz.OpDescribe) && !c.groupAllowed(v, key, authz.OpRead):
+		case !c.groupVisible(v, key):
 			fail(catalog.GroupAccessDenied, "")
 		default:
 			node, _, err := c.coordinator().Locate(c.tenant(), key)
@@ -46,12 +41,29 @@ func (c *conn) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 		}
 		resp.Coordinators = append(resp.Coordinators, co)
 	}
-	if r.Version < 4 && len(resp.Coordinators) == 1 {
-		co := resp.Coordinators[0]
-		resp.Coordinators = nil
-		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
-	}
+	foldCoordinator(resp, r.Version)
 	return resp
+}
+
+// coordinatorKeys are the keys a FindCoordinator request asks about: the
+// batch of v4 and later, or the one key of earlier versions, so the cell's
+// answer and a redirect session's build one coordinator per key alike.
+func coordinatorKeys(r *kmsg.FindCoordinatorRequest) []string {
+	if r.Version < 4 {
+		return []string{r.CoordinatorKey}
+	}
+	return r.CoordinatorKeys
+}
+
+// foldCoordinator moves the one coordinator of a pre-v4 answer to the
+// response's top level, where those versions carry it.
+func foldCoordinator(resp *kmsg.FindCoordinatorResponse, version int16) {
+	if version >= 4 || len(resp.Coordinators) != 1 {
+		return
+	}
+	co := resp.Coordinators[0]
+	resp.Coordinators = nil
+	resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.ErrorMessage, co.NodeID, co.Host, co.Port
 }
 
 // kafkaEndpoint is a broker's advertised Kafka host and port.

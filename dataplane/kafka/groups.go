@@ -54,6 +54,13 @@ func (c *conn) groupAllowed(v *cellview.View, group, op string) bool {
 	return v.Allowed(c.principal.Load(), authz.ResourceGroup, group, op)
 }
 
+// groupVisible reports whether the caller may see group: describe or read
+// on it, since a member that may read a group may also find and describe
+// it.
+func (c *conn) groupVisible(v *cellview.View, group string) bool {
+	return c.groupAllowed(v, group, authz.OpDescribe) || c.groupAllowed(v, group, authz.OpRead)
+}
+
 // groupRefused is GROUP_AUTHORIZATION_FAILED when the caller's ACLs do not
 // allow op on group, and 0 when they do.
 func (c *conn) groupRefused(group, op string) int16 {

@@ -159,6 +159,16 @@ func (b *broker) waitForKey(t testing.TB, tn *cptest.Tenant) {
 	cellstack.WaitKnown(t, 20*time.Second, keyOf(tn), "", b.state)
 }
 
+// waitForSecret waits until the broker's state authenticates the key id
+// with secret; what names the key in the failure message.
+func (b *broker) waitForSecret(t testing.TB, what, id, secret string) {
+	t.Helper()
+	waitFor(t, what+" to reach the broker", func() bool {
+		_, err := b.state.View().Authenticate(id, secret, time.Now())
+		return err == nil
+	})
+}
+
 // client is a franz-go client authenticated with the tenant's key.
 func (b *broker) client(t testing.TB, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()

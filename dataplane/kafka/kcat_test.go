@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
 // TestKcatProduceConsume produces and consumes with kcat (librdkafka) over
@@ -20,21 +22,7 @@ func TestKcatProduceConsume(t *testing.T) {
 	a := b.cp.Signup("kcatco", "developer")
 	b.createTopic(t, a, "events", 2, nil)
 	b.waitForKey(t, a)
-	common := []string{"-b", b.addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
-		"-X", "sasl.username=" + a.KeyID, "-X", "sasl.password=" + a.Secret, "-t", "events"}
-	run := func(stdin string, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, kcat, append(append([]string{}, common...), args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kcat %v: %v\nstderr:\n%s", args, err, errb.String())
-		}
-		return out.String()
-	}
+	run := kcatRunner(t, kcat, b.addr, "PLAIN", a, "events")
 	var in strings.Builder
 	var want []string
 	for i := range 50 {
@@ -81,4 +69,26 @@ func kcatPath(t *testing.T) string {
 		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
 	}
 	return kcat
+}
+
+// kcatRunner returns a function that runs kcat against addr on topic,
+// signed in as tn's key with SASL mechanism mech: stdin is kcat's input,
+// args follow the connection flags, and what kcat printed is returned. A
+// kcat failure fails the test with kcat's stderr.
+func kcatRunner(t *testing.T, kcat, addr, mech string, tn *cptest.Tenant, topic string) func(stdin string, args ...string) string {
+	common := []string{"-b", addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
+		"-X", "sasl.username=" + tn.KeyID, "-X", "sasl.password=" + tn.Secret, "-t", topic}
+	return func(stdin string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kcat, append(append([]string{}, common...), args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kcat %v: %v\nstderr:\n%s", args, err, errb.String())
+		}
+		return out.String()
+	}
 }

@@ -26,10 +26,7 @@ func TestKafkaUseSetsLastUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(k.ID, k.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the key", k.ID, k.Secret)
 	rep, err := cellview.NewReporter(cellview.ReporterConfig{Cell: cptest.Cell, BrokerID: cptest.Cell + "-b1", API: b.cp.CellClient(),
 		DataDir: t.TempDir(), KeysUsed: b.state.TakeKeysUsed})
 	if err != nil {

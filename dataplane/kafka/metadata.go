@@ -24,7 +24,7 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		mb.NodeID, mb.Host, mb.Port = int32(b.NodeID), host, port
 		resp.Brokers = append(resp.Brokers, mb)
 	}
-	all := r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+	all := metadataAllTopics(r)
 	topics := c.metadataTopics(v, r, all)
 	c.awaitLeaders(c.s.ctx, topics)
 	if all {
@@ -34,13 +34,34 @@ func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		return resp
 	}
 	for _, rt := range r.Topics {
-		name := ""
-		if rt.Topic != nil {
-			name = *rt.Topic
-		}
-		resp.Topics = append(resp.Topics, c.namedTopicMetadata(v, name))
+		resp.Topics = append(resp.Topics, c.namedTopicMetadata(v, metadataTopicName(rt)))
 	}
 	return resp
+}
+
+// metadataAllTopics reports whether a Metadata request asks for every
+// topic: a null list, or an empty one before v1. Both the cell's answer
+// and a redirect session's read the request this way.
+func metadataAllTopics(r *kmsg.MetadataRequest) bool {
+	return r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0)
+}
+
+// metadataTopicName is the name a Metadata request's topic asks for ("" for
+// a null name, which no topic has).
+func metadataTopicName(rt kmsg.MetadataRequestTopic) string {
+	if rt.Topic == nil {
+		return ""
+	}
+	return *rt.Topic
+}
+
+// topicError is the Metadata answer for a topic that is not described,
+// with the catalogue entry that says why.
+func topicError(name string, e *catalog.Entry) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = &name
+	mt.ErrorCode, _ = entryCode(e, "")
+	return mt
 }
 
 // metadataTopics are the topics a Metadata request asks for that the
@@ -71,16 +92,10 @@ func (c *conn) metadataTopics(v *cellview.View, r *kmsg.MetadataRequest, all boo
 func (c *conn) namedTopicMetadata(v *cellview.View, name string) kmsg.MetadataResponseTopic {
 	t, ok := v.Topic(c.tenant(), name)
 	if !ok {
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = &name
-		mt.ErrorCode, _ = entryCode(catalog.TopicNotFound, "")
-		return mt
+		return topicError(name, catalog.TopicNotFound)
 	}
 	if !c.describable(v, name) {
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = &name
-		mt.ErrorCode, _ = entryCode(catalog.TopicAccessDenied, "")
-		return mt
+		return topicError(name, catalog.TopicAccessDenied)
 	}
 	return c.topicMetadata(t)
 }

@@ -94,43 +94,23 @@ func (m *requestMetrics) observe(key int16, tenant string, frameBytes int, took 
 func responseError(resp kmsg.Response) int16 {
 	switch r := resp.(type) {
 	case *kmsg.ProduceResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
+		return firstCode(r.Topics, func(t kmsg.ProduceResponseTopic) int16 {
+			return firstCode(t.Partitions, func(p kmsg.ProduceResponseTopicPartition) int16 { return p.ErrorCode })
+		})
 	case *kmsg.MetadataResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode != 0 {
-				return t.ErrorCode
-			}
-		}
+		return firstCode(r.Topics, func(t kmsg.MetadataResponseTopic) int16 { return t.ErrorCode })
 	case *kmsg.ListOffsetsResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
+		return firstCode(r.Topics, func(t kmsg.ListOffsetsResponseTopic) int16 {
+			return firstCode(t.Partitions, func(p kmsg.ListOffsetsResponseTopicPartition) int16 { return p.ErrorCode })
+		})
 	case *kmsg.OffsetCommitResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
-		}
+		return firstCode(r.Topics, func(t kmsg.OffsetCommitResponseTopic) int16 {
+			return firstCode(t.Partitions, func(p kmsg.OffsetCommitResponseTopicPartition) int16 { return p.ErrorCode })
+		})
 	case *kmsg.OffsetFetchResponse:
 		return r.ErrorCode
 	case *kmsg.CreateTopicsResponse:
-		for _, t := range r.Topics {
-			if t.ErrorCode != 0 {
-				return t.ErrorCode
-			}
-		}
+		return firstCode(r.Topics, func(t kmsg.CreateTopicsResponseTopic) int16 { return t.ErrorCode })
 	case *kmsg.FindCoordinatorResponse:
 		return r.ErrorCode
 	case *kmsg.JoinGroupResponse:
@@ -153,12 +133,20 @@ func responseError(resp kmsg.Response) int16 {
 		if r.ErrorCode != 0 {
 			return r.ErrorCode
 		}
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				if p.ErrorCode != 0 {
-					return p.ErrorCode
-				}
-			}
+		return firstCode(r.Topics, func(t kmsg.FetchResponseTopic) int16 {
+			return firstCode(t.Partitions, func(p kmsg.FetchResponseTopicPartition) int16 { return p.ErrorCode })
+		})
+	}
+	return 0
+}
+
+// firstCode is the first nonzero code among items (0: none). Responses
+// nest their codes in topics and partitions of different types; this is
+// the one search they share, each case naming only where its codes sit.
+func firstCode[T any](items []T, code func(T) int16) int16 {
+	for _, it := range items {
+		if c := code(it); c != 0 {
+			return c
 		}
 	}
 	return 0

@@ -3,7 +3,6 @@ package kafka
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/contract/authz"
 	"github.com/sluicehq/sluice/contract/catalog"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
@@ -78,7 +77,7 @@ func (c *conn) fetchGroupOffsets(v *cellview.View, group string, topics []kmsg.O
 		}
 		return out, code
 	}
-	if !c.groupAllowed(v, group, authz.OpRead) && !c.groupAllowed(v, group, authz.OpDescribe) {
+	if !c.groupVisible(v, group) {
 		return groupErr(catalog.GroupAccessDenied.KafkaCode)
 	}
 	var parts []groups.TopicPartition

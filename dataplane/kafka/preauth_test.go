@@ -24,10 +24,7 @@ import (
 func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 	b := startBroker(t, brokerOpts{maxPreAuth: 3, maxWaiting: 1, authTimeout: time.Minute})
 	tn := b.cp.Signup("preauth", "developer")
-	waitFor(t, "the key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the key", tn.KeyID, tn.Secret)
 	dial := func() net.Conn {
 		t.Helper()
 		nc, err := net.Dial("tcp", b.addr)
@@ -98,10 +95,7 @@ func TestUnauthenticatedConnectionsPerAddress(t *testing.T) {
 func TestManyClientsFromOneAddressStartTogether(t *testing.T) {
 	b := startBroker(t, brokerOpts{maxPreAuth: 4})
 	tn := b.cp.Signup("fleet", "developer")
-	waitFor(t, "the key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(tn.KeyID, tn.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the key", tn.KeyID, tn.Secret)
 	const clients = 100
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

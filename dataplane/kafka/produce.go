@@ -31,6 +31,22 @@ func (c *conn) commitContext(timeoutMillis int32) (context.Context, context.Canc
 	return context.WithTimeout(c.s.ctx, wait)
 }
 
+// runAll runs run for every job and returns once all have finished:
+// concurrently, since partitions commit independently and a request
+// naming several should wait for the slowest rather than their sum; a
+// lone job runs on the caller's goroutine.
+func runAll[J any](jobs []J, run func(J)) {
+	if len(jobs) == 1 {
+		run(jobs[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { run(j) })
+	}
+	wg.Wait()
+}
+
 // produce validates every partition's batch, appends the valid ones through
 // their leaders, all partitions at once, and waits for their commit.
 func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
@@ -161,19 +177,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		j.out.BaseOffset = base
 		j.out.LogStartOffset = j.part.LogStartOffset()
 	}
-	if len(jobs) == 1 {
-		run(jobs[0])
-	} else {
-		var wg sync.WaitGroup
-		for _, j := range jobs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				run(j)
-			}()
-		}
-		wg.Wait()
-	}
+	runAll(jobs, run)
 	// Record first, then throttle: what was acknowledged counts in full.
 	var acked, records int64
 	for _, j := range jobs {

@@ -63,10 +63,7 @@ func TestExpiredKeyIsDisconnected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the short-lived key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(k.ID, k.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the short-lived key", k.ID, k.Secret)
 	rc := dialRaw(t, b.addr)
 	if resp := rc.authenticate(k.ID, k.Secret); resp.ErrorCode != 0 {
 		t.Skipf("the key expired before the connection authenticated (slow machine): %d", resp.ErrorCode)
@@ -91,12 +88,16 @@ func TestProtocolRules(t *testing.T) {
 		}
 		return rc
 	}
+	// produceRequest is a produce of batch to one partition of "small".
+	produceRequest := func(version, acks int16, partition int32, batch []byte) *kmsg.ProduceRequest {
+		r := kmsg.NewPtrProduceRequest()
+		r.Version, r.Acks, r.TimeoutMillis = version, acks, 5000
+		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "small", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: partition, Records: batch}}}}
+		return r
+	}
 	produce := func(t *testing.T, rc *rawConn, version int16, batch []byte) *kmsg.ProduceResponseTopicPartition {
 		t.Helper()
-		r := kmsg.NewPtrProduceRequest()
-		r.Version, r.Acks, r.TimeoutMillis = version, -1, 5000
-		r.Topics = []kmsg.ProduceRequestTopic{{Topic: "small", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}}}
-		resp, err := rc.roundTrip(r)
+		resp, err := rc.roundTrip(produceRequest(version, -1, 0, batch))
 		if err != nil {
 			t.Fatalf("produce: %v", err)
 		}
@@ -227,20 +228,14 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"acks=0 gets no response, and the next request is answered in order", func(t *testing.T) {
 			rc := authed(t)
-			r := kmsg.NewPtrProduceRequest()
-			r.Version, r.Acks, r.TimeoutMillis = 8, 0, 5000
-			r.Topics = []kmsg.ProduceRequestTopic{{Topic: "small", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: makeBatch("fire and forget")}}}}
-			rc.send(r)
+			rc.send(produceRequest(8, 0, 0, makeBatch("fire and forget")))
 			if _, err := rc.roundTrip(kmsg.NewPtrMetadataRequest()); err != nil { // roundTrip checks the correlation id
 				t.Fatal(err)
 			}
 		}},
 		{"a failed acks=0 produce closes the connection", func(t *testing.T) {
 			rc := authed(t)
-			r := kmsg.NewPtrProduceRequest()
-			r.Version, r.Acks, r.TimeoutMillis = 8, 0, 5000
-			r.Topics = []kmsg.ProduceRequestTopic{{Topic: "small", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 7, Records: makeBatch("lost")}}}}
-			rc.send(r)
+			rc.send(produceRequest(8, 0, 7, makeBatch("lost")))
 			rc.expectClosed(5 * time.Second)
 		}},
 		{"fetching past the end is OFFSET_OUT_OF_RANGE", func(t *testing.T) {

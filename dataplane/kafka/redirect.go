@@ -157,7 +157,7 @@ func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
 			resp.ControllerID = mb.NodeID
 		}
 	}
-	if r.Topics == nil || (r.Version == 0 && len(r.Topics) == 0) {
+	if metadataAllTopics(r) {
 		for i := range home.Topics {
 			if home.Topics[i].Describable {
 				resp.Topics = append(resp.Topics, homeTopicMetadata(&home.Topics[i]))
@@ -166,10 +166,7 @@ func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
 		return resp
 	}
 	for _, rt := range r.Topics {
-		name := ""
-		if rt.Topic != nil {
-			name = *rt.Topic
-		}
+		name := metadataTopicName(rt)
 		var t *wire.HomeTopic
 		for i := range home.Topics {
 			if home.Topics[i].Name == name {
@@ -178,15 +175,9 @@ func (c *conn) redirectMetadata(r *kmsg.MetadataRequest) kmsg.Response {
 		}
 		switch {
 		case t == nil:
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic = &name
-			mt.ErrorCode, _ = entryCode(catalog.TopicNotFound, "")
-			resp.Topics = append(resp.Topics, mt)
+			resp.Topics = append(resp.Topics, topicError(name, catalog.TopicNotFound))
 		case !t.Describable:
-			mt := kmsg.NewMetadataResponseTopic()
-			mt.Topic = &name
-			mt.ErrorCode, _ = entryCode(catalog.TopicAccessDenied, "")
-			resp.Topics = append(resp.Topics, mt)
+			resp.Topics = append(resp.Topics, topicError(name, catalog.TopicAccessDenied))
 		default:
 			resp.Topics = append(resp.Topics, homeTopicMetadata(t))
 		}

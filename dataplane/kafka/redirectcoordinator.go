@@ -28,11 +28,7 @@ func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, 
 		return redirectAnswer(r)
 	}
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	keys := r.CoordinatorKeys
-	if r.Version < 4 {
-		keys = []string{r.CoordinatorKey}
-	}
-	for _, key := range keys {
+	for _, key := range coordinatorKeys(r) {
 		co := kmsg.NewFindCoordinatorResponseCoordinator()
 		co.Key, co.NodeID, co.Port, co.ErrorCode = key, -1, -1, redirectFind
 		if b, ok := homeCoordinator(home, key, partitions); ok {
@@ -42,11 +38,7 @@ func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, 
 		}
 		resp.Coordinators = append(resp.Coordinators, co)
 	}
-	if r.Version < 4 && len(resp.Coordinators) == 1 {
-		co := resp.Coordinators[0]
-		resp.Coordinators = nil
-		resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = co.ErrorCode, co.NodeID, co.Host, co.Port
-	}
+	foldCoordinator(resp, r.Version)
 	return resp
 }
 

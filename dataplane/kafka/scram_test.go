@@ -1,11 +1,9 @@
 package kafka_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -317,21 +315,7 @@ func TestKcatScram(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			topic := strings.ToLower(strings.ReplaceAll(mech, "-", ""))
 			b.createTopic(t, a, topic, 1, nil)
-			run := func(stdin string, args ...string) string {
-				t.Helper()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				common := []string{"-b", b.addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
-					"-X", "sasl.username=" + a.KeyID, "-X", "sasl.password=" + a.Secret, "-t", topic}
-				cmd := exec.CommandContext(ctx, kcat, append(common, args...)...)
-				cmd.Stdin = strings.NewReader(stdin)
-				var out, errb bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &errb
-				if err := cmd.Run(); err != nil {
-					t.Fatalf("kcat %v: %v\nstderr:\n%s", args, err, errb.String())
-				}
-				return out.String()
-			}
+			run := kcatRunner(t, kcat, b.addr, mech, a, topic)
 			run("one\ntwo\nthree\n", "-P", "-X", "acks=all")
 			if out := run("", "-C", "-o", "beginning", "-e", "-f", "%s\n"); out != "one\ntwo\nthree\n" {
 				t.Fatalf("consumed %q", out)
@@ -396,10 +380,7 @@ func TestScramAdmin(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitForKey(t, a)
-	waitFor(t, "the client key to reach the broker", func() bool {
-		_, err := b.state.View().Authenticate(clientKey.ID, clientKey.Secret, time.Now())
-		return err == nil
-	})
+	b.waitForSecret(t, "the client key", clientKey.ID, clientKey.Secret)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, m := range saslMechanisms[1:] {

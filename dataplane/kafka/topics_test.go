@@ -20,10 +20,7 @@ func TestTopicAdmin(t *testing.T) {
 	bt := b.cp.Signup("beta", "developer")
 	v := b.cp.Signup("gamma", "viewer")
 	for _, tn := range []*struct{ id, secret string }{{a.KeyID, a.Secret}, {bt.KeyID, bt.Secret}, {v.KeyID, v.Secret}} {
-		waitFor(t, "keys to reach the broker", func() bool {
-			_, err := b.state.View().Authenticate(tn.id, tn.secret, time.Now())
-			return err == nil
-		})
+		b.waitForSecret(t, "keys", tn.id, tn.secret)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
