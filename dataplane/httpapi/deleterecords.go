@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,17 +30,10 @@ type deleteRecordsResponse struct {
 // at or below the log start changes nothing.
 func (s *Server) deleteRecords(c echo.Context) error {
 	cl := callerOf(c)
-	name := c.Param("topic")
-	t, ok := cl.v.Topic(cl.p.TenantID, name)
-	if !ok {
-		return catalog.TopicNotFound.Newf("no such topic: %q", name)
-	}
-	if !cl.topicAllowed(name, authz.OpDelete) {
-		return catalog.TopicAccessDenied.Newf("the caller may not delete records of topic %q", name)
-	}
-	pn, err := strconv.ParseInt(c.Param("partition"), 10, 32)
-	if err != nil || pn < 0 || int(pn) >= len(t.Partitions) {
-		return catalog.PartitionNotFound.Newf("the topic has partitions 0 to %d, not %q", len(t.Partitions)-1, c.Param("partition"))
+	denied := fmt.Sprintf("the caller may not delete records of topic %q", c.Param("topic"))
+	t, pn, err := cl.routePartition(c, denied, authz.OpDelete)
+	if err != nil {
+		return err
 	}
 	var req deleteRecordsRequest
 	raw, err := s.bindRaw(c, &req)
@@ -50,7 +43,7 @@ func (s *Server) deleteRecords(c echo.Context) error {
 	if req.BeforeOffset == nil || *req.BeforeOffset < -1 {
 		return catalog.InvalidRequest.New("before_offset is required: an offset ≥ 0, or -1 for the high watermark")
 	}
-	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
+	part, leader, known := s.leaderOf(c.Request().Context(), t, pn)
 	switch {
 	case !known:
 		return frontdoor.NoLeader(part, "the partition has no leader right now; retry")

@@ -76,6 +76,14 @@ func (s *Server) bindRaw(c echo.Context, v any) ([]byte, error) {
 	return catalog.ReadJSON(http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes), v, s.cfg.MaxBodyBytes)
 }
 
+// bindGroup starts every /v1/groups/{group} handler that takes a body:
+// the caller, the group the path names, and the body bound into v, kept
+// raw to forward to the group's coordinator.
+func (s *Server) bindGroup(c echo.Context, v any) (cl *caller, group string, raw []byte, err error) {
+	raw, err = s.bindRaw(c, v)
+	return callerOf(c), c.Param("group"), raw, err
+}
+
 // retryLater is an error with the wait its Retry-After header names.
 type retryLater struct {
 	err   error

@@ -86,33 +86,20 @@ func (g *groupConsumer) join() {
 // coordinator being elected or loading), within failoverWait.
 func (g *groupConsumer) fetch(waitMs int) fetchResp {
 	g.c.t.Helper()
-	deadline := time.Now().Add(failoverWait)
-	for {
-		s, fr, e := g.c.fetch(g.tn, g.via, g.group, g.jr, waitMs)
-		if s == http.StatusOK {
-			return fr
-		}
-		switch {
-		case e.Code == "rebalance_in_progress" || e.Code == "unknown_member" || e.Code == "illegal_generation":
-			g.c.t.Logf("fetch through broker %d: %s; joining again", g.via, e.Code)
-			g.join()
-		case !e.Retriable:
-			g.c.t.Fatalf("fetch through broker %d: %d %+v", g.via, s, e)
-		default:
-			time.Sleep(100 * time.Millisecond)
-		}
-		if time.Now().After(deadline) {
-			g.c.t.Fatalf("fetch through broker %d: still %d %+v", g.via, s, e)
-		}
-	}
+	var fr fetchResp
+	g.retry("fetch", func() (int, apiError, bool) {
+		s, r, e := g.c.fetch(g.tn, g.via, g.group, g.jr, waitMs)
+		fr = r
+		return s, e, s == http.StatusOK
+	})
+	return fr
 }
 
 // commit commits offsets (partition → next offset), re-joining and
 // retrying like fetch.
 func (g *groupConsumer) commit(offsets map[int32]int64) {
 	g.c.t.Helper()
-	deadline := time.Now().Add(failoverWait)
-	for {
+	g.retry("commit", func() (int, apiError, bool) {
 		var list []map[string]any
 		for p, o := range offsets {
 			list = append(list, map[string]any{"topic": g.topic, "partition": p, "offset": o})
@@ -120,19 +107,36 @@ func (g *groupConsumer) commit(offsets map[int32]int64) {
 		s, raw := g.c.call(g.via, http.MethodPost, groupPath(g.group, "/offsets:commit"), g.tn.KeyID, g.tn.Secret,
 			map[string]any{"member_id": g.jr.MemberID, "generation": g.jr.Generation, "offsets": list})
 		if s == http.StatusOK || s == http.StatusNoContent {
+			return s, apiError{}, true
+		}
+		return s, decodeError(g.c.t, raw), false
+	})
+}
+
+// retry runs call (what the member does) until it succeeds, so that fetch
+// and commit ride out a failover the same way: a member the coordinator
+// no longer knows (or a stale generation) joins again, a retriable answer
+// is tried again, anything else fails the test, as does no success
+// within failoverWait.
+func (g *groupConsumer) retry(what string, call func() (status int, e apiError, ok bool)) {
+	g.c.t.Helper()
+	deadline := time.Now().Add(failoverWait)
+	for {
+		s, e, ok := call()
+		if ok {
 			return
 		}
-		e := decodeError(g.c.t, raw)
 		switch {
 		case e.Code == "rebalance_in_progress" || e.Code == "unknown_member" || e.Code == "illegal_generation":
+			g.c.t.Logf("%s through broker %d: %s; joining again", what, g.via, e.Code)
 			g.join()
 		case !e.Retriable:
-			g.c.t.Fatalf("commit through broker %d: %d %s", g.via, s, raw)
+			g.c.t.Fatalf("%s through broker %d: %d %+v", what, g.via, s, e)
 		default:
 			time.Sleep(100 * time.Millisecond)
 		}
 		if time.Now().After(deadline) {
-			g.c.t.Fatalf("commit through broker %d: still %d %s", g.via, s, raw)
+			g.c.t.Fatalf("%s through broker %d: still %d %+v", what, g.via, s, e)
 		}
 	}
 }
@@ -181,23 +185,35 @@ func (g *groupConsumer) drain(from, want map[int32]int64) {
 	}
 }
 
+// startFailoverGroup is where the coordinator failover tests start: a
+// cell with acme's topic "orders" of parts partitions, ten messages in
+// each, and a member of group "billing" joined through a broker that is
+// not the group's coordinator (its requests are forwarded there), whose
+// index it returns.
+func startFailoverGroup(t *testing.T, parts int) (g *groupConsumer, coordIdx int) {
+	t.Helper()
+	c := startCell(t, cellOpts{})
+	tn := c.tenant("acme")
+	c.topic(tn, "orders", parts, nil)
+	coordIdx = c.coordinator(tn, "billing")
+	via := (coordIdx + 1) % 3
+	for p := range int32(parts) {
+		publishTo(c, tn, via, "orders", p, 0, 10)
+	}
+	g = &groupConsumer{c: c, tn: tn, via: via, group: "billing", topic: "orders"}
+	g.join()
+	return g, coordIdx
+}
+
 // TestGroupCoordinatorFailover kills the broker coordinating an HTTP
 // consumer group: the member carries on through another broker from its
 // committed offsets, publishing carries on through the survivors, and
 // when the killed broker comes back (and, as the preferred leader, takes
 // the group back) nothing it knew before it died is used.
 func TestGroupCoordinatorFailover(t *testing.T) {
-	c := startCell(t, cellOpts{})
-	tn := c.tenant("acme")
 	const parts = 3
-	c.topic(tn, "orders", parts, nil)
-	coordIdx := c.coordinator(tn, "billing")
-	via := (coordIdx + 1) % 3 // requests here are forwarded to the coordinator
-	for p := range int32(parts) {
-		publishTo(c, tn, via, "orders", p, 0, 10)
-	}
-	g := &groupConsumer{c: c, tn: tn, via: via, group: "billing", topic: "orders"}
-	g.join()
+	g, coordIdx := startFailoverGroup(t, parts)
+	c, tn, via := g.c, g.tn, g.via
 	if len(g.jr.Partitions) != parts {
 		t.Fatalf("member: %+v", g.jr)
 	}
@@ -250,17 +266,9 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 // from the offsets committed meanwhile, not from the positions it kept in
 // memory from before.
 func TestGroupCoordinatorRegainedStartsFromCommitted(t *testing.T) {
-	c := startCell(t, cellOpts{})
-	tn := c.tenant("acme")
 	const parts = 2
-	c.topic(tn, "orders", parts, nil)
-	coordIdx := c.coordinator(tn, "billing")
-	via := (coordIdx + 1) % 3
-	for p := range int32(parts) {
-		publishTo(c, tn, via, "orders", p, 0, 10)
-	}
-	g := &groupConsumer{c: c, tn: tn, via: via, group: "billing", topic: "orders"}
-	g.join()
+	g, coordIdx := startFailoverGroup(t, parts)
+	c, tn, via := g.c, g.tn, g.via
 	g.drain(map[int32]int64{0: 0, 1: 0}, map[int32]int64{0: 10, 1: 10})
 	// The coordinator's positions are at 10; 4 and 6 are committed.
 	g.commit(map[int32]int64{0: 4, 1: 6})

@@ -93,10 +93,8 @@ func failed(fails map[groups.TopicPartition]*readFailure, tp groups.TopicPartiti
 // failing answers that failure (503 not_leader, 429 with Retry-After, …)
 // rather than an empty 200, so the client knows it is not "nothing yet".
 func (s *Server) groupFetch(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req groupFetchRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}

@@ -47,10 +47,8 @@ type joinResponse struct {
 // rebalance completes. The member the coordinator makes leader assigns
 // the group's partitions with Kafka's range assignor.
 func (s *Server) join(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req joinRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}

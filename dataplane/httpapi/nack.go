@@ -58,10 +58,8 @@ type nackResponse struct {
 // retry state is committed with the offset, so it survives a
 // coordinator failover.
 func (s *Server) nack(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req nackRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}

@@ -33,10 +33,8 @@ type offsetsAnswer struct {
 // illegal_generation); a commit past a partition's pending retry ends the
 // retry.
 func (s *Server) commit(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req commitRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}
@@ -116,10 +114,8 @@ type resetRequest struct {
 // at or after a timestamp. Like Kafka's admin reset it is refused (409
 // group_not_empty) while the group has members.
 func (s *Server) reset(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req resetRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}

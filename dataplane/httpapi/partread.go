@@ -107,17 +107,9 @@ func (s *Server) offsetsOf(c echo.Context, t *wire.Topic, cl *caller, p int32, t
 // and the first offset at or after a time.
 func (s *Server) partitionOffsets(c echo.Context) error {
 	cl := callerOf(c)
-	name := c.Param("topic")
-	t, ok := cl.v.Topic(cl.p.TenantID, name)
-	if !ok {
-		return catalog.TopicNotFound.Newf("no such topic: %q", name)
-	}
-	if !cl.topicAllowed(name, authz.OpRead) && !cl.topicAllowed(name, authz.OpDescribe) {
-		return catalog.TopicAccessDenied.New("")
-	}
-	pn, err := strconv.ParseInt(c.Param("partition"), 10, 32)
-	if err != nil || pn < 0 || int(pn) >= len(t.Partitions) {
-		return catalog.PartitionNotFound.Newf("the topic has partitions 0 to %d, not %q", len(t.Partitions)-1, c.Param("partition"))
+	t, pn, err := cl.routePartition(c, "", authz.OpRead, authz.OpDescribe)
+	if err != nil {
+		return err
 	}
 	var ts *int64
 	for k, vals := range c.QueryParams() {
@@ -130,7 +122,7 @@ func (s *Server) partitionOffsets(c echo.Context) error {
 		}
 		ts = &n
 	}
-	out, err := s.offsetsOf(c, t, cl, int32(pn), ts)
+	out, err := s.offsetsOf(c, t, cl, pn, ts)
 	if err != nil {
 		return err
 	}

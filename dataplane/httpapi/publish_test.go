@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/records"
 )
 
@@ -210,6 +211,23 @@ func TestReadLongPoll(t *testing.T) {
 	}
 }
 
+// publishReadVia publishes value to partition 0 of an empty topic through
+// broker via and reads it back there: the round trip the forwarding tests
+// send through a broker that does not lead the partition. The read must
+// return just that message, with the id the publish answered.
+func publishReadVia(c *cell, tn *cptest.Tenant, via int, topic, value string) {
+	c.t.Helper()
+	var res publishResp
+	if s := c.as(tn, via, http.MethodPost, publishPath(topic), publishReq{Messages: []msg{{Value: []byte(value)}}}, &res); s != http.StatusOK {
+		c.t.Fatalf("publish %q through broker %d: %d", value, via, s)
+	}
+	var rr readResp
+	if s := c.as(tn, via, http.MethodGet, readPath(topic, 0, "offset=0"), nil, &rr); s != http.StatusOK || len(rr.Messages) != 1 ||
+		string(rr.Messages[0].Value) != value || rr.Messages[0].MessageID != res.Messages[0].MessageID {
+		c.t.Fatalf("read %q through broker %d: %d %+v", value, via, s, rr)
+	}
+}
+
 // TestForwardingToLeader publishes to and reads from a broker that does
 // not lead the partition, and checks the hop limit.
 func TestForwardingToLeader(t *testing.T) {
@@ -218,15 +236,7 @@ func TestForwardingToLeader(t *testing.T) {
 	wt := c.topic(tn, "orders", 1, nil)
 	leader, follower := c.leader(wt.ID, 0)
 
-	var res publishResp
-	if s := c.as(tn, follower, http.MethodPost, publishPath("orders"), publishReq{Messages: []msg{{Value: []byte("via follower")}}}, &res); s != http.StatusOK {
-		t.Fatalf("publish through follower: %d", s)
-	}
-	var rr readResp
-	if s := c.as(tn, follower, http.MethodGet, readPath("orders", 0, "offset=0"), nil, &rr); s != http.StatusOK || len(rr.Messages) != 1 ||
-		string(rr.Messages[0].Value) != "via follower" || rr.Messages[0].MessageID != res.Messages[0].MessageID {
-		t.Fatalf("read through follower: %d %+v", s, rr)
-	}
+	publishReadVia(c, tn, follower, "orders", "via follower")
 	// The follower counted the forwards in its metrics; the leader none.
 	if s, body := c.call(follower, http.MethodGet, "/metrics", "", "", nil); s != http.StatusNotFound || strings.Contains(string(body), "sluice_") {
 		t.Errorf("the tenants' data port serves metrics: %d %.200s", s, body)

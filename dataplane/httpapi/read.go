@@ -103,17 +103,9 @@ func (s *Server) readParams(c echo.Context) (readParams, error) {
 // the leader's.
 func (s *Server) read(c echo.Context) error {
 	cl := callerOf(c)
-	name := c.Param("topic")
-	t, ok := cl.v.Topic(cl.p.TenantID, name)
-	if !ok {
-		return catalog.TopicNotFound.Newf("no such topic: %q", name)
-	}
-	if !cl.topicAllowed(name, authz.OpRead) {
-		return catalog.TopicAccessDenied.New("")
-	}
-	pn, err := strconv.ParseInt(c.Param("partition"), 10, 32)
-	if err != nil || pn < 0 || int(pn) >= len(t.Partitions) {
-		return catalog.PartitionNotFound.Newf("the topic has partitions 0 to %d, not %q", len(t.Partitions)-1, c.Param("partition"))
+	t, pn, err := cl.routePartition(c, "", authz.OpRead)
+	if err != nil {
+		return err
 	}
 	rp, err := s.readParams(c)
 	if err != nil {
@@ -123,17 +115,17 @@ func (s *Server) read(c echo.Context) error {
 	// broker then counts no request again, only the bytes it reads), or
 	// on the leader with only its throughput checked when another broker
 	// forwarded it.
-	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: name, Forwarded: cl.forwarded}); err != nil {
+	if err := s.admit(c.Request().Context(), Admission{Principal: cl.p, Op: OpRead, Topic: t.Name, Forwarded: cl.forwarded}); err != nil {
 		return err
 	}
-	part, leader, known := s.leaderOf(c.Request().Context(), t, int32(pn))
+	part, leader, known := s.leaderOf(c.Request().Context(), t, pn)
 	switch {
 	case !known:
 		return frontdoor.NoLeader(part, "the partition has no leader right now; retry")
 	case leader != s.cfg.NodeID:
 		return s.proxy(c, cl.v, leader, nil, rp.wait)
 	}
-	out, err := s.readLocal(c.Request().Context(), part, int32(pn), rp)
+	out, err := s.readLocal(c.Request().Context(), part, pn, rp)
 	if err != nil {
 		return err
 	}
@@ -141,7 +133,7 @@ func (s *Server) read(c echo.Context) error {
 	for _, m := range out.Messages {
 		size += int64(len(m.Key) + len(m.Value))
 	}
-	s.record(Admission{Principal: cl.p, Op: OpRead, Topic: name, Messages: len(out.Messages), Bytes: size})
+	s.record(Admission{Principal: cl.p, Op: OpRead, Topic: t.Name, Messages: len(out.Messages), Bytes: size})
 	return s.writeMetered(c, out, []meteredRead{readOf(t.ID, out)})
 }
 

@@ -39,10 +39,8 @@ type redriveResponse struct {
 // across failures (at least once if a failure hits between the publish
 // and the commit).
 func (s *Server) redrive(c echo.Context) error {
-	cl := callerOf(c)
-	group := c.Param("group")
 	var req redriveRequest
-	raw, err := s.bindRaw(c, &req)
+	cl, group, raw, err := s.bindGroup(c, &req)
 	if err != nil {
 		return err
 	}

@@ -20,15 +20,7 @@ func TestTLSCell(t *testing.T) {
 	wt := c.topic(tn, "orders", 1, nil)
 	_, follower := c.leader(wt.ID, 0)
 
-	var res publishResp
-	if s := c.as(tn, follower, http.MethodPost, publishPath("orders"), publishReq{Messages: []msg{{Value: []byte("over https")}}}, &res); s != http.StatusOK {
-		t.Fatalf("publish through follower over https: %d", s)
-	}
-	var rr readResp
-	if s := c.as(tn, follower, http.MethodGet, readPath("orders", 0, "offset=0"), nil, &rr); s != http.StatusOK || len(rr.Messages) != 1 ||
-		string(rr.Messages[0].Value) != "over https" {
-		t.Fatalf("read through follower over https: %d %+v", s, rr)
-	}
+	publishReadVia(c, tn, follower, "orders", "over https")
 	if m := c.metrics(follower); !strings.Contains(m, `sluice_http_forwards_total{outcome="answered",route="/v1/topics/:topic/messages:publish"} 1`) {
 		t.Fatalf("the publish was not forwarded: %s", m)
 	}
