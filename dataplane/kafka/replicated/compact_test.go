@@ -37,17 +37,8 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
-		topicspec.CleanupPolicy: kadm.StringPtr("compact"), topicspec.SegmentBytes: kadm.StringPtr("1048576"),
-		topicspec.MinCleanableDirtyRatio: kadm.StringPtr("0.01"),
-	}, "latest")
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatalf("create compacted topic: %v", err)
-	}
-	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "latest", Value: []byte("no key")}).FirstErr()
+	createCompacted(t, ctx, adm, "latest")
+	err := cl.ProduceSync(ctx, &kgo.Record{Topic: "latest", Value: []byte("no key")}).FirstErr()
 	if !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("keyless record on a compacted topic: %v, want INVALID_RECORD", err)
 	}
@@ -166,6 +157,24 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// createCompacted creates a topic of one partition through kadm, as a
+// Kafka admin would, with cleanup.policy=compact, 1 MiB segments and a
+// dirty ratio of 0.01, so that the cleaners compact it as soon as a
+// segment rolls.
+func createCompacted(t *testing.T, ctx context.Context, adm *kadm.Client, topic string) {
+	t.Helper()
+	res, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
+		topicspec.CleanupPolicy: kadm.StringPtr("compact"), topicspec.SegmentBytes: kadm.StringPtr("1048576"),
+		topicspec.MinCleanableDirtyRatio: kadm.StringPtr("0.01"),
+	}, topic)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		t.Fatalf("create compacted topic: %v", err)
+	}
 }
 
 // cleanerMetrics scrapes the cleaner metrics of mgr: by metric name, by
@@ -454,16 +463,7 @@ func TestCompactedConsumerKeepsUp(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	res, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{
-		topicspec.CleanupPolicy: kadm.StringPtr("compact"), topicspec.SegmentBytes: kadm.StringPtr("1048576"),
-		topicspec.MinCleanableDirtyRatio: kadm.StringPtr("0.01"),
-	}, "tail")
-	if err == nil {
-		err = res.Err
-	}
-	if err != nil {
-		t.Fatalf("create compacted topic: %v", err)
-	}
+	createCompacted(t, ctx, adm, "tail")
 	tail := m.client(tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tail": {0: kgo.NewOffset().AtStart()}}))
 	produced := map[int64]string{}
 	final := map[string]string{}

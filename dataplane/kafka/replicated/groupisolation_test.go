@@ -206,22 +206,11 @@ func TestGroupTenantIsolation(t *testing.T) {
 				t.Fatalf("metadata lists topic %q", deref(mt.Topic))
 			}
 		}
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
 		name := groups.OffsetsTopicID
-		rt.Topic = &name
-		req.Topics = append(req.Topics, rt)
-		if md, err = req.RequestWith(ctx, cl); err != nil || md.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		if md, err = metadataRequest(name).RequestWith(ctx, cl); err != nil || md.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 			t.Fatalf("metadata of %s: %v %+v", name, err, md)
 		}
-		lo := kmsg.NewPtrListOffsetsRequest()
-		lt := kmsg.NewListOffsetsRequestTopic()
-		lt.Topic = name
-		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Timestamp = -2
-		lt.Partitions = append(lt.Partitions, lp)
-		lo.Topics = append(lo.Topics, lt)
-		lr, err := lo.RequestWith(ctx, cl.Broker(1))
+		lr, err := listOffsetsRequest(name, 0, -2).RequestWith(ctx, cl.Broker(1))
 		if err != nil || lr.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 			t.Fatalf("list offsets of %s: %v %+v", name, err, lr)
 		}

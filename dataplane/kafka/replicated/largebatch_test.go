@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
 // TestLargeBatches is issue 15's reproduction: a tenant whose quota allows
@@ -36,14 +37,7 @@ func TestLargeBatches(t *testing.T) {
 	}
 	const limit = 8 << 20
 	topicID := c.createTopic(tn, "big", 1, map[string]string{"max.message.bytes": strconv.Itoa(limit)})
-	celltest.WaitFor(t, 10*time.Second, "the topic's limit on every replica", func() bool {
-		for b := range c.mgrs {
-			if r := c.replica(b, topicID, 0); r == nil || r.Settings().MaxBatchBytes != limit {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitSettings("the topic's limit on every replica", topicID, 1, func(s partition.Settings) bool { return s.MaxBatchBytes == limit })
 
 	big := c.client(tn, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(limit+(1<<20)), kgo.RecordRetries(0))

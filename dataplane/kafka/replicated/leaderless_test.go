@@ -27,10 +27,7 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	topic := "orphan"
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = &topic
-	meta.Topics = append(meta.Topics, mt)
+	meta := metadataRequest(topic)
 	for b := range 3 { // every listener serving before two stop
 		if _, err := cl.Broker(b+1).Request(ctx, meta); err != nil {
 			t.Fatalf("metadata from node %d: %v", b+1, err)
@@ -61,18 +58,9 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 		t.Fatalf("code %d is not retriable for franz-go", mp.ErrorCode)
 	}
 
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = 0
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	var pr kmsg.ProduceResponseTopicPartition
 	celltest.WaitFor(t, 20*time.Second, "NOT_ENOUGH_REPLICAS from the survivor", func() bool {
-		req.Topics[0].Partitions[0].Records = celltest.Batch([]byte("x"))
-		raw, err := cl.Broker(survivor+1).Request(ctx, req)
+		raw, err := cl.Broker(survivor+1).Request(ctx, produceRequest(topic, 0, celltest.Batch([]byte("x"))))
 		if err != nil {
 			t.Fatalf("produce to node %d: %v", survivor+1, err)
 		}

@@ -48,6 +48,23 @@ func (m *managedCell) replica(b int, topicID string, part int) *partition.Replic
 	return r
 }
 
+// waitSettings waits until every broker's replica of each of a topic's
+// parts partitions applies settings that want accepts: how a test knows
+// that a topic's settings, at creation or changed, reached its replicas.
+func (m *managedCell) waitSettings(what, topicID string, parts int, want func(partition.Settings) bool) {
+	m.t.Helper()
+	celltest.WaitFor(m.t, 10*time.Second, what, func() bool {
+		for b := range m.mgrs {
+			for p := range parts {
+				if r := m.replica(b, topicID, p); r == nil || !want(r.Settings()) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
 // leader is the serving leader's replica of a partition, nil while none
 // serves or a broker lacks its replica.
 func (m *managedCell) leader(topicID string, part int) *partition.Replica {

@@ -69,14 +69,7 @@ func TestFencedProduceHeldUntilSwitch(t *testing.T) {
 	if code, _ := rc.sasl(); code != 0 {
 		t.Fatalf("SASL code %d", code)
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "held"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = celltest.Batch([]byte("during the fence"))
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest("held", 0, celltest.Batch([]byte("during the fence")))
 	type answer struct {
 		resp kmsg.Response
 		err  error

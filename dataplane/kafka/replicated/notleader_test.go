@@ -23,11 +23,8 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	meta := kmsg.NewPtrMetadataRequest()
 	topic := "moves"
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = &topic
-	meta.Topics = append(meta.Topics, mt)
+	meta := metadataRequest(topic)
 	// A follower learns the leader from its first append, a moment after
 	// the election WaitLeader saw; until then Metadata says
 	// LEADER_NOT_AVAILABLE with leader -1. Wait until every broker knows.
@@ -56,15 +53,7 @@ func TestProduceToFollowerNamesLeader(t *testing.T) {
 		}
 	}
 
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, celltest.Batch([]byte("hello"))
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	raw, err := cl.Broker(int(followerNode)).Request(ctx, req)
+	raw, err := cl.Broker(int(followerNode)).Request(ctx, produceRequest(topic, 0, celltest.Batch([]byte("hello"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,15 +98,7 @@ func TestFencedLeaderNamesItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.client(t, tn)
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 10, -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "fenced"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, celltest.Batch([]byte("after the fence"))
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	raw, err := cl.Broker(l+1).Request(ctx, req)
+	raw, err := cl.Broker(l+1).Request(ctx, produceRequest("fenced", 0, celltest.Batch([]byte("after the fence"))))
 	if err != nil {
 		t.Fatal(err)
 	}

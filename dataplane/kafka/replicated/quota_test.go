@@ -260,14 +260,8 @@ func TestDiskWatermark(t *testing.T) {
 	celltest.WaitFor(t, 10*time.Second, "broker 1 above its hard watermark", func() bool { return b1.adm.DiskState() == quotas.DiskHard })
 
 	// What a client sees: a raw Produce to broker 1 for partition 0.
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 10_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "disk"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, rawBatch("refused")
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := produceRequest("disk", 0, rawBatch("refused"))
+	req.Version, req.TimeoutMillis = 9, 10_000
 	kresp, err := prod.Broker(1).Request(ctx, req)
 	if err != nil {
 		t.Fatal(err)

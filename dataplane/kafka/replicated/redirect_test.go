@@ -256,14 +256,8 @@ func TestRedirectToHomeCell(t *testing.T) {
 	if code, _ := rc.sasl(); code != 0 {
 		t.Fatalf("acme on cell-2: SASL code %d", code)
 	}
-	lo := kmsg.NewPtrListOffsetsRequest()
+	lo := listOffsetsRequest(topic, 0, -1)
 	lo.Version = 4
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = topic
-	lp := kmsg.NewListOffsetsRequestTopicPartition()
-	lp.Timestamp = -1
-	lt.Partitions = append(lt.Partitions, lp)
-	lo.Topics = append(lo.Topics, lt)
 	resp, err := rc.roundTrip(lo)
 	if err != nil {
 		t.Fatal(err)
@@ -274,14 +268,7 @@ func TestRedirectToHomeCell(t *testing.T) {
 	// A v10 produce there names the leader at home and its address
 	// (KIP-951), so a client moves the partition without a metadata
 	// refresh.
-	pr := kmsg.NewPtrProduceRequest()
-	pr.Version, pr.Acks, pr.TimeoutMillis = 10, -1, 5000
-	pt := kmsg.NewProduceRequestTopic()
-	pt.Topic = topic
-	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Records = celltest.Batch([]byte("redirected"))
-	pt.Partitions = append(pt.Partitions, pp)
-	pr.Topics = append(pr.Topics, pt)
+	pr := produceRequest(topic, 0, celltest.Batch([]byte("redirected")))
 	if resp, err = rc.roundTrip(pr); err != nil {
 		t.Fatal(err)
 	}
@@ -413,13 +400,8 @@ func rawMetadata(t *testing.T, addr string, tn *cptest.Tenant, names []string) *
 	if code, msg := rc.sasl(); code != 0 {
 		t.Fatalf("SASL as %s at %s: %d %s", tn.Tenant.Name, addr, code, msg)
 	}
-	req := kmsg.NewPtrMetadataRequest()
+	req := metadataRequest(names...)
 	req.Version = 12
-	for _, name := range names {
-		mt := kmsg.NewMetadataRequestTopic()
-		mt.Topic = kmsg.StringPtr(name)
-		req.Topics = append(req.Topics, mt)
-	}
 	resp, err := rc.roundTrip(req)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sluicehq/sluice/contract/api"
-	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
@@ -25,31 +24,18 @@ func TestTopicSettingsReachReplicas(t *testing.T) {
 	plain := c.createTopic(tn, "plain", 1, nil)
 	tuned := c.createTopic(tn, "tuned", 2, map[string]string{"segment.bytes": "2097152", "retention.ms": "60000"})
 
-	settled := func(topicID string, parts int, want func(partition.Settings) bool) func() bool {
-		return func() bool {
-			for b := range c.mgrs {
-				for p := range parts {
-					r := c.replica(b, topicID, p)
-					if r == nil || !want(r.Settings()) {
-						return false
-					}
-				}
-			}
-			return true
-		}
-	}
-	celltest.WaitFor(t, 10*time.Second, "the tuned topic's settings on every replica", settled(tuned, 2, func(s partition.Settings) bool {
+	c.waitSettings("the tuned topic's settings on every replica", tuned, 2, func(s partition.Settings) bool {
 		return s.Log.SegmentBytes == 2<<20 && s.Log.RetentionAge == time.Minute && s.Log.RetentionBytes == 0
-	}))
+	})
 
 	seg, ret, rb := "4194304", "120000", "10485760"
 	if _, err := tn.Key.UpdateTopic(ctx, "tuned", api.UpdateTopicRequest{Config: map[string]*string{
 		"segment.bytes": &seg, "retention.ms": &ret, "retention.bytes": &rb}}); err != nil {
 		t.Fatalf("update topic: %v", err)
 	}
-	celltest.WaitFor(t, 10*time.Second, "the changed settings on every open replica", settled(tuned, 2, func(s partition.Settings) bool {
+	c.waitSettings("the changed settings on every open replica", tuned, 2, func(s partition.Settings) bool {
 		return s.Log.SegmentBytes == 4<<20 && s.Log.RetentionAge == 2*time.Minute && s.Log.RetentionBytes == 10<<20
-	}))
+	})
 
 	adm := kadm.NewClient(c.client(tn))
 	rcs, err := adm.DescribeTopicConfigs(ctx, "plain", "tuned")
