@@ -261,8 +261,12 @@ func (c *sluiceCell) consume(ctx context.Context, log string, part int, want int
 // whichever replica campaigns first, and a few seconds later the leader
 // hands leadership to the preferred replica; a transfer inside a timed run
 // would stall the clients (franz-go refreshes metadata at most every 5 s)
-// and measure the hand-over, not the steady state.
+// and measure the hand-over, not the steady state. The whole cell settles
+// first (settleCell), for the same reason.
 func (c *sluiceCell) settle(ctx context.Context, log string, parts int) error {
+	if err := c.settleCell(ctx); err != nil {
+		return err
+	}
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
 		return err
