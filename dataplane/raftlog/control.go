@@ -47,7 +47,7 @@ func ControlKind(data []byte) byte {
 
 // EncodeMeterClose is the data of a ControlMeterClose entry.
 func EncodeMeterClose(atMillis int64) []byte {
-	return encodeControlInt(ControlMeterClose, atMillis)
+	return binary.BigEndian.AppendUint64([]byte{ControlMeterClose}, uint64(atMillis))
 }
 
 // EncodeMeterStart is the data of a ControlMeterClose entry that starts
@@ -72,7 +72,14 @@ func DecodeMeterEntry(data []byte) (atMillis int64, start bool, err error) {
 
 // DecodeMeterClose decodes EncodeMeterClose's data.
 func DecodeMeterClose(data []byte) (int64, error) {
-	return decodeControlInt(data, ControlMeterClose, "meter close time")
+	if len(data) != 9 || data[0] != ControlMeterClose {
+		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
+	}
+	at := int64(binary.BigEndian.Uint64(data[1:]))
+	if at < 0 {
+		return 0, fmt.Errorf("%w: negative meter close time %d", ErrBadControl, at)
+	}
+	return at, nil
 }
 
 // ErrBadControl means a control entry's data did not decode.
@@ -80,31 +87,19 @@ var ErrBadControl = errors.New("raftlog: malformed control entry")
 
 // EncodeLogStart is the data of a ControlLogStart entry.
 func EncodeLogStart(offset int64) []byte {
-	return encodeControlInt(ControlLogStart, offset)
+	return binary.BigEndian.AppendUint64([]byte{ControlLogStart}, uint64(offset))
 }
 
 // DecodeLogStart decodes EncodeLogStart's data.
 func DecodeLogStart(data []byte) (int64, error) {
-	return decodeControlInt(data, ControlLogStart, "log start")
-}
-
-// encodeControlInt is the data of a control entry that carries one
-// non-negative integer: the kind byte, then v as 8 bytes big-endian.
-func encodeControlInt(kind byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{kind}, uint64(v))
-}
-
-// decodeControlInt decodes encodeControlInt's data of kind, refusing any
-// other length or kind and a negative value (what names it in the error).
-func decodeControlInt(data []byte, kind byte, what string) (int64, error) {
-	if len(data) != 9 || data[0] != kind {
+	if len(data) != 9 || data[0] != ControlLogStart {
 		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
 	}
-	v := int64(binary.BigEndian.Uint64(data[1:]))
-	if v < 0 {
-		return 0, fmt.Errorf("%w: negative %s %d", ErrBadControl, what, v)
+	off := int64(binary.BigEndian.Uint64(data[1:]))
+	if off < 0 {
+		return 0, fmt.Errorf("%w: negative log start %d", ErrBadControl, off)
 	}
-	return v, nil
+	return off, nil
 }
 
 // Compaction's control entries (dataplane/partition, compact.go). Kind 2
@@ -258,12 +253,19 @@ func DecodeFence(data []byte) (bool, error) {
 
 // EncodeMirrorPromote is the data of a ControlMirrorPromote entry.
 func EncodeMirrorPromote(end int64) []byte {
-	return encodeControlInt(ControlMirrorPromote, end)
+	return binary.BigEndian.AppendUint64([]byte{ControlMirrorPromote}, uint64(end))
 }
 
 // DecodeMirrorPromote decodes EncodeMirrorPromote's data.
 func DecodeMirrorPromote(data []byte) (int64, error) {
-	return decodeControlInt(data, ControlMirrorPromote, "promote end offset")
+	if len(data) != 9 || data[0] != ControlMirrorPromote {
+		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
+	}
+	end := int64(binary.BigEndian.Uint64(data[1:]))
+	if end < 0 {
+		return 0, fmt.Errorf("%w: negative promote end offset %d", ErrBadControl, end)
+	}
+	return end, nil
 }
 
 // MirrorStart is a ControlMirrorStart entry's content: where the mirror

@@ -10,8 +10,6 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // StableStore is Raft's stable store (current term, last vote) as one small
@@ -192,7 +190,7 @@ func (s *StableStore) create() error {
 	if err != nil {
 		return fmt.Errorf("write stable store: %w", err)
 	}
-	return log.SyncDir(s.dir)
+	return syncDir(s.dir)
 }
 
 // Set stores val under key durably.
