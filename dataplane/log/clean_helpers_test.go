@@ -1,6 +1,7 @@
 package log
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -234,7 +235,12 @@ func copyDir(t testing.TB, src, dst string) {
 
 func reopen(t testing.TB, cfg Config) *Log {
 	t.Helper()
-	return openNamed(t, cfg, "reopen")
+	l, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -167,25 +167,6 @@ func applySwapEntry(dir string, e swapEntry) error {
 // finishCleanSwap is applyCleanSwap for Open.
 func (l *Log) finishCleanSwap() error { return applyCleanSwap(l.cfg.Dir) }
 
-// commitAndSwap commits entries as the pending swap and applies it, with
-// the crash hooks between the steps. The cleaner and the re-cut swap files
-// the same way so that Open finishes either after a crash. A failure
-// fails the log: the files on disk may be half swapped.
-func (l *Log) commitAndSwap(entries []swapEntry) error {
-	hook("commit")
-	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
-		l.fail(err)
-		return err
-	}
-	hook("committed")
-	if err := applyCleanSwap(l.cfg.Dir); err != nil {
-		l.fail(err)
-		return err
-	}
-	hook("swapped")
-	return nil
-}
-
 // swapCleaned swaps the cleaned files in for segs under the writer lock,
 // unless the log changed since they were picked, and publishes new
 // segments with rebuilt indexes. A segment left empty is removed, but for
@@ -207,9 +188,17 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *Clea
 		}
 		entries = append(entries, e)
 	}
-	if err := l.commitAndSwap(entries); err != nil {
+	hook("commit")
+	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
+		l.fail(err)
 		return err
 	}
+	hook("committed")
+	if err := applyCleanSwap(l.cfg.Dir); err != nil {
+		l.fail(err)
+		return err
+	}
+	hook("swapped")
 	fresh := make([]*segment, 0, len(segs))
 	now := l.cfg.Now()
 	for _, cs := range segs {

@@ -65,16 +65,9 @@ func testConfig(t testing.TB) Config {
 
 func openLog(t testing.TB, cfg Config) *Log {
 	t.Helper()
-	return openNamed(t, cfg, "open")
-}
-
-// openNamed opens the log at cfg, closed when the test ends; what names
-// the open in the failure (a first open, or a reopen after a crash).
-func openNamed(t testing.TB, cfg Config, what string) *Log {
-	t.Helper()
 	l, err := Open(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("%s: %v", what, err)
+		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l

@@ -303,9 +303,17 @@ func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutO
 			entries = append(entries, swapEntry{base: cs.seg.base, file: swapNoFile})
 		}
 	}
-	if err := l.commitAndSwap(entries); err != nil {
+	hook("commit")
+	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
+		l.fail(err)
 		return err
 	}
+	hook("committed")
+	if err := applyCleanSwap(l.cfg.Dir); err != nil {
+		l.fail(err)
+		return err
+	}
+	hook("swapped")
 	now := l.cfg.Now()
 	newSegs := make([]*segment, 0, len(outs)+len(segs))
 	for i, cs := range segs {
