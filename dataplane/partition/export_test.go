@@ -32,3 +32,13 @@ func (r *Replica) SetTransfer(fn func(raft.ServerID, raft.ServerAddress) raft.Fu
 func TransferBackoff(n int, interval time.Duration) time.Duration {
 	return transferBackoff(n, interval)
 }
+
+// SetBarrier makes the replica's barrier call fn instead of Raft's
+// Barrier; nil restores Raft's.
+func (r *Replica) SetBarrier(fn func(time.Duration) raft.Future) {
+	if fn == nil {
+		r.barrierFn.Store(nil)
+		return
+	}
+	r.barrierFn.Store(&fn)
+}

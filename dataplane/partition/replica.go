@@ -179,8 +179,9 @@ type Config struct {
 	// must be closed and opened again on its directory: a snapshot
 	// install found an uncommitted tail in its store that the group's
 	// leader can no longer overwrite, and hashicorp/raft's view of the
-	// last entry can only be re-read at start (diverge.go). Until then
-	// it serves nothing, takes no entries and gives no votes.
+	// last entry can only be re-read at start (diverge.go); or it has led
+	// for two unreadyLimits without serving (barrier.go). Until then it
+	// serves nothing, takes no entries and gives no votes.
 	Reopen func()
 }
 
@@ -280,8 +281,11 @@ type Replica struct {
 	closeErr  error
 
 	// transfer, when set (tests only), stands in for Raft's
-	// LeadershipTransferToServer in maybeTransfer.
+	// LeadershipTransferToServer (transferTo).
 	transfer atomic.Pointer[func(raft.ServerID, raft.ServerAddress) raft.Future]
+	// barrierFn, when set (tests only), stands in for Raft's Barrier in
+	// barrier (barrier.go).
+	barrierFn atomic.Pointer[func(time.Duration) raft.Future]
 	// refusedTerm is the highest term of a vote request this replica's
 	// Raft refused (noteRefusal, leadership.go).
 	refusedTerm atomic.Uint64
@@ -289,6 +293,12 @@ type Replica struct {
 	// mu guards the fields below.
 	mu        sync.Mutex
 	readyTerm uint64 // term whose barrier completed while leader; 0 if none
+	// electedAt is when this replica last became leader without serving
+	// yet, or when checkUnready last acted on it; zero when it is not
+	// leader (barrier.go).
+	electedAt time.Time
+	// unreadyTries counts checkUnready's steps in this leadership.
+	unreadyTries int
 	// transferAfter is when the next transfer to the preferred replica may
 	// start: three check intervals after serving a term or after a failed
 	// transfer, longer after slowTransfers slow failures in a row
@@ -944,6 +954,10 @@ func (r *Replica) monitor() {
 			r.mu.Lock()
 			r.readyTerm = 0
 			clear(r.failing)
+			r.electedAt, r.unreadyTries = time.Time{}, 0
+			if leader {
+				r.electedAt = time.Now()
+			}
 			r.mu.Unlock()
 			r.wake(-1) // long polls re-check who leads
 			if leader {
@@ -966,46 +980,11 @@ func (r *Replica) monitor() {
 				return
 			}
 			r.checkJoin(r.member.conf.Load())
+			r.checkUnready(time.Now())
 			r.converge()
 			r.maybeTransfer()
 		}
 	}
-}
-
-// barrier makes this new leader apply every earlier entry before it
-// serves: afterwards its high watermark is at least any a previous leader
-// exposed.
-func (r *Replica) barrier(term uint64) {
-	defer r.wg.Done()
-	for {
-		if r.raft.State() != raft.Leader || r.raft.CurrentTerm() != term {
-			return
-		}
-		stopped, err := r.await(r.raft.Barrier(r.cfg.ApplyTimeout))
-		if stopped {
-			return
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, raft.ErrEnqueueTimeout) {
-			return
-		}
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
-	}
-	r.mu.Lock()
-	if r.raft.CurrentTerm() == term {
-		r.readyTerm = term
-		r.transferAfter = time.Now().Add(3 * r.cfg.CheckInterval)
-		r.slowTransfers = 0
-	}
-	r.mu.Unlock()
-	r.wake(-1)
-	r.cfg.Logger.Info("partition leader serving", "replica", r.cfg.ID, "term", term, "high_watermark", r.fsm.highWatermark())
 }
 
 // await waits for a Raft future or for Close. A future that Raft accepted

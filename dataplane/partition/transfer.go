@@ -63,11 +63,7 @@ func (r *Replica) maybeTransfer() {
 		return
 	}
 	began := time.Now()
-	transfer := r.raft.LeadershipTransferToServer
-	if t := r.transfer.Load(); t != nil {
-		transfer = *t
-	}
-	stopped, err := r.await(transfer(pref.ID, pref.Address))
+	stopped, err := r.await(r.transferTo(pref))
 	if stopped || err == nil {
 		return
 	}

@@ -9,10 +9,11 @@ import (
 	"github.com/sluicehq/sluice/dataplane/partition"
 )
 
-// askReopen is partition.Config.Reopen: replica k found an uncommitted
-// tail its leader's snapshot overrules, cut it, and must be closed and
-// opened again on its directory before it can be seeded and take entries
-// (partition/diverge.go). It must not block: Raft's FSM goroutine calls it.
+// askReopen is partition.Config.Reopen: replica k must be closed and
+// opened again on its directory, because it found an uncommitted tail its
+// leader's snapshot overrules and cut it (partition/diverge.go), or
+// because it led for long without serving (partition/barrier.go). It must
+// not block: Raft's FSM goroutine or the replica's monitor calls it.
 func (m *Manager) askReopen(k key) {
 	m.mu.Lock()
 	m.reopenWant[k] = true
@@ -65,7 +66,7 @@ func (m *Manager) reopenAsked(ctx context.Context) {
 		if err := reps[i].Close(); err != nil && !errors.Is(err, raft.ErrRaftShutdown) {
 			m.cfg.Logger.Warn("close a replica to reopen it", "topic_id", k.topic, "partition", k.part, "err", err)
 		}
-		m.cfg.Logger.Info("replica closed to be reopened and seeded", "topic_id", k.topic, "partition", k.part)
+		m.cfg.Logger.Info("replica closed to be reopened", "topic_id", k.topic, "partition", k.part)
 	}
 	// Apply opens what the view wants and is not open: these replicas,
 	// on the files they have.
