@@ -40,6 +40,7 @@ type sluiceCell struct {
 	user      string // the tenant's API key id and secret (SASL/PLAIN)
 	pass      string
 	tenant    *client.Client
+	stuck     map[string]string // partitions settleCell gave up on; see there
 }
 
 func (c *sluiceCell) name() string { return "Sluice" }
