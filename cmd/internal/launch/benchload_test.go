@@ -1,6 +1,7 @@
 package launch_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -229,11 +230,13 @@ type loadSummary struct {
 	gaps []time.Duration
 	// hot is the hot tenant's records sent during the change, from send
 	// to acknowledgement.
-	hot                      []time.Duration
-	otherBefore, otherDuring []time.Duration
-	otherDuringAt            []timedLatency // at: when sent
-	lagBefore, lagDuring     int64          // the most records acknowledged and not yet polled
-	failed                   int64          // the hot tenant's records that failed (no one retries them)
+	hot         []time.Duration
+	otherBefore []time.Duration
+	// otherDuring is the other tenant's produces sent during the change,
+	// by latency (at: when sent).
+	otherDuring          []timedLatency
+	lagBefore, lagDuring int64 // the most records acknowledged and not yet polled
+	failed               int64 // the hot tenant's records that failed (no one retries them)
 }
 
 // finish lets the load run 5 s past the change (started, now), stops it
@@ -262,8 +265,7 @@ func (l *benchLoad) finish(ctx context.Context, before loadPhase, started time.T
 		case in(t.at, before.from, before.to):
 			s.otherBefore = append(s.otherBefore, t.d)
 		case in(t.at, started, finished):
-			s.otherDuring = append(s.otherDuring, t.d)
-			s.otherDuringAt = append(s.otherDuringAt, t)
+			s.otherDuring = append(s.otherDuring, t)
 		}
 	}
 	for _, x := range l.lags {
@@ -274,10 +276,20 @@ func (l *benchLoad) finish(ctx context.Context, before loadPhase, started time.T
 			s.lagDuring = max(s.lagDuring, x.lag)
 		}
 	}
-	for _, ds := range [][]time.Duration{s.gaps, s.hot, s.otherBefore, s.otherDuring} {
+	for _, ds := range [][]time.Duration{s.gaps, s.hot, s.otherBefore} {
 		slices.Sort(ds)
 	}
+	slices.SortFunc(s.otherDuring, func(a, b timedLatency) int { return cmp.Compare(a.d, b.d) })
 	return s
+}
+
+// otherDuringLatencies is otherDuring's latencies, sorted.
+func (s loadSummary) otherDuringLatencies() []time.Duration {
+	ds := make([]time.Duration, len(s.otherDuring))
+	for i, t := range s.otherDuring {
+		ds[i] = t.d
+	}
+	return ds
 }
 
 // report reports and logs what both benchmarks measure; what, the change
@@ -287,14 +299,15 @@ func (s loadSummary) report(b *testing.B, cfg benchLoadConfig, what string) {
 	b.ReportMetric(float64(s.lagBefore), "lag_before_recs")
 	b.ReportMetric(float64(s.lagDuring), "lag_during_recs")
 	b.ReportMetric(pct(s.otherBefore, 0.99).Seconds()*1e3, "other_p99_before_ms")
-	b.ReportMetric(pct(s.otherDuring, 0.99).Seconds()*1e3, "other_p99_during_ms")
+	during := s.otherDuringLatencies()
+	b.ReportMetric(pct(during, 0.99).Seconds()*1e3, "other_p99_during_ms")
 	b.ReportMetric(s.before.mbps(cfg.recSize), "MB/s_before")
 	b.ReportMetric(s.during.mbps(cfg.recSize), "MB/s_during")
 	b.Logf("target %.0f MB/s; produced %.1f MB/s in the %v before, %.1f MB/s during %s; %d records failed (retried by no one)",
 		cfg.mbps, s.before.mbps(cfg.recSize), s.before.to.Sub(s.before.from).Round(time.Second), s.during.mbps(cfg.recSize), what, s.failed)
 	b.Logf("group lag (records acknowledged, not yet polled): max %d before, max %d during %s and 5 s after", s.lagBefore, s.lagDuring, what)
 	b.Logf("other tenant's produce latency: before p50 %v p99 %v (%d), during p50 %v p99 %v (%d)",
-		pct(s.otherBefore, 0.5), pct(s.otherBefore, 0.99), len(s.otherBefore), pct(s.otherDuring, 0.5), pct(s.otherDuring, 0.99), len(s.otherDuring))
+		pct(s.otherBefore, 0.5), pct(s.otherBefore, 0.99), len(s.otherBefore), pct(during, 0.5), pct(during, 0.99), len(during))
 }
 
 // pct is the q quantile of sorted ds (0 for none).
