@@ -39,7 +39,7 @@ func bumpTenantCell(ctx context.Context, tx pgx.Tx, tenantID string) error {
 		return pgx.ErrNoRows // no such tenant, as before
 	}
 	for _, cell := range cells {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cell); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, stateChannel, cell); err != nil {
 			return err
 		}
 	}
@@ -69,6 +69,6 @@ func bumpCell(ctx context.Context, tx pgx.Tx, cellID string) error {
 	if _, err := tx.Exec(ctx, `UPDATE cells SET state_version = state_version + 1 WHERE id = $1`, cellID); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, cellID)
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, stateChannel, cellID)
 	return err
 }

@@ -26,7 +26,6 @@ import (
 const (
 	defaultStateWait = 30 * time.Second
 	maxStateWait     = 60 * time.Second
-	statePollEvery   = 250 * time.Millisecond
 )
 
 func (s *Server) adminCreateCellKey(c echo.Context) error {
@@ -100,7 +99,8 @@ func (s *Server) cellKeyCell(ctx context.Context, header string) (string, error)
 
 // cellState answers with the cell's desired state once its version exceeds
 // ?after, waiting up to ?wait (a Go duration, at most 60 s); 304 when it did
-// not change in time.
+// not change in time. It reads the version again when a transaction
+// notifies a cell-state change (statenotify.go) and every CellStatePoll.
 func (s *Server) cellState(c echo.Context) error {
 	cell, err := s.cellCaller(c)
 	if err != nil {
@@ -121,9 +121,11 @@ func (s *Server) cellState(c echo.Context) error {
 	ctx := c.Request().Context()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	tick := time.NewTicker(statePollEvery)
+	tick := time.NewTicker(s.cfg.CellStatePoll)
 	defer tick.Stop()
+	defer s.stateChanges.join()()
 	for {
+		changed := s.stateChanges.next() // before the read, so no notification falls between
 		if err := s.expireThrottles(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("expire tenant throttles", "err", err)
 		}
@@ -144,6 +146,7 @@ func (s *Server) cellState(c echo.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }

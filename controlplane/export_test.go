@@ -11,3 +11,10 @@ import (
 func (s *Server) LookupKeyHome(ctx context.Context, keyID, secret string) (wire.KeyHome, error) {
 	return s.lookupKeyHome(ctx, keyID, secret)
 }
+
+// CellStateWaiters is how many cell-state long-polls wait now.
+func (s *Server) CellStateWaiters() int {
+	s.stateChanges.mu.Lock()
+	defer s.stateChanges.mu.Unlock()
+	return s.stateChanges.waiters
+}

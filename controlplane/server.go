@@ -100,6 +100,11 @@ type Config struct {
 	// take a cell's offsets placement over, and assumes every broker of
 	// every cell runs with this count.
 	OffsetsPartitions int
+	// CellStatePoll is how often a broker's waiting long-poll of its cell
+	// state reads the cell's version again (default 250 ms). A change is
+	// normally answered at once, woken by the notification the changing
+	// transaction sends (statenotify.go); this is the fallback.
+	CellStatePoll time.Duration
 }
 
 func (c *Config) validate() error {
@@ -121,6 +126,10 @@ func (c *Config) validate() error {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("controlplane config: MaxBodyBytes %d is below 1 KiB", c.MaxBodyBytes)
+	}
+	c.CellStatePoll = cmp.Or(c.CellStatePoll, 250*time.Millisecond)
+	if c.CellStatePoll < 0 {
+		return fmt.Errorf("controlplane config: CellStatePoll %v is negative", c.CellStatePoll)
 	}
 	c.SessionTTL = cmp.Or(c.SessionTTL, 12*time.Hour)
 	c.LoginRate = cmp.Or(c.LoginRate, 6*time.Second)
@@ -163,6 +172,8 @@ type Server struct {
 	// keyHomes limits the key lookups of each cell's brokers.
 	keyHomes *limiter
 	metrics  *metrics
+	// stateChanges wakes cell-state long-polls (statenotify.go).
+	stateChanges *stateNotifier
 }
 
 // New returns a server over cfg.DB.
@@ -190,6 +201,8 @@ func New(cfg Config) (*Server, error) {
 		tenantCreates: newLimiter("tenant_create", cfg.TenantCreateRate, cfg.TenantCreateBurst, &cfg),
 
 		keyHomes: newLimiter("key_home", keyHomeEvery, keyHomeBurst, &cfg),
+
+		stateChanges: newStateNotifier(cfg.DB, cfg.Logger),
 	}
 	s.echo = s.routes()
 	return s, nil

@@ -271,7 +271,7 @@ func switchTenant(ctx context.Context, tx pgx.Tx, m reportedMove) error {
 	if err := tx.QueryRow(ctx, `UPDATE cells SET state_version = state_version + 1 WHERE id = $1 RETURNING state_version`, m.source).Scan(&v); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify('sluice_cell_state', $1)`, m.source); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, stateChannel, m.source); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, `UPDATE tenant_moves SET state = 'switching', switch_version = $2, switch_acked = '{}', error = '',
