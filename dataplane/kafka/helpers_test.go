@@ -242,6 +242,12 @@ func (r *rawConn) send(req kmsg.Request) {
 func (r *rawConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	r.t.Helper()
 	r.send(req)
+	return r.receive(req)
+}
+
+// receive reads and decodes the response to req, the last request sent.
+func (r *rawConn) receive(req kmsg.Request) (kmsg.Response, error) {
+	r.t.Helper()
 	resp := req.ResponseKind()
 	body, err := r.readFrame()
 	if err != nil {

@@ -142,13 +142,16 @@ func (c *conn) awaitOpened(ctx context.Context, t *wire.Topic, part int32) (Part
 
 // awaitLeaders waits, up to electionWait or ctx, until every partition of
 // topics hosted here that has a majority knows its leader, so one
-// Metadata answer names them instead of LEADER_NOT_AVAILABLE.
+// Metadata answer names them instead of LEADER_NOT_AVAILABLE. A partition
+// the cell state places here that has not opened yet is waited for too
+// (awaitOpened): skipped, it opened while the answer was being built and
+// was answered without a leader.
 func (c *conn) awaitLeaders(ctx context.Context, topics []*wire.Topic) {
 	ctx, cancel := context.WithTimeout(ctx, electionWait)
 	defer cancel()
 	for _, t := range topics {
 		for _, wp := range t.Partitions {
-			if p, ok := c.s.cfg.Partitions.Get(t.ID, int32(wp.Partition)); ok {
+			if p, ok := c.awaitOpened(ctx, t, int32(wp.Partition)); ok {
 				awaitLeader(ctx, p)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 )
 
 func (c *conn) metadata(r *kmsg.MetadataRequest) kmsg.Response {
+	c.awaitTopics(metadataNames(r)) // metadatawait.go
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	cluster := v.Cell

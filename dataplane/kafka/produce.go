@@ -50,6 +50,7 @@ func runAll[J any](jobs []J, run func(J)) {
 // produce validates every partition's batch, appends the valid ones through
 // their leaders, all partitions at once, and waits for their commit.
 func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
+	c.awaitTopics(produceNames(r)) // metadatawait.go
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	ctx, cancel := c.commitContext(r.TimeoutMillis)

@@ -111,6 +111,13 @@ type Config struct {
 	// RecheckEvery is how often open connections' keys are re-checked for
 	// expiry, besides on every state change. Default 1 s.
 	RecheckEvery time.Duration
+	// UnknownTopicWait bounds how long a Metadata request that names a
+	// topic this broker's cell state does not hold yet waits for the state
+	// to bring it (metadatawait.go). Default 250 ms: franz-go asks again
+	// that long after an unknown topic, so a topic just created answers on
+	// the first try instead, and one that does not exist costs a client
+	// about one of its own retry waits more.
+	UnknownTopicWait time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Admission, when set, enforces tenant isolation: throughput quotas
@@ -161,7 +168,7 @@ func (c *Config) validate() error {
 	if c.DevTenant != "" && c.TLS != nil {
 		return errors.New("kafka config: DevTenant is for plaintext loopback listeners only; unset TLS")
 	}
-	for _, d := range []*time.Duration{&c.AuthTimeout, &c.IdleTimeout, &c.WriteTimeout, &c.MaxFetchWait, &c.MaxEgressWait, &c.RecheckEvery} {
+	for _, d := range []*time.Duration{&c.AuthTimeout, &c.IdleTimeout, &c.WriteTimeout, &c.MaxFetchWait, &c.MaxEgressWait, &c.RecheckEvery, &c.UnknownTopicWait} {
 		if *d < 0 {
 			return errors.New("kafka config: timeouts must not be negative")
 		}
@@ -174,6 +181,7 @@ func (c *Config) validate() error {
 	c.MaxFetchWait = cmp.Or(c.MaxFetchWait, 30*time.Second)
 	c.MaxEgressWait = cmp.Or(c.MaxEgressWait, 5*time.Second)
 	c.RecheckEvery = cmp.Or(c.RecheckEvery, time.Second)
+	c.UnknownTopicWait = cmp.Or(c.UnknownTopicWait, 250*time.Millisecond)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
