@@ -21,6 +21,49 @@ type hungFuture struct{ done <-chan struct{} }
 
 func (f hungFuture) Error() error { <-f.done; return raft.ErrRaftShutdown }
 
+// firstBarriers replaces the first barrier of each replica of partition 0
+// other than broker skip's with first's future; later barriers are
+// Raft's. It records, by broker, the term each first barrier was sent in.
+type firstBarriers struct {
+	mu    sync.Mutex
+	terms map[int]uint64
+}
+
+func hookFirstBarriers(c *celltest.Cell, skip int, first func() raft.Future) *firstBarriers {
+	h := &firstBarriers{terms: map[int]uint64{}}
+	for b := range c.Brokers() {
+		if b == skip {
+			continue
+		}
+		r := c.Replica(b, 0)
+		r.SetBarrier(func(timeout time.Duration) raft.Future {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if _, done := h.terms[b]; done {
+				return r.Raft().Barrier(timeout)
+			}
+			h.terms[b] = r.Raft().CurrentTerm()
+			return first()
+		})
+	}
+	return h
+}
+
+// term is the term broker b's first barrier was sent in, if it was.
+func (h *firstBarriers) term(b int) (uint64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.terms[b]
+	return t, ok
+}
+
+// count is how many first barriers were sent.
+func (h *firstBarriers) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.terms)
+}
+
 // slowCell is a cell whose Raft timeouts leave room for a retry within one
 // term on a busy machine.
 func slowCell(t *testing.T) *celltest.Cell {
@@ -38,29 +81,11 @@ func slowCell(t *testing.T) *celltest.Cell {
 func TestLeaderServesAfterFailedBarrier(t *testing.T) {
 	c := slowCell(t)
 	first := c.WaitLeader(0, 60*time.Second)
-	var mu sync.Mutex
-	failedIn := map[int]uint64{} // broker → the term its failed barrier was sent in
-	for b := range c.Brokers() {
-		if b == first {
-			continue
-		}
-		r := c.Replica(b, 0)
-		r.SetBarrier(func(timeout time.Duration) raft.Future {
-			mu.Lock()
-			defer mu.Unlock()
-			if _, failed := failedIn[b]; !failed {
-				failedIn[b] = r.Raft().CurrentTerm()
-				return errFuture{raft.ErrLeadershipTransferInProgress}
-			}
-			return r.Raft().Barrier(timeout)
-		})
-	}
+	hooks := hookFirstBarriers(c, first, func() raft.Future { return errFuture{raft.ErrLeadershipTransferInProgress} })
 	c.StopBroker(first)
 	leader := c.WaitLeader(0, 60*time.Second)
 	term := c.Replica(leader, 0).Raft().CurrentTerm()
-	mu.Lock()
-	defer mu.Unlock()
-	failed, ok := failedIn[leader]
+	failed, ok := hooks.term(leader)
 	if !ok {
 		t.Fatalf("broker %d serves without having sent a barrier through the test's hook", leader)
 	}
@@ -87,34 +112,19 @@ func TestLeaderThatNeverServesHandsOver(t *testing.T) {
 			first := c.WaitLeader(0, 60*time.Second)
 			done := make(chan struct{})
 			t.Cleanup(func() { close(done) })
-			var mu sync.Mutex
-			hung := map[int]bool{} // brokers whose first barrier hangs
-			for b := range c.Brokers() {
-				if b == first {
-					continue
-				}
-				r := c.Replica(b, 0)
-				r.SetBarrier(func(timeout time.Duration) raft.Future {
-					mu.Lock()
-					defer mu.Unlock()
-					if !hung[b] {
-						hung[b] = true
-						return hungFuture{done: done}
+			hooks := hookFirstBarriers(c, first, func() raft.Future { return hungFuture{done: done} })
+			if !tc.transfers {
+				for b := range c.Brokers() {
+					if b != first {
+						c.Replica(b, 0).SetTransfer(func(raft.ServerID, raft.ServerAddress) raft.Future {
+							return errFuture{raft.ErrLeadershipTransferInProgress}
+						})
 					}
-					return r.Raft().Barrier(timeout)
-				})
-				if !tc.transfers {
-					r.SetTransfer(func(raft.ServerID, raft.ServerAddress) raft.Future {
-						return errFuture{raft.ErrLeadershipTransferInProgress}
-					})
 				}
 			}
 			c.StopBroker(first)
 			leader := c.WaitLeader(0, 60*time.Second)
-			mu.Lock()
-			n := len(hung)
-			mu.Unlock()
-			if n == 0 {
+			if hooks.count() == 0 {
 				t.Fatalf("broker %d serves, but no barrier went through the test's hook", leader)
 			}
 			if got := c.Reopened() > 0; got != tc.wantReopen {
