@@ -65,12 +65,17 @@ func (r *Replica) barrierFuture() raft.Future {
 
 // unreadyLimit is how long a leader may go without serving (its barrier
 // not done) before checkUnready hands leadership away: two election
-// timeouts or ten check intervals, whichever is longer (20 s with the
-// production settings). A barrier takes a commit round, seconds at most
-// under heavy load.
+// timeouts or ten check intervals, and at least minUnreadyLimit (20 s
+// with the production settings). A barrier takes a commit round and the
+// apply of what the replica had not applied, seconds at most under heavy
+// load; the floor keeps the test cells' short timeouts (2 s alone) from
+// taking a slow barrier on a busy machine for a stuck one.
 func (r *Replica) unreadyLimit() time.Duration {
-	return max(2*r.cfg.Raft.ElectionTimeout, 10*r.cfg.CheckInterval)
+	return max(2*r.cfg.Raft.ElectionTimeout, 10*r.cfg.CheckInterval, minUnreadyLimit)
 }
+
+// minUnreadyLimit is unreadyLimit's floor.
+const minUnreadyLimit = 10 * time.Second
 
 // checkUnready runs on the monitor's tick. A replica that has led for
 // unreadyLimit without passing its barrier serves nothing, yet Raft keeps

@@ -123,7 +123,7 @@ func TestLeaderThatNeverServesHandsOver(t *testing.T) {
 				}
 			}
 			c.StopBroker(first)
-			leader := c.WaitLeader(0, 60*time.Second)
+			leader := c.WaitLeader(0, 3*time.Minute) // up to four unready limits of 10 s, and elections
 			if hooks.count() == 0 {
 				t.Fatalf("broker %d serves, but no barrier went through the test's hook", leader)
 			}

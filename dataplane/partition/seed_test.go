@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/partition"
@@ -206,6 +208,12 @@ func TestFollowerSeededFromSegments(t *testing.T) {
 	lead = c.Replica(c.WaitLeader(0, waitLong), 0)
 	from := lead.LogStartOffset()
 	want := fetchAll(t, lead, from)
+	// The seeded replica is not the preferred one: leading, it would hand
+	// leadership back after three check intervals, under the reads and
+	// the produce below (one run in about eight failed so under load).
+	r.SetTransfer(func(raft.ServerID, raft.ServerAddress) raft.Future {
+		return errFuture{errors.New("the test keeps leadership on the seeded replica")}
+	})
 	if err := lead.Raft().LeadershipTransferToServer(c.Server(down, 0).ID, c.Server(down, 0).Address).Error(); err != nil {
 		t.Fatalf("leadership to the seeded replica: %v", err)
 	}
