@@ -177,6 +177,9 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *Clea
 	if err := l.stillPicked(segs, gen); err != nil {
 		return err
 	}
+	if err := l.fence(); err != nil { // journal.go: files are replaced
+		return fmt.Errorf("swap cleaned segments: %w", err)
+	}
 	var entries []swapEntry
 	for i, cs := range segs {
 		if cs.file == nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/sluicehq/sluice/dataplane/journal"
 )
 
 // Defaults follow Kafka's topic configuration defaults.
@@ -50,6 +52,11 @@ type Config struct {
 	// base, and Clean runs. Default false: at open such a gap is damage,
 	// and the log is cut there, as for any log before compaction existed.
 	Compacted bool
+	// Journal, when set, is the broker's write-ahead journal: a Syncer in
+	// journal mode makes this log's appends durable by writing them there
+	// (journal.go), and Dir must lie under the journal's root. Default
+	// none: each sync round fdatasyncs the log's own files.
+	Journal *journal.Journal
 }
 
 func (c *Config) validate() error {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,12 @@ type Log struct {
 	// lastClean is the cleaner's checkpoint as last written or loaded
 	// (clean_checkpoint.go), nil if there is none to trust.
 	lastClean *cleanCheckpoint
+
+	// jpath is Dir relative to the journal's root; jgen is bumped by each
+	// fence, so that bytes read for the journal before it are dropped
+	// (journal.go). Unused without Config.Journal.
+	jpath string
+	jgen  atomic.Uint64
 }
 
 // Batch is one record batch to append with the leader epoch to stamp on it.
@@ -474,6 +481,11 @@ func (l *Log) ReadBatch(offset int64, buf []byte) (Header, []byte, error) {
 func (l *Log) TruncateTo(offset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.NextOffset() > offset {
+		if err := l.fence(); err != nil { // journal.go
+			return fmt.Errorf("truncate to %d: %w", offset, err)
+		}
+	}
 	l.mu.Lock()
 	if err := l.usable(); err != nil {
 		l.mu.Unlock()
@@ -533,6 +545,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 		s.size = cut
 		s.synced = min(s.synced, cut)
+		s.journaled = min(s.journaled, cut)
 	}
 	l.next = s.next
 	l.durable = min(l.durable, l.next)
@@ -573,11 +586,28 @@ func removeSegmentFiles(s *segment) {
 	s.unref()
 }
 
-// Close releases the log. It does not sync; call Sync first for durability.
-// Slices still held stay readable until released. Close is idempotent.
+// Close releases the log. It does not sync, unless the log has a journal:
+// call Sync first for durability. With a journal it syncs and fences
+// (journal.go), so that no record of it outlives it, whatever becomes of
+// its directory. Slices still held stay readable until released. Close is
+// idempotent.
 func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return nil
+	}
+	var ferr error
+	if j := l.cfg.Journal; j != nil {
+		// A failed log cannot be synced; its records then stay for the
+		// next start to replay.
+		if ferr = l.fence(); ferr == nil {
+			j.Forget(l)
+		}
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -589,6 +619,10 @@ func (l *Log) Close() error {
 	l.mu.Unlock()
 	for _, s := range segs {
 		s.unref()
+	}
+	if ferr != nil && !errors.Is(ferr, ErrLogFailed) {
+		l.dir.Close()
+		return fmt.Errorf("close log %s: %w", l.cfg.Dir, ferr)
 	}
 	return l.dir.Close() // also drops the flock
 }

@@ -56,6 +56,10 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("open log %s: another process holds it: %w", cfg.Dir, err)
 	}
 	l := &Log{cfg: cfg, dir: dir, gaps: cfg.Compacted || hasCompactedMark(cfg.Dir)}
+	if err := l.journalDir(); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("open log: %w", err)
+	}
 	if cfg.Compacted {
 		if err := markCompacted(cfg.Dir, dir); err != nil {
 			dir.Close()

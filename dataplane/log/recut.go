@@ -292,6 +292,9 @@ func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutO
 	if err := l.stillPicked(segs, gen); err != nil {
 		return err
 	}
+	if err := l.fence(); err != nil { // journal.go: files are replaced
+		return fmt.Errorf("swap re-cut segments: %w", err)
+	}
 	var entries []swapEntry
 	fresh := map[int64]bool{}
 	for _, o := range outs {

@@ -30,6 +30,9 @@ func (l *Log) deleteHead(offset int64) error {
 	if offset <= start {
 		return nil
 	}
+	if err := l.fence(); err != nil { // journal.go: segments may be removed
+		return fmt.Errorf("delete head to %d: %w", offset, err)
+	}
 	if err := l.writeCheckpoint(offset); err != nil {
 		return fmt.Errorf("delete head to %d: %w", offset, err)
 	}

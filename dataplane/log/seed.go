@@ -216,6 +216,9 @@ func SwapDirs(from, dir, old string) error {
 func (l *Log) Replace(ctx context.Context, from, old string, start int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if err := l.fence(); err != nil { // journal.go: the directory is replaced
+		return fmt.Errorf("replace log: %w", err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usable(); err != nil {

@@ -54,7 +54,8 @@ type segment struct {
 	// Log.wmu changes them.
 	size            int64 // bytes published to readers
 	next            int64 // offset after the last batch
-	synced          int64 // bytes known to be on stable storage
+	synced          int64 // bytes known to be on stable storage in this file
+	journaled       int64 // bytes the broker's journal holds durably (journal.go)
 	maxTS           int64 // newest batch max timestamp, -1 if empty
 	maxTSRel        uint32
 	bytesSinceIndex int64

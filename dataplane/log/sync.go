@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/dataplane/journal"
 )
 
 // SyncMode chooses how a Syncer makes many logs durable in one round.
@@ -19,6 +21,11 @@ const (
 	// dirty page on that filesystem, including other tenants' and other
 	// programs' writes, so its cost is not bounded by what these logs wrote.
 	SyncFilesystem
+	// SyncJournal writes what each log appended since its last round to the
+	// broker's journal, one fdatasync for all of them (journal.go). Logs
+	// opened without that journal, and rounds too large for a journal
+	// file, are synced as SyncFiles does.
+	SyncJournal
 )
 
 func (m SyncMode) String() string {
@@ -27,6 +34,8 @@ func (m SyncMode) String() string {
 		return "fdatasync"
 	case SyncFilesystem:
 		return "syncfs"
+	case SyncJournal:
+		return "journal"
 	}
 	return fmt.Sprintf("SyncMode(%d)", int(m))
 }
@@ -114,11 +123,22 @@ func (l *Log) Sync() error {
 // concurrent use; callers that want fewer, larger rounds batch their logs
 // before calling Sync.
 type Syncer struct {
-	mode SyncMode
+	mode    SyncMode
+	journal *journal.Journal // SyncJournal only
 }
 
-// NewSyncer returns a Syncer using mode.
-func NewSyncer(mode SyncMode) *Syncer { return &Syncer{mode: mode} }
+// NewSyncer returns a Syncer using mode, which must not be SyncJournal.
+func NewSyncer(mode SyncMode) *Syncer {
+	if mode == SyncJournal {
+		panic("log: NewSyncer(SyncJournal): use NewJournalSyncer")
+	}
+	return &Syncer{mode: mode}
+}
+
+// NewJournalSyncer returns a Syncer in SyncJournal mode writing to j.
+func NewJournalSyncer(j *journal.Journal) *Syncer {
+	return &Syncer{mode: SyncJournal, journal: j}
+}
 
 // Mode is the Syncer's mode.
 func (y *Syncer) Mode() SyncMode { return y.mode }
@@ -127,6 +147,14 @@ func (y *Syncer) Mode() SyncMode { return y.mode }
 // returns when all of it is. A log that fails is marked failed; the first
 // error is returned.
 func (y *Syncer) Sync(logs ...*Log) error {
+	if y.mode == SyncJournal {
+		return y.syncJournal(logs)
+	}
+	return y.syncFiles(logs)
+}
+
+// syncFiles is a round that syncs the logs' own files.
+func (y *Syncer) syncFiles(logs []*Log) error {
 	targets := make([]syncTarget, 0, len(logs))
 	var firstErr error
 	for _, l := range logs {
