@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/dataplane/journal"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 
@@ -25,11 +26,12 @@ var ErrCommitterClosed = errors.New("raftlog: committer closed")
 // of them. One Committer per broker; it owns one goroutine, which Close
 // stops.
 type Committer struct {
-	syncer *log.Syncer
-	reqs   chan commitReq
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	syncer  *log.Syncer
+	journal *journal.Journal // nil unless NewJournalCommitter
+	reqs    chan commitReq
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 
 	rounds  atomic.Int64
 	stores  atomic.Int64
@@ -52,13 +54,29 @@ const (
 	syncEntries                      // the entries file
 )
 
-// NewCommitter starts a committer that syncs logs in mode.
+// NewCommitter starts a committer that syncs logs in mode, which must not
+// be log.SyncJournal.
 func NewCommitter(mode log.SyncMode) *Committer {
+	return startCommitter(log.NewSyncer(mode), nil)
+}
+
+// NewJournalCommitter starts a committer that makes partition logs
+// durable through the broker's journal j: every store opened with it
+// writes its log under j (Config.Log.Journal), and a round writes the
+// appends of all of them to j with one fdatasync (dataplane/journal). The
+// entries files are still synced in their own right. The caller closes j
+// after the committer and every store.
+func NewJournalCommitter(j *journal.Journal) *Committer {
+	return startCommitter(log.NewJournalSyncer(j), j)
+}
+
+func startCommitter(y *log.Syncer, j *journal.Journal) *Committer {
 	c := &Committer{
-		syncer: log.NewSyncer(mode),
-		reqs:   make(chan commitReq, 256),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		syncer:  y,
+		journal: j,
+		reqs:    make(chan commitReq, 256),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	go c.run()
 	return c

@@ -9,5 +9,5 @@
 // It also provides the per-broker Committer that makes the appends of many
 // partitions durable in one round, and a file-backed StableStore for Raft's
 // term and vote. It is imported by dataplane/partition and wired by tenantd;
-// it imports dataplane/log and hashicorp/raft only.
+// it imports dataplane/log, dataplane/journal and hashicorp/raft only.
 package raftlog

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/log"
+	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
 
 // modelEntry is what the model remembers of an entry.
@@ -31,15 +32,40 @@ type modelEntry struct {
 // it, non-data entries take no offset, epochs equal terms.
 func TestStoreModel(t *testing.T) {
 	for seed := int64(1); seed <= 16; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { storeModelRun(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			dir := t.TempDir()
+			storeModelWith(t, seed, &plainStores{t: t, dir: dir, c: newCommitter(t)})
+		})
 	}
 }
 
-func storeModelRun(t *testing.T, seed int64) {
+// modelStores is how a model run opens its store and cuts power.
+type modelStores interface {
+	open() *raftlog.Store
+	crash(s *raftlog.Store, rng *rand.Rand) *raftlog.Store
+}
+
+// plainStores syncs each partition log's own files.
+type plainStores struct {
+	t   *testing.T
+	dir string
+	c   *raftlog.Committer
+}
+
+func (p *plainStores) open() *raftlog.Store { return openStore(p.t, p.dir, p.c) }
+
+func (p *plainStores) crash(s *raftlog.Store, rng *rand.Rand) *raftlog.Store {
+	_, flushed := s.Durable()
+	s.Close()
+	if rng.Intn(2) == 0 {
+		powerCut(p.t, filepath.Join(p.dir, "raft.entries"), flushed, rng)
+	}
+	return p.open()
+}
+
+func storeModelWith(t *testing.T, seed int64, stores modelStores) {
 	rng := rand.New(rand.NewSource(seed))
-	dir := t.TempDir()
-	c := newCommitter(t)
-	s := openStore(t, dir, c)
+	s := stores.open()
 	var model []modelEntry
 	term := uint64(1)
 	for step := 0; step < 150; step++ {
@@ -95,12 +121,7 @@ func storeModelRun(t *testing.T, seed int64) {
 				}
 			}
 		default:
-			_, flushed := s.Durable()
-			s.Close()
-			if rng.Intn(2) == 0 {
-				powerCut(t, filepath.Join(dir, "raft.entries"), flushed, rng)
-			}
-			s = openStore(t, dir, c)
+			s = stores.crash(s, rng)
 		}
 		checkModel(t, step, s, model)
 	}

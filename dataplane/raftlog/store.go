@@ -68,6 +68,9 @@ func (c *Config) validate() error {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c.Log.Dir = filepath.Join(c.Dir, logDirName)
+	if c.Log.Journal == nil {
+		c.Log.Journal = c.Committer.journal
+	}
 	if c.Log.Logger == nil {
 		c.Log.Logger = c.Logger
 	}
