@@ -22,9 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
-	dlog "github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/peercert"
-	"github.com/sluicehq/sluice/dataplane/raftlog"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
 	metering "github.com/sluicehq/sluice/dataplane/usage"
@@ -67,6 +65,9 @@ type brokerConfig struct {
 	UsageSample time.Duration
 	// CompactInterval is replicas.Config.CompactInterval.
 	CompactInterval time.Duration
+	// Journal makes the replicas' appends durable through a journal under
+	// DataDir (Config.Journal).
+	Journal bool
 	// TLS is the Kafka listener's and HTTP data API's certificate and the
 	// roots trusted in the control plane's and other brokers'; nil or
 	// without a certificate, they serve plaintext.
@@ -88,6 +89,7 @@ func brokerConfigOf(cfg Config) brokerConfig {
 		MirrorRate:      cfg.MirrorRate,
 		UsageSample:     cfg.usageSample(),
 		CompactInterval: cfg.CompactInterval,
+		Journal:         cfg.Journal,
 		Register:        wire.Registration{NodeID: cfg.NodeID, KafkaAddr: cfg.KafkaAdvertise, HTTPAddr: cfg.HTTPAdvertise, RaftAddr: cfg.RaftAdvertise},
 		Peer:            peercert.Files{CA: cfg.PeerCAFile, Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile},
 		Isolation: isolationConfig{RedisAddr: cfg.RedisAddr, DiskSoft: cfg.DiskSoftWatermark, DiskHard: cfg.DiskHardWatermark,
@@ -263,8 +265,11 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	cfg.parts.selfID.Store(int64(self.NodeID))
 	stopReload := reloadOnHangup("peer certificate", cfg.Peer.Cert, func() error { return cert.Load(cfg.Peer.Cert, cfg.Peer.Key) }, log)
 	defer stopReload()
-	com := raftlog.NewCommitter(dlog.SyncFiles)
-	defer com.Close()
+	com, closeCommitter, err := openCommitter(cfg.DataDir, cfg.Journal, log)
+	if err != nil {
+		return err
+	}
+	defer closeCommitter()
 	unobserve, err := observeFsync(cfg.Metrics, com)
 	if err != nil {
 		return err
