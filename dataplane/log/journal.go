@@ -53,7 +53,7 @@ type journalCapture struct {
 // The journal saves a flush per file, which is most of a small write's
 // cost; a large one is cheaper written once than read back and written
 // again.
-const JournalMaxBytes = 256 << 10
+const JournalMaxBytes = 64 << 10
 
 // errJournalDirect says a log appended more than JournalMaxBytes since
 // its last round.
