@@ -73,7 +73,10 @@ func (t *Trimmer) Acked(part int32, off int64, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if off >= t.start[part] {
-		t.acked[part] = append(t.acked[part], ackAt{off, at})
+		// Wall clock only: retention compares record timestamps with the
+		// broker's wall clock, and a paused virtual machine can move the
+		// wall clock a second or more past the monotonic one.
+		t.acked[part] = append(t.acked[part], ackAt{off, at.Round(0)})
 	}
 }
 
@@ -94,7 +97,7 @@ func (t *Trimmer) observe(part int32, start int64, now time.Time) {
 	// Without retention only DeleteRecords may remove records.
 	var cut time.Time
 	if t.cfg.Retention > 0 {
-		cut = now.Add(-t.cfg.Retention + earlySlack)
+		cut = now.Round(0).Add(-t.cfg.Retention + earlySlack) // wall clock, as Acked
 	}
 	kept := t.acked[part][:0]
 	for _, a := range t.acked[part] {
