@@ -262,6 +262,14 @@ func (j *Journal) Fence(dir string) error {
 	if err := j.usable(); err != nil {
 		return err
 	}
+	n := int64(recordSize(record{kind: kindFence, path: dir}))
+	if j.pos+n > j.size-j.reserve && !j.busy[1-j.cur] {
+		// Fences alone have filled the file: move on while the other is
+		// free, which never waits.
+		if err := j.switchFile(); err != nil {
+			return err
+		}
+	}
 	buf := appendRecord(nil, j.gen, record{kind: kindFence, path: dir})
 	if j.pos+int64(len(buf)) > j.size {
 		// The reserve is gone: a checkpoint has been slow for thousands of fences.

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -169,7 +170,8 @@ func TestSwitchSyncsOwners(t *testing.T) {
 		t.Fatalf("stats %+v, owner synced %d times", st, o.syncs.Load())
 	}
 	// Only what the current and the previous file hold comes back.
-	_, rep := open(t, root, size)
+	j, rep := open(t, root, size)
+	defer j.Close()
 	if rep.Replayed == 0 || rep.Replayed >= 200 {
 		t.Fatalf("replayed %d writes of 201; the files hold less than two files' worth", rep.Replayed)
 	}
@@ -231,5 +233,22 @@ func TestTornTailEndsReplay(t *testing.T) {
 	}
 	if rep.Records != 1 {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestFencesAloneSwitchFiles: a journal that takes only fences moves to
+// its other file when one fills, as data rounds do, instead of running
+// out of room.
+func TestFencesAloneSwitchFiles(t *testing.T) {
+	root := t.TempDir()
+	j, _ := open(t, root, 64<<10)
+	defer j.Close()
+	for i := range 2000 { // 220 bytes each: several files
+		if err := j.Fence(fmt.Sprintf("d/%0200d", i)); err != nil {
+			t.Fatalf("fence %d: %v", i, err)
+		}
+	}
+	if st := j.Stats(); st.Checkpoints == 0 || st.Fences != 2000 {
+		t.Fatalf("stats %+v", st)
 	}
 }
