@@ -265,7 +265,7 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 	cfg.parts.selfID.Store(int64(self.NodeID))
 	stopReload := reloadOnHangup("peer certificate", cfg.Peer.Cert, func() error { return cert.Load(cfg.Peer.Cert, cfg.Peer.Key) }, log)
 	defer stopReload()
-	com, closeCommitter, err := openCommitter(cfg.DataDir, cfg.Journal, log)
+	com, closeCommitter, err := openCommitter(cfg.Metrics, cfg.DataDir, cfg.Journal, log)
 	if err != nil {
 		return err
 	}

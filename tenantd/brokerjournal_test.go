@@ -13,8 +13,9 @@ import (
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
 
-// The broker's journal is off unless -journal or SLUICE_JOURNAL=1 turns
-// it on, and the setting reaches the broker's config.
+// The broker's journal is on unless -journal=false or SLUICE_JOURNAL
+// turns it off, the flag winning, and the setting reaches the broker's
+// config; a SLUICE_JOURNAL that is not a boolean is refused.
 func TestBrokerJournalConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -22,10 +23,11 @@ func TestBrokerJournalConfig(t *testing.T) {
 		env  string
 		want bool
 	}{
-		{"default", nil, "", false},
-		{"flag", []string{"-journal"}, "", true},
-		{"env", nil, "1", true},
-		{"flag off beats env", []string{"-journal=false"}, "1", false},
+		{"default", nil, "", true},
+		{"flag off", []string{"-journal=false"}, "", false},
+		{"env off", nil, "false", false},
+		{"env on", nil, "1", true},
+		{"flag on beats env", []string{"-journal"}, "0", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := loadConfig("broker", brokerArgs(tc.args...), func(k string) string {
@@ -39,20 +41,33 @@ func TestBrokerJournalConfig(t *testing.T) {
 			}
 		})
 	}
+	if _, err := loadConfig("broker", brokerArgs(), func(k string) string {
+		if k == "SLUICE_JOURNAL" {
+			return "sometimes"
+		}
+		return ""
+	}); err == nil {
+		t.Fatal("accepted SLUICE_JOURNAL=sometimes")
+	}
 }
 
 // With the journal, the committer a broker opens writes its partitions'
 // appends through data_dir/journal, and a store opened with it after a
-// restart holds every entry it acknowledged.
+// restart holds every entry it acknowledged. A broker then started
+// without the journal replays and removes it, and keeps every entry.
 func TestOpenCommitterWithJournal(t *testing.T) {
 	dataDir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	replica := filepath.Join(dataDir, "replicas", "t", "0")
+	journalDir := filepath.Join(dataDir, "journal")
 	var want uint64
-	for round := range 2 {
-		com, closeCom, err := openCommitter(dataDir, true, logger)
+	for round, withJournal := range []bool{true, true, false} {
+		com, closeCom, err := openCommitter(nil, dataDir, withJournal, logger)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if _, err := os.Stat(journalDir); (err == nil) != withJournal {
+			t.Fatalf("round %d (journal %v): journal directory: %v", round, withJournal, err)
 		}
 		s, err := raftlog.Open(context.Background(), raftlog.Config{Dir: replica, Committer: com})
 		if err != nil {
@@ -68,19 +83,18 @@ func TestOpenCommitterWithJournal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// Acknowledged, and not fdatasynced in the segment itself: the
-		// journal holds it.
+		// Acknowledged, and with the journal not fdatasynced in the
+		// segment itself: the journal holds it.
 		for path, n := range s.Log().FileDurable() {
-			if fi, err := os.Stat(path); err != nil || fi.Size() <= n {
-				t.Fatalf("round %d: segment %s is durable in its own file up to %d of %v bytes: the journal was not used (%v)", round, path, n, fi.Size(), err)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if journaled := fi.Size() > n; journaled != withJournal {
+				t.Fatalf("round %d (journal %v): segment %s is durable in its own file up to %d of %d bytes", round, withJournal, path, n, fi.Size())
 			}
 		}
 		s.Close()
 		closeCom()
-	}
-	for _, f := range []string{"0", "1"} {
-		if fi, err := os.Stat(filepath.Join(dataDir, "journal", f)); err != nil || fi.Size() == 0 {
-			t.Fatalf("journal file %s: %v", f, err)
-		}
 	}
 }

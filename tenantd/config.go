@@ -175,7 +175,7 @@ type Config struct {
 	// Journal, for broker and dev: make the appends of all of a broker's
 	// partitions durable through one write-ahead journal under data_dir
 	// (dataplane/journal), one fdatasync a round, instead of one
-	// fdatasync of each partition's segment a round. Default false.
+	// fdatasync of each partition's segment a round. Default true.
 	Journal bool `json:"journal"`
 	// GCPercent and MemoryLimit, for a broker, set the Go garbage
 	// collector (gc.go): the GC percent as GOGC takes it ("off" or 10 to
@@ -204,7 +204,7 @@ func (c Config) billingInterval() time.Duration {
 
 func defaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", DataDir: ".dev", RedisAddr: defaultRedisAddr, SeedRate: replicas.DefaultSeedRate,
-		MirrorRate: replicas.DefaultMirrorRate, BillingWorker: true, DedicatedCell: true}
+		MirrorRate: replicas.DefaultMirrorRate, BillingWorker: true, DedicatedCell: true, Journal: true}
 }
 
 func (c *Config) validate(cmd string) error {
@@ -382,7 +382,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	stripeURL := fs.String("stripe-url", "", "billing, controlplane, dev: Stripe's API address, e.g. stripe-mock's (env SLUICE_STRIPE_URL; default Stripe's)")
 	gcPercent := fs.String("gc-percent", "", "broker: the Go garbage collector's percent, off or 10 to 10000 (env SLUICE_GC_PERCENT; default 200, or GOGC when set); off needs -memory-limit")
 	memoryLimit := fs.String("memory-limit", "", "broker: the Go runtime's soft memory limit, bytes with an optional KiB, MiB, GiB or TiB suffix, at least 64MiB (env SLUICE_MEMORY_LIMIT; default none, or GOMEMLIMIT when set)")
-	journalFlag := fs.Bool("journal", false, "broker, dev: make every partition's appends durable through one write-ahead journal per broker under the data dir, one fdatasync a round instead of one per partition (env SLUICE_JOURNAL=1; default off)")
+	journalFlag := fs.Bool("journal", true, "broker, dev: make small appends of every partition durable through one write-ahead journal per broker under the data dir (two 64 MiB files), one fdatasync a round instead of one per partition; false syncs each partition's segment (env SLUICE_JOURNAL; default true)")
 	compactInterval := fs.Duration("compact-interval", 0, "broker, dev: how often the cleaner passes over the replicas of compacted topics (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -461,8 +461,12 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
 		cfg.PrivatePostgres = true
 	}
-	if getenv("SLUICE_JOURNAL") == "1" {
-		cfg.Journal = true
+	if v := getenv("SLUICE_JOURNAL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, fmt.Errorf("SLUICE_JOURNAL %q: want true or false", v)
+		}
+		cfg.Journal = b
 	}
 	if getenv("SLUICE_DEV_TLS") == "1" {
 		cfg.DevTLS = true

@@ -140,9 +140,8 @@ func Open(root string, o Options) (*Journal, Report, error) {
 
 func filePath(dir string, i int) string { return filepath.Join(dir, fmt.Sprint(i)) }
 
-// openFile opens a journal file of exactly size bytes, written with zeros
-// where it is new, so that a round's fdatasync never has to commit a new
-// file size or allocation.
+// openFile opens a journal file of exactly size bytes, allocated where it
+// is new, so that a round's fdatasync never has to commit a new file size.
 func openFile(path string, size int64) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -150,13 +149,33 @@ func openFile(path string, size int64) (*os.File, error) {
 	}
 	st, err := f.Stat()
 	if err == nil && st.Size() != size {
-		err = zeroFill(f, size)
+		err = allocate(f, size)
 	}
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// allocate gives f exactly size bytes on disk. fallocate(2) takes no
+// time; the first write to each of its blocks then also commits the
+// block's conversion, so a file's first pass is somewhat slower than its
+// later ones (BenchmarkSyncRound through a new journal: 100 logs at
+// 102-103 MB/s against 126-130 with the file written with zeros first).
+// Where fallocate is not supported the file is written with zeros.
+func allocate(f *os.File, size int64) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return zeroFill(f, size)
+	}
+	if err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 func zeroFill(f *os.File, size int64) error {
