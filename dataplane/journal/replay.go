@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // Report says what Open found in the journal and wrote back.
@@ -140,12 +142,12 @@ func (w *writeBack) close() {
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fsync(fd)
+		unix.Close(fd)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil

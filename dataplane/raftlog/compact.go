@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // compactMin is the fewest entries CompactEntries drops by itself unless
@@ -95,7 +97,7 @@ func (s *Store) CompactEntries(upTo uint64) (int, error) {
 	// From here the new file is the entries file; a failure to make the
 	// rename durable leaves either file valid (both hold the kept
 	// records, recovery accepts a file starting at any index).
-	if err := syncDir(s.cfg.Dir); err != nil {
+	if err := log.SyncDir(s.cfg.Dir); err != nil {
 		f.Close()
 		return 0, s.fail(fmt.Errorf("compact raft entries: %w", err))
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // The entries file is a sequence of records, one per Raft entry, in index
@@ -202,7 +204,7 @@ func (s *Store) recover() error {
 			return fmt.Errorf("sync %s: %w", entriesName, err)
 		}
 	}
-	if err := syncDir(s.cfg.Dir); err != nil {
+	if err := log.SyncDir(s.cfg.Dir); err != nil {
 		return err
 	}
 	// Check the last batch: the record and the log must name the same one.
@@ -260,19 +262,4 @@ func (s *Store) rebuildTail(last uint64, at, end int64) ([]entry, int64) {
 		last = term
 	}
 	return ents, at
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	return nil
 }

@@ -154,7 +154,7 @@ func writeBaseEntries(dir string, p SeedPlan) (*os.File, int64, error) {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = log.SyncDir(dir)
 	}
 	if err != nil {
 		f.Close()
@@ -182,7 +182,7 @@ func writePlan(dir string, p SeedPlan) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = log.SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", seedPlanName, err)
@@ -215,5 +215,5 @@ func removePlan(dir string) error {
 	if err := os.Remove(filepath.Join(dir, seedPlanName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", seedPlanName, err)
 	}
-	return syncDir(dir)
+	return log.SyncDir(dir)
 }

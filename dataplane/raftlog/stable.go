@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // StableStore is Raft's stable store (current term, last vote) as one small
@@ -190,7 +192,7 @@ func (s *StableStore) create() error {
 	if err != nil {
 		return fmt.Errorf("write stable store: %w", err)
 	}
-	return syncDir(s.dir)
+	return log.SyncDir(s.dir)
 }
 
 // Set stores val under key durably.
