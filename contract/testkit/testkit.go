@@ -1,8 +1,9 @@
 // Package testkit holds the test doubles both planes' tests share: a
 // settable clock, a log destination safe for concurrent writers, the one
 // test logger (lines through t), the one bounded wait (WaitFor, and
-// WaitForState for waits that report what they last saw) and the builder
-// of the real tenantd binary for process tests. Only tests import it; it
+// WaitForState for waits that report what they last saw), the builder
+// of the real tenantd binary for process tests, and the copy of a data
+// directory as a power cut leaves it (CrashImage). Only tests import it; it
 // imports nothing of the module.
 package testkit
 

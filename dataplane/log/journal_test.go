@@ -2,12 +2,11 @@ package log
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/dataplane/journal"
 )
 
@@ -43,50 +42,13 @@ func (w *journaled) sync(t *testing.T, l *Log) {
 	}
 }
 
-// crashImage copies the tree under root as a power cut would leave it with
-// l open: each segment file holds only what fdatasync made durable in the
-// file itself, and a segment no sync reached is gone with its directory
-// entry. The journal's files are copied whole (their writes are synced as
-// they are made).
+// crashImage copies the tree under root as a power cut would leave it
+// with l open: each segment file holds only what fdatasync made durable
+// in the file itself; the journal's files are copied whole (their writes
+// are synced as they are made).
 func crashImage(t *testing.T, root string, l *Log) string {
 	t.Helper()
-	cut := l.FileDurable()
-	dst := t.TempDir()
-	err := filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		to := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		n, ok := cut[path]
-		if !ok {
-			n = fi.Size()
-		}
-		if ok && n == 0 {
-			return nil // created since the directory was last synced
-		}
-		src, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		out, err := os.Create(to)
-		if err != nil {
-			return err
-		}
-		_, err = io.CopyN(out, src, n)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
+	return testkit.CrashImage(t, root, l.FileDurable())
 }
 
 // TestJournalSurvivesPowerCut: batches a journal round made durable, and
@@ -201,5 +163,3 @@ func readBatchAt(l *Log, offset int64) ([]byte, error) {
 	_, b, err := l.ReadBatch(offset, nil)
 	return b, err
 }
-
-var _ = context.Background

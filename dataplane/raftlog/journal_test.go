@@ -2,12 +2,11 @@ package raftlog_test
 
 import (
 	"fmt"
-	"io"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/dataplane/journal"
 	"github.com/sluicehq/sluice/dataplane/raftlog"
 )
@@ -69,29 +68,7 @@ func (w *journaledStores) crash(s *raftlog.Store, rng *rand.Rand) *raftlog.Store
 	t := w.t
 	w.crashes++
 	_, flushed := s.Durable()
-	cut := s.Log().FileDurable()
-	img := t.TempDir()
-	err := filepath.Walk(w.root, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(w.root, path)
-		to := filepath.Join(img, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		n, ok := cut[path]
-		if !ok {
-			n = fi.Size()
-		}
-		if ok && n == 0 {
-			return nil
-		}
-		return copyPrefix(path, to, n)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := testkit.CrashImage(t, w.root, s.Log().FileDurable())
 	s.Close()
 	w.c.Close()
 	w.j.Close()
@@ -100,21 +77,4 @@ func (w *journaledStores) crash(s *raftlog.Store, rng *rand.Rand) *raftlog.Store
 	}
 	w.start(img)
 	return w.open()
-}
-
-func copyPrefix(from, to string, n int64) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	_, err = io.CopyN(out, src, n)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
