@@ -85,6 +85,13 @@ func recordSize(r record) int {
 
 // appendRecord encodes r in generation gen onto b.
 func appendRecord(b []byte, gen uint64, r record) []byte {
+	return append(appendHead(b, gen, r), r.data...)
+}
+
+// appendHead encodes everything of r but its data onto b: the record is
+// the head followed by r.data (a write's bytes), so a round can write
+// the bytes from where they are without copying them into the record.
+func appendHead(b []byte, gen uint64, r record) []byte {
 	start := len(b)
 	b = append(b, make([]byte, recordFixed)...)
 	b = binary.BigEndian.AppendUint64(b, gen)
@@ -93,11 +100,13 @@ func appendRecord(b []byte, gen uint64, r record) []byte {
 	b = append(b, r.path...)
 	if r.kind == kindWrite {
 		b = binary.BigEndian.AppendUint64(b, uint64(r.off))
-		b = append(b, r.data...)
+	} else {
+		r.data = nil
 	}
-	payload := b[start+recordFixed:]
-	binary.BigEndian.PutUint32(b[start:], uint32(len(payload)))
-	binary.BigEndian.PutUint32(b[start+4:], crc32.Checksum(payload, castagnoli))
+	head := b[start+recordFixed:]
+	binary.BigEndian.PutUint32(b[start:], uint32(len(head)+len(r.data)))
+	crc := crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, r.data)
+	binary.BigEndian.PutUint32(b[start+4:], crc)
 	return b
 }
 

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -241,21 +242,28 @@ func (j *Journal) Append(entries []Entry) ([]bool, error) {
 	// Valid is asked only now: a fence that came while switchFile waited
 	// is already written, so a dropped entry is one the fence covers and a
 	// kept one's records come before any later fence.
+	// The heads go into one buffer, sized up front so the slices into it
+	// stay valid; each write's bytes are written from where they are.
 	wrote := make([]bool, len(entries))
-	buf := make([]byte, 0, bound)
+	heads := make([]byte, 0, bound)
+	var iov [][]byte
+	size := 0
 	for i, e := range entries {
 		if e.Valid != nil && !e.Valid() {
 			continue
 		}
 		wrote[i] = true
 		for _, w := range e.Writes {
-			buf = appendRecord(buf, j.gen, record{kind: kindWrite, path: w.Path, off: w.Off, data: w.Data})
+			start := len(heads)
+			heads = appendHead(heads, j.gen, record{kind: kindWrite, path: w.Path, off: w.Off, data: w.Data})
+			iov = append(iov, heads[start:len(heads):len(heads)], w.Data)
+			size += len(heads) - start + len(w.Data)
 		}
 	}
-	if len(buf) == 0 {
+	if size == 0 {
 		return wrote, nil
 	}
-	if err := j.write(buf); err != nil {
+	if err := j.write(iov, size); err != nil {
 		return nil, err
 	}
 	for i, e := range entries {
@@ -264,7 +272,7 @@ func (j *Journal) Append(entries []Entry) ([]bool, error) {
 		}
 	}
 	j.stats.Rounds++
-	j.stats.Bytes += int64(len(buf))
+	j.stats.Bytes += int64(size)
 	return wrote, nil
 }
 
@@ -294,7 +302,7 @@ func (j *Journal) Fence(dir string) error {
 		// The reserve is gone: a checkpoint has been slow for thousands of fences.
 		return fmt.Errorf("journal fence %s: %w", dir, ErrTooLarge)
 	}
-	if err := j.write(buf); err != nil {
+	if err := j.write([][]byte{buf}, len(buf)); err != nil {
 		return err
 	}
 	j.stats.Fences++
@@ -310,10 +318,11 @@ func (j *Journal) Forget(o Owner) {
 	delete(j.live[1], o)
 }
 
-// write writes b at the current position and syncs it. Called with mu held.
-func (j *Journal) write(b []byte) error {
+// write writes iov, size bytes in all, at the current position and syncs
+// it. Called with mu held.
+func (j *Journal) write(iov [][]byte, size int) error {
 	f := j.files[j.cur]
-	if _, err := f.WriteAt(b, j.pos); err != nil {
+	if err := pwritevAll(int(f.Fd()), iov, j.pos); err != nil {
 		j.failed = fmt.Errorf("journal write: %w", err)
 		return j.failed
 	}
@@ -321,7 +330,41 @@ func (j *Journal) write(b []byte) error {
 		j.failed = fmt.Errorf("journal sync: %w", err)
 		return j.failed
 	}
-	j.pos += int64(len(b))
+	j.pos += int64(size)
+	return nil
+}
+
+// maxIOV is how many buffers one pwritev takes (Linux's IOV_MAX).
+const maxIOV = 1024
+
+// pwritevAll writes every byte of iov at off, over as many pwritev calls
+// as short writes and IOV_MAX take. It may reslice iov's elements.
+func pwritevAll(fd int, iov [][]byte, off int64) error {
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(fd, iov[:min(len(iov), maxIOV)], off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(n)
+		for n > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+			} else {
+				iov[0] = iov[0][n:]
+				n = 0
+			}
+		}
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+	}
 	return nil
 }
 

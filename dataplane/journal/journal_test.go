@@ -252,3 +252,25 @@ func TestFencesAloneSwitchFiles(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestManyWritesOneRound: a round of more writes than one pwritev takes
+// (two buffers a write, IOV_MAX 1024) is written whole and replays whole.
+func TestManyWritesOneRound(t *testing.T) {
+	root := t.TempDir()
+	mkdir(t, root, "d")
+	j, _ := open(t, root, 1<<20)
+	var ws []Write
+	for i := range 700 {
+		ws = append(ws, Write{Path: "d/f", Off: int64(i) * 4, Data: fmt.Appendf(nil, "%04d", i)})
+	}
+	if _, err := j.Append([]Entry{{Owner: &owner{}, Writes: ws}}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	j, rep := open(t, root, 1<<20)
+	defer j.Close()
+	got := readFile(t, filepath.Join(root, "d/f"))
+	if rep.Replayed != 700 || len(got) != 2800 || got[:8] != "00000001" || got[2796:] != "0699" {
+		t.Fatalf("replayed %+v, file of %d bytes: %.12q…%q", rep, len(got), got, got[max(0, len(got)-4):])
+	}
+}
