@@ -322,7 +322,7 @@ func (j *Journal) Forget(o Owner) {
 // it. Called with mu held.
 func (j *Journal) write(iov [][]byte, size int) error {
 	f := j.files[j.cur]
-	if err := pwritevAll(int(f.Fd()), iov, j.pos); err != nil {
+	if err := PwritevAll(int(f.Fd()), iov, j.pos); err != nil {
 		j.failed = fmt.Errorf("journal write: %w", err)
 		return j.failed
 	}
@@ -337,9 +337,10 @@ func (j *Journal) write(iov [][]byte, size int) error {
 // maxIOV is how many buffers one pwritev takes (Linux's IOV_MAX).
 const maxIOV = 1024
 
-// pwritevAll writes every byte of iov at off, over as many pwritev calls
-// as short writes and IOV_MAX take. It may reslice iov's elements.
-func pwritevAll(fd int, iov [][]byte, off int64) error {
+// PwritevAll writes every byte of iov at off, over as many pwritev calls
+// as short writes and IOV_MAX take. It may reslice iov's elements. The
+// journal writes its rounds with it, and dataplane/log its appends.
+func PwritevAll(fd int, iov [][]byte, off int64) error {
 	for len(iov) > 0 {
 		n, err := unix.Pwritev(fd, iov[:min(len(iov), maxIOV)], off)
 		if err == unix.EINTR {

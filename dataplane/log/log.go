@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluicehq/sluice/dataplane/journal"
 )
 
 // Log is one partition's log. Appends, truncation, rolls and retention are
@@ -258,26 +260,13 @@ func (l *Log) writeAndPublish(batches []Batch, iov [][]byte) error {
 	pos := s.size
 	l.mu.RUnlock()
 	off := pos
-	for len(iov) > 0 {
-		n, err := unix.Pwritev(s.fd, iov, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			// Drop whatever part got written; the next append overwrites it.
-			_ = s.f.Truncate(pos)
-			return fmt.Errorf("append to segment %d: %w", s.base, err)
-		}
-		off += int64(n)
-		for n > 0 && len(iov) > 0 {
-			if n >= len(iov[0]) {
-				n -= len(iov[0])
-				iov = iov[1:]
-			} else {
-				iov[0] = iov[0][n:]
-				n = 0
-			}
-		}
+	for _, b := range iov {
+		off += int64(len(b))
+	}
+	if err := journal.PwritevAll(s.fd, iov, pos); err != nil {
+		// Drop whatever part got written; the next append overwrites it.
+		_ = s.f.Truncate(pos)
+		return fmt.Errorf("append to segment %d: %w", s.base, err)
 	}
 	l.mu.Lock()
 	p := pos
