@@ -17,13 +17,23 @@ import (
 // and of peer CA registration).
 func PeerCAPEM(t testing.TB, cell string) string {
 	t.Helper()
+	return SelfSignedPEM(t, cell+" peer CA", true)
+}
+
+// SelfSignedPEM is a fresh self-signed certificate in PEM with common name
+// cn, valid for a day: a CA that may sign certificates, or (isCA false) a
+// certificate that is not a CA, for tests that must see one refused.
+func SelfSignedPEM(t testing.TB, cn string, isCA bool) string {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cell + " peer CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: isCA, BasicConstraintsValid: true}
+	if isCA {
+		tmpl.KeyUsage = x509.KeyUsageCertSign
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)

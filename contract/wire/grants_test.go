@@ -1,40 +1,15 @@
 package wire
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"testing"
-	"time"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
-// testCertPEM makes a self-signed certificate in PEM, a CA or not.
-func testCertPEM(t testing.TB, isCA bool) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "grant test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		BasicConstraintsValid: true, IsCA: isCA,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
-
 func TestMirrorGrantsDecode(t *testing.T) {
-	caB, caC, leaf := testCertPEM(t, true), testCertPEM(t, true), testCertPEM(t, false)
+	caB, caC, leaf := testkit.SelfSignedPEM(t, "grant test", true), testkit.SelfSignedPEM(t, "grant test", true), testkit.SelfSignedPEM(t, "grant test", false)
 	g := func(cell, tenant, ca string, topics ...string) MirrorGrant {
 		return MirrorGrant{Cell: cell, TenantID: tenant, Topics: topics, PeerCA: ca}
 	}
@@ -78,7 +53,7 @@ func TestMirrorGrantsDecode(t *testing.T) {
 // FuzzMirrorGrants: decoding arbitrary JSON as grants never panics; what
 // decodes validates and survives a round trip unchanged.
 func FuzzMirrorGrants(f *testing.F) {
-	ca := testCertPEM(f, true)
+	ca := testkit.SelfSignedPEM(f, "grant test", true)
 	b, _ := json.Marshal(MirrorGrants{{Cell: "b", TenantID: "t", Topics: []string{"x"}, PeerCA: ca}})
 	f.Add(b)
 	f.Add([]byte(`[{"cell":"","tenant_id":"t","topics":["x"],"peer_ca":""}]`))

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"testing"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 func TestTenantMoveValidate(t *testing.T) {
@@ -22,7 +24,7 @@ func TestTenantMoveValidate(t *testing.T) {
 }
 
 func TestTopicMirrorValidate(t *testing.T) {
-	ca := testCertPEM(t, true)
+	ca := testkit.SelfSignedPEM(t, "grant test", true)
 	ok := TopicMirror{SourceCell: "c1", SourceBrokers: []MirrorBroker{{NodeID: 1, RaftAddr: "127.0.0.1:1"}}, SourcePeerCA: ca}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid mirror refused: %v", err)
