@@ -7,13 +7,7 @@
 set -euo pipefail
 
 want=2.15.2
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="$root/.cache/bin/nats-server"
+. "$(dirname "${BASH_SOURCE[0]}")/../goinstall.sh"
 
-if [ -x "$bin" ] && [ "$("$bin" --version 2>/dev/null)" = "nats-server: v$want" ]; then
-	exit 0
-fi
-
-echo "installing nats-server v$want into $root/.cache/bin (about 2 minutes)" >&2
-mkdir -p "$root/.cache/bin"
-GOBIN="$root/.cache/bin" go install "github.com/nats-io/nats-server/v2@v$want"
+have() { [ -x "$bin/nats-server" ] && [ "$("$bin/nats-server" --version 2>/dev/null)" = "nats-server: v$want" ]; }
+go_install "nats-server v$want" "about 2 minutes" "github.com/nats-io/nats-server/v2@v$want"

@@ -6,13 +6,7 @@
 set -euo pipefail
 
 want=3.22.0
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="$root/.cache/bin/helm"
+. "$(dirname "${BASH_SOURCE[0]}")/../goinstall.sh"
 
-if [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+v$want(\s|$)"; then
-	exit 0
-fi
-
-echo "installing helm v$want into $root/.cache/bin (about 12 minutes on a loaded 2-core machine)" >&2
-mkdir -p "$root/.cache/bin"
-GOBIN="$root/.cache/bin" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@v$want"
+have() { [ -x "$bin/helm" ] && go version -m "$bin/helm" 2>/dev/null | grep -Eq "^\s+mod\s+helm.sh/helm/v3\s+v$want(\s|$)"; }
+GOFLAGS=-mod=mod go_install "helm v$want" "about 12 minutes on a loaded 2-core machine" "helm.sh/helm/v3/cmd/helm@v$want"

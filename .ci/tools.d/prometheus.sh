@@ -15,17 +15,11 @@
 set -euo pipefail
 
 want=0.316.0
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="$root/.cache/bin"
+. "$(dirname "${BASH_SOURCE[0]}")/../goinstall.sh"
 
-have() { [ -x "$bin/$1" ] && "$bin/$1" --version 2>/dev/null | head -n1 | grep -q "version $want"; }
-if have promtool && have prometheus; then
-	exit 0
-fi
-
-echo "installing promtool and prometheus v$want into $bin" >&2
-mkdir -p "$bin"
-GOBIN="$bin" GOFLAGS=-mod=mod go install -tags remove_all_sd \
+current() { [ -x "$bin/$1" ] && "$bin/$1" --version 2>/dev/null | head -n1 | grep -q "version $want"; }
+have() { current promtool && current prometheus; }
+GOFLAGS=-mod=mod go_install "promtool and prometheus v$want" "" -tags remove_all_sd \
 	-ldflags "-X github.com/prometheus/common/version.Version=$want" \
 	"github.com/prometheus/prometheus/cmd/promtool@v$want" \
 	"github.com/prometheus/prometheus/cmd/prometheus@v$want"

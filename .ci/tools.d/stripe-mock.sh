@@ -7,15 +7,12 @@
 set -euo pipefail
 
 want=0.203.0
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="$root/.cache/bin/stripe-mock"
-stamp="$root/.cache/bin/stripe-mock.version"
+. "$(dirname "${BASH_SOURCE[0]}")/../goinstall.sh"
+stamp="$bin/stripe-mock.version"
 
-if [ -x "$bin" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+have() { [ -x "$bin/stripe-mock" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; }
+if have; then
 	exit 0
 fi
-
-echo "installing stripe-mock v$want into $root/.cache/bin (under a minute)" >&2
-mkdir -p "$root/.cache/bin"
-GOBIN="$root/.cache/bin" go install "github.com/stripe/stripe-mock@v$want"
+go_install "stripe-mock v$want" "under a minute" "github.com/stripe/stripe-mock@v$want"
 echo "$want" >"$stamp"

@@ -5,13 +5,7 @@
 set -euo pipefail
 
 want=1.5.7
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="$root/.cache/bin/terraform"
+. "$(dirname "${BASH_SOURCE[0]}")/../goinstall.sh"
 
-if [ -x "$bin" ] && [ "$(CHECKPOINT_DISABLE=1 "$bin" version 2>/dev/null | head -n1)" = "Terraform v$want" ]; then
-	exit 0
-fi
-
-echo "installing terraform v$want into $root/.cache/bin (about 2 minutes)" >&2
-mkdir -p "$root/.cache/bin"
-GOBIN="$root/.cache/bin" go install "github.com/hashicorp/terraform@v$want"
+have() { [ -x "$bin/terraform" ] && [ "$(CHECKPOINT_DISABLE=1 "$bin/terraform" version 2>/dev/null | head -n1)" = "Terraform v$want" ]; }
+go_install "terraform v$want" "about 2 minutes" "github.com/hashicorp/terraform@v$want"
