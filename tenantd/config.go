@@ -451,22 +451,14 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	if v := getenv("SLUICE_METRICS_LISTEN"); v != "" {
 		cfg.MetricsListen = v
 	}
-	if v := getenv("SLUICE_BILLING_WORKER"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return cfg, fmt.Errorf("SLUICE_BILLING_WORKER %q: want true or false", v)
-		}
-		cfg.BillingWorker = b
+	if err := envBool(getenv, "SLUICE_BILLING_WORKER", &cfg.BillingWorker); err != nil {
+		return cfg, err
 	}
 	if getenv("SLUICE_PRIVATE_POSTGRES") == "1" {
 		cfg.PrivatePostgres = true
 	}
-	if v := getenv("SLUICE_JOURNAL"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return cfg, fmt.Errorf("SLUICE_JOURNAL %q: want true or false", v)
-		}
-		cfg.Journal = b
+	if err := envBool(getenv, "SLUICE_JOURNAL", &cfg.Journal); err != nil {
+		return cfg, err
 	}
 	if getenv("SLUICE_DEV_TLS") == "1" {
 		cfg.DevTLS = true
@@ -529,6 +521,21 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 		}
 	})
 	return cfg, cfg.validate(cmd)
+}
+
+// envBool sets *dst from the environment variable name when it is set,
+// refusing a value that is not a boolean.
+func envBool(getenv func(string) string, name string, dst *bool) error {
+	v := getenv(name)
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%s %q: want true or false", name, v)
+	}
+	*dst = b
+	return nil
 }
 
 // envNodeID reads SLUICE_NODE_ID, or else SLUICE_POD_INDEX (a StatefulSet
