@@ -105,3 +105,14 @@ func runQueueWait(pids []int) (float64, error) {
 	}
 	return float64(ns) / 1e9, nil
 }
+
+// cpuAndWait returns cpuSeconds and runQueueWait of pids, read together.
+func cpuAndWait(pids []int) (cpuSec, waitSec float64, err error) {
+	if cpuSec, err = cpuSeconds(pids); err != nil {
+		return 0, 0, err
+	}
+	if waitSec, err = runQueueWait(pids); err != nil {
+		return 0, 0, err
+	}
+	return cpuSec, waitSec, nil
+}

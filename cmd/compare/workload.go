@@ -187,11 +187,7 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 	if timed != nil {
 		timed()
 	}
-	cpu0, err := cpuSeconds(s.pids())
-	if err != nil {
-		return res, err
-	}
-	wait0, err := runQueueWait(s.pids())
+	cpu0, wait0, err := cpuAndWait(s.pids())
 	if err != nil {
 		return res, err
 	}
@@ -206,11 +202,7 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
-	cpu1, err := cpuSeconds(s.pids())
-	if err != nil {
-		return res, err
-	}
-	wait1, err := runQueueWait(s.pids())
+	cpu1, wait1, err := cpuAndWait(s.pids())
 	if err != nil {
 		return res, err
 	}
