@@ -298,14 +298,24 @@ func (r *rawConn) expectClosed(within time.Duration) {
 	}
 }
 
+// handshake sends SaslHandshake for mechanism at version and returns the
+// answer, whatever its error code.
+func (r *rawConn) handshake(version int16, mechanism string) *kmsg.SASLHandshakeResponse {
+	r.t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = version, mechanism
+	resp, err := r.roundTrip(hs)
+	if err != nil {
+		r.t.Fatalf("handshake: %v", err)
+	}
+	return resp.(*kmsg.SASLHandshakeResponse)
+}
+
 // authenticate runs SaslHandshake v1 and SaslAuthenticate with PLAIN.
 func (r *rawConn) authenticate(keyID, secret string) *kmsg.SASLAuthenticateResponse {
 	r.t.Helper()
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "PLAIN"
-	resp, err := r.roundTrip(hs)
-	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
-		r.t.Fatalf("handshake: %v %+v", err, resp)
+	if hs := r.handshake(1, "PLAIN"); hs.ErrorCode != 0 {
+		r.t.Fatalf("handshake: %+v", hs)
 	}
 	au := kmsg.NewPtrSASLAuthenticateRequest()
 	au.Version = 1

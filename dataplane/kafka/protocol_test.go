@@ -146,13 +146,7 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"an unsupported SASL mechanism lists PLAIN and SCRAM", func(t *testing.T) {
 			rc := dialRaw(t, b.addr)
-			hs := kmsg.NewPtrSASLHandshakeRequest()
-			hs.Version, hs.Mechanism = 1, "GSSAPI"
-			resp, err := rc.roundTrip(hs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := resp.(*kmsg.SASLHandshakeResponse)
+			r := rc.handshake(1, "GSSAPI")
 			if r.ErrorCode != 33 || strings.Join(r.SupportedMechanisms, ",") != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
 				t.Fatalf("got %+v", r)
 			}
@@ -167,10 +161,8 @@ func TestProtocolRules(t *testing.T) {
 		}},
 		{"SASL handshake v0 then a bare PLAIN token", func(t *testing.T) {
 			rc := dialRaw(t, b.addr)
-			hs := kmsg.NewPtrSASLHandshakeRequest()
-			hs.Version, hs.Mechanism = 0, "PLAIN"
-			if resp, err := rc.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
-				t.Fatalf("handshake: %v", err)
+			if hs := rc.handshake(0, "PLAIN"); hs.ErrorCode != 0 {
+				t.Fatalf("handshake: %+v", hs)
 			}
 			tok := []byte("\x00" + a.KeyID + "\x00" + a.Secret)
 			frame := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))

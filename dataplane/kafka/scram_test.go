@@ -3,7 +3,6 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -91,11 +90,8 @@ func scramLogin(t testing.TB, rc *rawConn, mechanism, user, pass string) *kmsg.S
 	if mechanism == "SCRAM-SHA-512" {
 		mech = auth.AsSha512Mechanism()
 	}
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, mechanism
-	resp, err := rc.roundTrip(hs)
-	if err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
-		t.Fatalf("handshake: %v %+v", err, resp)
+	if hs := rc.handshake(1, mechanism); hs.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", hs)
 	}
 	sess, msg, err := mech.Authenticate(context.Background(), "")
 	if err != nil {
@@ -179,13 +175,7 @@ func TestScramRefusals(t *testing.T) {
 	})
 	t.Run("SCRAM after a v0 handshake", func(t *testing.T) {
 		rc := dialRaw(t, b.addr)
-		hs := kmsg.NewPtrSASLHandshakeRequest()
-		hs.Version, hs.Mechanism = 0, "SCRAM-SHA-256"
-		resp, err := rc.roundTrip(hs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hr := resp.(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 33 {
+		if hr := rc.handshake(0, "SCRAM-SHA-256"); hr.ErrorCode != 33 {
 			t.Fatalf("v0 SCRAM handshake: code %d", hr.ErrorCode)
 		}
 	})
@@ -195,13 +185,7 @@ func TestScramRefusals(t *testing.T) {
 func TestScramHandshakeAdvertises(t *testing.T) {
 	b := startBroker(t, brokerOpts{})
 	rc := dialRaw(t, b.addr)
-	hs := kmsg.NewPtrSASLHandshakeRequest()
-	hs.Version, hs.Mechanism = 1, "SCRAM-SHA-512"
-	resp, err := rc.roundTrip(hs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hr := resp.(*kmsg.SASLHandshakeResponse)
+	hr := rc.handshake(1, "SCRAM-SHA-512")
 	if got := strings.Join(hr.SupportedMechanisms, ","); hr.ErrorCode != 0 || got != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
 		t.Fatalf("handshake: code %d mechanisms %s", hr.ErrorCode, got)
 	}
@@ -319,48 +303,6 @@ func TestKcatScram(t *testing.T) {
 			run("one\ntwo\nthree\n", "-P", "-X", "acks=all")
 			if out := run("", "-C", "-o", "beginning", "-e", "-f", "%s\n"); out != "one\ntwo\nthree\n" {
 				t.Fatalf("consumed %q", out)
-			}
-		})
-	}
-}
-
-// BenchmarkScramHandshake is one new connection's login per mechanism
-// against a real broker: dial, SaslHandshake and the SaslAuthenticate round
-// trips, with franz-go's client doing its PBKDF2 (4096 iterations), which
-// is most of the cost; PLAIN is the baseline.
-func BenchmarkScramHandshake(b *testing.B) {
-	br := startBroker(b, brokerOpts{})
-	a := br.cp.Signup("scrambench", "developer")
-	br.waitForKey(b, a)
-	for _, m := range saslMechanisms {
-		b.Run(m.name, func(b *testing.B) {
-			for b.Loop() {
-				nc, err := net.Dial("tcp", br.addr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rc := wrapRaw(b, nc)
-				hs := kmsg.NewPtrSASLHandshakeRequest()
-				hs.Version, hs.Mechanism = 1, m.name
-				if resp, err := rc.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
-					b.Fatalf("handshake: %v %+v", err, resp)
-				}
-				sess, msg, err := m.mech(a.KeyID, a.Secret).Authenticate(context.Background(), br.addr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for done := false; !done; {
-					au := kmsg.NewPtrSASLAuthenticateRequest()
-					au.Version, au.SASLAuthBytes = 1, msg
-					r, err := rc.roundTrip(au)
-					if err != nil || r.(*kmsg.SASLAuthenticateResponse).ErrorCode != 0 {
-						b.Fatalf("authenticate: %v %+v", err, r)
-					}
-					if done, msg, err = sess.Challenge(r.(*kmsg.SASLAuthenticateResponse).SASLAuthBytes); err != nil {
-						b.Fatal(err)
-					}
-				}
-				nc.Close()
 			}
 		})
 	}
