@@ -2,16 +2,13 @@ package localpart_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/sluicehq/sluice/contract/wire"
+	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
@@ -59,7 +56,7 @@ func TestProduceFetchReopen(t *testing.T) {
 	cancel := p.Watch(0, wake)
 	defer cancel()
 	for i := range 3 {
-		base, err := p.Produce(context.Background(), makeBatch("a", "b"))
+		base, err := p.Produce(context.Background(), celltest.Batch([]byte("a"), []byte("b")))
 		if err != nil || base != int64(2*i) {
 			t.Fatalf("produce %d: base %d err %v", i, base, err)
 		}
@@ -105,19 +102,3 @@ func TestProduceFetchReopen(t *testing.T) {
 }
 
 func isOutOfRange(err error) bool { return errors.Is(err, log.ErrOffsetOutOfRange) }
-
-// makeBatch encodes values as one uncompressed v2 record batch.
-func makeBatch(values ...string) []byte {
-	var recs []byte
-	for i, v := range values {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(v)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	rb := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: 1, MaxTimestamp: 1,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(values)), Records: recs}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
-}

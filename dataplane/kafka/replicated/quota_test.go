@@ -2,9 +2,7 @@ package replicated
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"strings"
 	"sync"
@@ -260,7 +258,7 @@ func TestDiskWatermark(t *testing.T) {
 	celltest.WaitFor(t, 10*time.Second, "broker 1 above its hard watermark", func() bool { return b1.adm.DiskState() == quotas.DiskHard })
 
 	// What a client sees: a raw Produce to broker 1 for partition 0.
-	req := produceRequest("disk", 0, rawBatch("refused"))
+	req := produceRequest("disk", 0, celltest.Batch([]byte("refused")))
 	req.Version, req.TimeoutMillis = 9, 10_000
 	kresp, err := prod.Broker(1).Request(ctx, req)
 	if err != nil {
@@ -354,21 +352,4 @@ func readAll(t *testing.T, qc *quotaCell, n int) map[string]int {
 		})
 	}
 	return out
-}
-
-// rawBatch is a v2 record batch of values without a producer id.
-func rawBatch(values ...string) []byte {
-	var recs []byte
-	for i, v := range values {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(v)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	now := time.Now().UnixMilli()
-	rb := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(values)), Records: recs}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
 }
