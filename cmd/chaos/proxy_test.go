@@ -78,6 +78,20 @@ func TestNetworkCutsPairs(t *testing.T) {
 		addrs[i] = a
 	}
 	reach := func(from, to int) bool { return dialAs(t, addrs[to], string(rune('1'+from))) }
+	type link struct {
+		from, to int
+		want     bool
+	}
+	// wantReach checks, after what, that each link's from reaches its to
+	// exactly when the link says.
+	wantReach := func(what string, links []link) {
+		t.Helper()
+		for _, l := range links {
+			if got := reach(l.from, l.to); got != l.want {
+				t.Errorf("after %s: %d reaches %d = %v, want %v", what, l.from, l.to, got, l.want)
+			}
+		}
+	}
 	for a := 0; a < 3; a++ {
 		for b := 0; b < 3; b++ {
 			if a != b && !reach(a, b) {
@@ -95,28 +109,14 @@ func TestNetworkCutsPairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Cut(0, 1)
-	for _, tc := range []struct {
-		from, to int
-		want     bool
-	}{{0, 1, false}, {1, 0, false}, {0, 2, true}, {2, 0, true}, {1, 2, true}, {2, 1, true}} {
-		if got := reach(tc.from, tc.to); got != tc.want {
-			t.Errorf("after cutting 0-1: %d reaches %d = %v, want %v", tc.from, tc.to, got, tc.want)
-		}
-	}
+	wantReach("cutting 0-1", []link{{0, 1, false}, {1, 0, false}, {0, 2, true}, {2, 0, true}, {1, 2, true}, {2, 1, true}})
 	_ = open.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := open.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Errorf("a connection open across the cut was not closed: %v", err)
 	}
 	n.Heal()
 	n.Isolate(2, 3)
-	for _, tc := range []struct {
-		from, to int
-		want     bool
-	}{{0, 1, true}, {1, 0, true}, {0, 2, false}, {2, 0, false}, {1, 2, false}, {2, 1, false}} {
-		if got := reach(tc.from, tc.to); got != tc.want {
-			t.Errorf("after isolating 2: %d reaches %d = %v, want %v", tc.from, tc.to, got, tc.want)
-		}
-	}
+	wantReach("isolating 2", []link{{0, 1, true}, {1, 0, true}, {0, 2, false}, {2, 0, false}, {1, 2, false}, {2, 1, false}})
 	n.Heal()
 	if !reach(2, 0) || !reach(1, 2) {
 		t.Error("healing did not restore the links")
