@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/dataplane/admission"
 	"github.com/sluicehq/sluice/dataplane/kafka"
-	"github.com/sluicehq/sluice/quotas"
 )
 
 // TestEgressWaitBounded: a fetch whose turn in the egress budget does not
@@ -35,14 +34,7 @@ func TestEgressWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	buckets, err := quotas.New(quotas.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := admission.New(admission.Config{BrokerID: "cell-1-b1", Buckets: buckets, EgressBytesPerSec: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm, _ := newAdmission(t, admission.Config{EgressBytesPerSec: 1000})
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -43,14 +43,7 @@ func TestThrottleAndConnectionLimit(t *testing.T) {
 		return ok && wt.Quotas.MaxConnections == 2
 	})
 
-	buckets, err := quotas.New(quotas.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, err := admission.New(admission.Config{BrokerID: "cell-1-b1", Buckets: buckets})
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm, buckets := newAdmission(t, admission.Config{})
 	fctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -167,6 +160,23 @@ func TestThrottleAndConnectionLimit(t *testing.T) {
 		c4 := dialRaw(t, addr)
 		return c4.authenticate(tn.KeyID, tn.Secret).ErrorCode == 0
 	})
+}
+
+// newAdmission is the admission of broker cell-1-b1 over new, empty quota
+// buckets, with cfg's other settings; the buckets are returned to set
+// limits in.
+func newAdmission(t testing.TB, cfg admission.Config) (*admission.Admission, *quotas.Buckets) {
+	t.Helper()
+	buckets, err := quotas.New(quotas.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BrokerID, cfg.Buckets = "cell-1-b1", buckets
+	adm, err := admission.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm, buckets
 }
 
 // produceLatency answers how many produces sluice_kafka_request_seconds
