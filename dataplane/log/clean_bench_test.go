@@ -104,7 +104,7 @@ func BenchmarkRecut(b *testing.B) {
 	ref, tmpl := filepath.Join(b.TempDir(), "ref"), filepath.Join(b.TempDir(), "template")
 	write(ref, 1<<20)
 	write(tmpl, 3<<19)
-	lr := reopen(b, Config{Dir: ref, SegmentBytes: 1 << 20, Compacted: true})
+	lr := openLog(b, Config{Dir: ref, SegmentBytes: 1 << 20, Compacted: true})
 	bases, err := lr.Boundaries(0, lr.ClosedEnd())
 	if err != nil {
 		b.Fatal(err)

@@ -79,7 +79,7 @@ func TestCleanCheckpointSameBytes(t *testing.T) {
 		cfg := cleanConfig(t, filepath.Join(t.TempDir(), v.name))
 		copyDir(t, a.Dir, cfg.Dir)
 		v.ck(filepath.Join(cfg.Dir, cleanCheckpointName))
-		copies[v.name] = reopen(t, cfg)
+		copies[v.name] = openLog(t, cfg)
 	}
 	if got := copies["checkpoint"].CleanedTo(); got != first.End {
 		t.Fatalf("reopened with its checkpoint: CleanedTo %d, want %d", got, first.End)
@@ -113,7 +113,7 @@ func TestCleanCheckpointSameBytes(t *testing.T) {
 	last := decisions[len(decisions)-1]
 	sums := dirSums(t, a.Dir)
 	la.Close()
-	lr := reopen(t, a)
+	lr := openLog(t, a)
 	for _, l := range []*Log{copies["lost"], lr} {
 		res := clean(l, last)
 		if !res.Skipped || res.BytesRead != 0 || res.BytesWritten != 0 || res.End != last.UpTo {
@@ -163,7 +163,7 @@ func TestCleanCheckpointDropped(t *testing.T) {
 		t.Fatalf("a truncation above the cleaned point removed the checkpoint: %v", err)
 	}
 	l.Close()
-	l = reopen(t, cfg)
+	l = openLog(t, cfg)
 	if got := l.CleanedTo(); got != res.End {
 		t.Fatalf("after a truncation above it and a restart: CleanedTo %d, want %d", got, res.End)
 	}
@@ -276,5 +276,5 @@ func TestCleanLeavesUnchangedSegments(t *testing.T) {
 	}
 	checkRecords(t, logRecords(t, l), h.model(math.MinInt64))
 	l.Close()
-	checkRecords(t, logRecords(t, reopen(t, cfg)), h.model(math.MinInt64))
+	checkRecords(t, logRecords(t, openLog(t, cfg)), h.model(math.MinInt64))
 }

@@ -55,7 +55,7 @@ func TestCleanCrash(t *testing.T) {
 	oldSums := dirSums(t, tmpl)
 	ref := filepath.Join(t.TempDir(), "ref")
 	copyDir(t, tmpl, ref)
-	lr := reopen(t, cleanConfig(t, ref))
+	lr := openLog(t, cleanConfig(t, ref))
 	res, err := lr.Clean(context.Background(), cleanCrashParams(h, upTo))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func crashAtEveryStep(t *testing.T, test, mode, tmpl string, check func(at int, 
 				resumed++
 			}
 		}
-		l := reopen(t, cleanConfig(t, dir))
+		l := openLog(t, cleanConfig(t, dir))
 		if check(at, dir, l) {
 			olds++
 		} else {

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -231,16 +230,6 @@ func copyDir(t testing.TB, src, dst string) {
 		in.Close()
 		out.Close()
 	}
-}
-
-func reopen(t testing.TB, cfg Config) *Log {
-	t.Helper()
-	l, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -77,6 +77,23 @@ func commitCleanSwap(dir string, entries []swapEntry) error {
 	return SyncDir(dir)
 }
 
+// swapFiles commits entries and applies them, under the writer lock of
+// a cleaning or a re-cut; a failure of either fails the log.
+func (l *Log) swapFiles(entries []swapEntry) error {
+	hook("commit")
+	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
+		l.fail(err)
+		return err
+	}
+	hook("committed")
+	if err := applyCleanSwap(l.cfg.Dir); err != nil {
+		l.fail(err)
+		return err
+	}
+	hook("swapped")
+	return nil
+}
+
 // cleanHook, when set by a test, is called at each step of a swap; the
 // crash tests exit the process there.
 var cleanHook func(step string)
@@ -174,11 +191,8 @@ func (l *Log) finishCleanSwap() error { return applyCleanSwap(l.cfg.Dir) }
 func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *CleanResult) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if err := l.stillPicked(segs, gen); err != nil {
+	if err := l.beginSwap(segs, gen, "cleaned"); err != nil {
 		return err
-	}
-	if err := l.fence(); err != nil { // journal.go: files are replaced
-		return fmt.Errorf("swap cleaned segments: %w", err)
 	}
 	var entries []swapEntry
 	for i, cs := range segs {
@@ -191,17 +205,9 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *Clea
 		}
 		entries = append(entries, e)
 	}
-	hook("commit")
-	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
-		l.fail(err)
+	if err := l.swapFiles(entries); err != nil {
 		return err
 	}
-	hook("committed")
-	if err := applyCleanSwap(l.cfg.Dir); err != nil {
-		l.fail(err)
-		return err
-	}
-	hook("swapped")
 	fresh := make([]*segment, 0, len(segs))
 	now := l.cfg.Now()
 	for _, cs := range segs {
@@ -252,6 +258,19 @@ func (l *Log) swapCleaned(segs []*cleanSeg, gen uint64, p CleanParams, res *Clea
 	}
 	l.cfg.Logger.Info("cleaned log segments", "dir", l.cfg.Dir, "segments", res.Segments, "removed", res.SegmentsRemoved,
 		"bytes_before", res.BytesBefore, "bytes_after", res.BytesAfter, "passes", res.Passes)
+	return nil
+}
+
+// beginSwap, under the writer lock, checks that the log still starts with
+// segs as of generation gen (stillPicked) and fences the journal, since
+// files are about to be replaced (journal.go); what names the rewrite.
+func (l *Log) beginSwap(segs []*cleanSeg, gen uint64, what string) error {
+	if err := l.stillPicked(segs, gen); err != nil {
+		return err
+	}
+	if err := l.fence(); err != nil {
+		return fmt.Errorf("swap %s segments: %w", what, err)
+	}
 	return nil
 }
 

@@ -63,7 +63,7 @@ func TestCleanKeepsNewestPerKey(t *testing.T) {
 	}
 	checkGapReads(t, l, want)
 	l.Close()
-	l2 := reopen(t, cfg)
+	l2 := openLog(t, cfg)
 	if l2.Recovery().Cut() {
 		t.Fatalf("reopen cut the compacted log: %+v", l2.Recovery())
 	}
@@ -217,13 +217,13 @@ func TestCleanDeterministic(t *testing.T) {
 	}
 	// Half the tombstones expire.
 	p := CleanParams{UpTo: next, Now: h.endTS() + 1, DeleteRetention: time.Duration(h.endTS()-h.ts0) * time.Millisecond / 2}
-	la := reopen(t, a)
+	la := openLog(t, a)
 	ra, err := la.Clean(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.MaxMapBytes, p.BytesPerSecond = 8<<10, 64<<20
-	lb := reopen(t, b)
+	lb := openLog(t, b)
 	rb, err := lb.Clean(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +418,7 @@ func TestCleanDirtyMapSameBytes(t *testing.T) {
 	} {
 		copyDir(t, a.Dir, b.Dir)
 		os.Remove(filepath.Join(b.Dir, cleanCheckpointName)) // as before the checkpoint was kept
-		lb := reopen(t, b)
+		lb := openLog(t, b)
 		ra, err := la.Clean(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)

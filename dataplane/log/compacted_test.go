@@ -65,7 +65,7 @@ func TestCompactedMarkOutlivesPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Compacted = false
-	l = reopen(t, cfg)
+	l = openLog(t, cfg)
 	if rep := l.Recovery(); rep.Cut() || l.NextOffset() != next {
 		t.Fatalf("recovery cut a compacted log: %+v, next %d want %d", rep, l.NextOffset(), next)
 	}
@@ -102,7 +102,7 @@ func TestCleanComposes(t *testing.T) {
 		copyDir(t, src, dir)
 		c := cfg
 		c.Dir = dir
-		l := reopen(t, c)
+		l := openLog(t, c)
 		steps := []CleanParams{first, second}
 		if i == 1 {
 			steps = steps[1:]

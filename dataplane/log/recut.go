@@ -289,11 +289,8 @@ func removeRecutOutputs(dir string, outs []recutOut) {
 func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutOut, res *RecutResult) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if err := l.stillPicked(segs, gen); err != nil {
+	if err := l.beginSwap(segs, gen, "re-cut"); err != nil {
 		return err
-	}
-	if err := l.fence(); err != nil { // journal.go: files are replaced
-		return fmt.Errorf("swap re-cut segments: %w", err)
 	}
 	var entries []swapEntry
 	fresh := map[int64]bool{}
@@ -306,17 +303,9 @@ func (l *Log) swapRecut(segs []*cleanSeg, keep []bool, gen uint64, outs []recutO
 			entries = append(entries, swapEntry{base: cs.seg.base, file: swapNoFile})
 		}
 	}
-	hook("commit")
-	if err := commitCleanSwap(l.cfg.Dir, entries); err != nil {
-		l.fail(err)
+	if err := l.swapFiles(entries); err != nil {
 		return err
 	}
-	hook("committed")
-	if err := applyCleanSwap(l.cfg.Dir); err != nil {
-		l.fail(err)
-		return err
-	}
-	hook("swapped")
 	now := l.cfg.Now()
 	newSegs := make([]*segment, 0, len(outs)+len(segs))
 	for i, cs := range segs {

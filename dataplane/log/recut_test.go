@@ -129,7 +129,7 @@ func TestRecutIdenticalReplicas(t *testing.T) {
 	}
 	cfg := b.cfg
 	b.Close()
-	b = reopen(t, cfg)
+	b = openLog(t, cfg)
 	sameSums("after reopening")
 	checkRecords(t, logRecords(t, b), newestPerKey(keptFrom))
 }
@@ -174,7 +174,7 @@ func TestRecutCrash(t *testing.T) {
 	l.Close()
 	oldSums := dirSums(t, tmpl)
 	ref.Close()
-	if _, err := reopen(t, ref.cfg).Recut(context.Background(), bases, 0); err != nil {
+	if _, err := openLog(t, ref.cfg).Recut(context.Background(), bases, 0); err != nil {
 		t.Fatal(err)
 	}
 	newSums := dirSums(t, ref.cfg.Dir)
