@@ -59,27 +59,32 @@ func Catalogued(err error) *catalog.Error {
 		return catalog.NotEnoughReplicas.Wrap(err, noQuorumMessage)
 	case errors.Is(err, ErrNotLeader), errors.As(err, &ln):
 		return catalog.NotLeader.Wrap(err, "")
-	case errors.Is(err, log.ErrOffsetOutOfRange):
-		return catalog.OffsetOutOfRange.Wrap(err, "")
-	case errors.Is(err, log.ErrBatchTooLarge):
-		return catalog.MessageTooLarge.Wrap(err, "")
-	case errors.Is(err, log.ErrKeylessRecord):
-		return catalog.InvalidRecord.Wrap(err, "the topic is compacted (cleanup.policy includes compact): every record needs a key, and this batch has a record without one; nothing of it was appended")
-	case errors.Is(err, log.ErrCorruptBatch):
-		return catalog.CorruptMessage.Wrap(err, "the record batch failed its length, CRC or record-count check")
-	case errors.Is(err, log.ErrInvalidMagic):
-		return catalog.CorruptMessage.Wrap(err, "the record batch is not magic v2")
-	case errors.Is(err, log.ErrControlBatch):
-		return catalog.CorruptMessage.Wrap(err, "clients may not produce control batches")
-	case errors.Is(err, records.ErrCorrupt):
-		return catalog.CorruptMessage.Wrap(err, "a record in the batch is malformed")
-	case errors.Is(err, context.DeadlineExceeded):
-		return catalog.RequestTimedOut.Wrap(err, "")
-	case errors.Is(err, context.Canceled):
-		return catalog.Unavailable.Wrap(err, "the broker is shutting down or the client went away")
-	default:
-		return catalog.Internal.Wrap(err, "")
 	}
+	for _, c := range causes {
+		if errors.Is(err, c.err) {
+			return c.entry.Wrap(err, c.msg)
+		}
+	}
+	return catalog.Internal.Wrap(err, "")
+}
+
+// causes are the partition layer's sentinel errors, each with the
+// catalogue entry and message (empty: the entry's description) the caller
+// gets for it; the first that matches wins.
+var causes = []struct {
+	err   error
+	entry *catalog.Entry
+	msg   string
+}{
+	{log.ErrOffsetOutOfRange, catalog.OffsetOutOfRange, ""},
+	{log.ErrBatchTooLarge, catalog.MessageTooLarge, ""},
+	{log.ErrKeylessRecord, catalog.InvalidRecord, "the topic is compacted (cleanup.policy includes compact): every record needs a key, and this batch has a record without one; nothing of it was appended"},
+	{log.ErrCorruptBatch, catalog.CorruptMessage, "the record batch failed its length, CRC or record-count check"},
+	{log.ErrInvalidMagic, catalog.CorruptMessage, "the record batch is not magic v2"},
+	{log.ErrControlBatch, catalog.CorruptMessage, "clients may not produce control batches"},
+	{records.ErrCorrupt, catalog.CorruptMessage, "a record in the batch is malformed"},
+	{context.DeadlineExceeded, catalog.RequestTimedOut, ""},
+	{context.Canceled, catalog.Unavailable, "the broker is shutting down or the client went away"},
 }
 
 // noQuorum reports whether err is a not-leader error of a partition whose

@@ -32,6 +32,7 @@ func TestCatalogued(t *testing.T) {
 		{"another layer's not leader", fmt.Errorf("produce: %w", otherNotLeader{}), catalog.NotLeader.Code},
 		{"offset out of range", log.ErrOffsetOutOfRange, catalog.OffsetOutOfRange.Code},
 		{"batch too large", log.ErrBatchTooLarge, catalog.MessageTooLarge.Code},
+		{"keyless record in a compacted topic", log.ErrKeylessRecord, catalog.InvalidRecord.Code},
 		{"corrupt batch", log.ErrCorruptBatch, catalog.CorruptMessage.Code},
 		{"not magic v2", log.ErrInvalidMagic, catalog.CorruptMessage.Code},
 		{"control batch", log.ErrControlBatch, catalog.CorruptMessage.Code},
