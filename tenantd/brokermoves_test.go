@@ -112,23 +112,13 @@ func TestPeerCAPEMRefusesNonCA(t *testing.T) {
 // from the config file or the flag (0 unlimited) into the broker's
 // config, and a negative one is refused.
 func TestBrokerMirrorRateConfig(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		args []string
-		want int64
-	}{
+	mirrorRate := func(c Config) (int64, int64) { return c.MirrorRate, brokerConfigOf(c).MirrorRate }
+	testBrokerSettings(t, "mirror rate", mirrorRate, []brokerSettingCase[int64]{
 		{"default", nil, replicas.DefaultMirrorRate},
 		{"unlimited", []string{"-mirror-rate", "0"}, 0},
 		{"file", []string{"-config", configFile(t, `{"mirror_rate": 4096}`)}, 4096},
 		{"flag over file", []string{"-config", configFile(t, `{"mirror_rate": 4096}`), "-mirror-rate", "1048576"}, 1 << 20},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := loadBrokerConfig(tc.args...)
-			if err != nil || cfg.MirrorRate != tc.want || brokerConfigOf(cfg).MirrorRate != tc.want {
-				t.Fatalf("mirror rate %d (broker %d), want %d: %v", cfg.MirrorRate, brokerConfigOf(cfg).MirrorRate, tc.want, err)
-			}
-		})
-	}
+	})
 	if _, err := loadBrokerConfig("-mirror-rate", "-5"); err == nil || !strings.Contains(err.Error(), "mirror rate") {
 		t.Fatalf("a negative mirror rate: %v, want refused", err)
 	}

@@ -105,6 +105,30 @@ func loadBrokerConfig(extra ...string) (Config, error) {
 	return loadConfig("broker", brokerArgs(extra...), func(string) string { return "" })
 }
 
+// brokerSettingCase is a broker's extra flags and the value one setting
+// takes from them.
+type brokerSettingCase[T comparable] struct {
+	name string
+	args []string
+	want T
+}
+
+// testBrokerSettings loads each case's broker config and checks that the
+// setting what, read by get from the loaded config and from the broker's
+// config built from it, is the case's value in both.
+func testBrokerSettings[T comparable](t *testing.T, what string, get func(Config) (loaded, broker T), cases []brokerSettingCase[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadBrokerConfig(tc.args...)
+			loaded, broker := get(cfg)
+			if err != nil || loaded != tc.want || broker != tc.want {
+				t.Fatalf("%s %v (broker %v), want %v: %v", what, loaded, broker, tc.want, err)
+			}
+		})
+	}
+}
+
 // peerFiles writes real peer credentials for Raft server id into a temp
 // dir and returns the flags naming them.
 func peerFiles(t *testing.T, id string) []string {
