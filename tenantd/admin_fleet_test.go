@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -105,12 +104,7 @@ func TestAdminFleet(t *testing.T) {
 	if _, err := noURL("pools", "list"); err == nil || !strings.Contains(err.Error(), "SLUICE_ENDPOINT or -api") {
 		t.Errorf("admin without a control plane URL: %v", err)
 	}
-	// A command's help needs neither a control plane nor a key.
-	var help bytes.Buffer
-	if err := admin(ctx, []string{"brokers", "create", "-h"}, &help, func(string) string { return "" }); err != nil ||
-		!strings.Contains(help.String(), "brokers create BROKER_ID -cell CELL_ID -node-id N") {
-		t.Errorf("brokers create -h without a control plane: %v\n%s", err, help.String())
-	}
+	wantHelp(ctx, t, "brokers create BROKER_ID -cell CELL_ID -node-id N", "brokers", "create", "-h")
 }
 
 // TestRegisterBroker: a broker registers itself with its cell key (the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"regexp"
@@ -102,11 +101,7 @@ func TestAdminMoves(t *testing.T) {
 			}
 		})
 	}
-	var help bytes.Buffer
-	if err := admin(ctx, []string{"moves", "start", "-h"}, &help, func(string) string { return "" }); err != nil ||
-		!strings.Contains(help.String(), "moves start [-cell C] -topic TOPIC_ID|__offsets -partition N -replicas") {
-		t.Errorf("moves start -h: %v\n%s", err, help.String())
-	}
+	wantHelp(ctx, t, "moves start [-cell C] -topic TOPIC_ID|__offsets -partition N -replicas", "moves", "start", "-h")
 }
 
 // TestAdminMovesFailed: a failed move shows its failure in moves show and

@@ -143,3 +143,13 @@ func adminCommands(ctx context.Context, t *testing.T, url, id, secret string) (r
 	}
 	return run, mustRun
 }
+
+// wantHelp checks that tenantd admin args, a command's -h, prints want
+// with neither a control plane nor a key.
+func wantHelp(ctx context.Context, t *testing.T, want string, args ...string) {
+	t.Helper()
+	var help bytes.Buffer
+	if err := admin(ctx, args, &help, func(string) string { return "" }); err != nil || !strings.Contains(help.String(), want) {
+		t.Errorf("%s without a control plane: %v\n%s", strings.Join(args, " "), err, help.String())
+	}
+}
