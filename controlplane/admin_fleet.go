@@ -132,10 +132,11 @@ func only[T any](what string, items []T, err error) (T, error) {
 }
 
 // mustExist refuses with NotFound ("no such what") unless table has a row
-// with the id: the parent a new pool member or cell member names.
-func mustExist(ctx context.Context, tx pgx.Tx, table, id, what string) error {
+// with the id: the parent a new pool member or cell member names, or the
+// tenant or cell a request's path names.
+func mustExist(ctx context.Context, q querier, table, id, what string) error {
 	var ok bool
-	err := tx.QueryRow(ctx, `SELECT true FROM `+table+` WHERE id = $1`, id).Scan(&ok)
+	err := q.QueryRow(ctx, `SELECT true FROM `+table+` WHERE id = $1`, id).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.NotFound.New("no such " + what)
 	}
@@ -208,11 +209,8 @@ func (s *Server) adminCreateBroker(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := validFleetID("broker", req.ID); err != nil {
+	if err := validBroker(req.ID, req.NodeID); err != nil {
 		return err
-	}
-	if req.NodeID < 1 || req.NodeID > 1<<20 {
-		return catalog.InvalidRequest.New("node_id must be from 1 to 1048576")
 	}
 	ctx := c.Request().Context()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -333,11 +331,8 @@ func (s *Server) cellRegisterBroker(c echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
-	if err := validFleetID("broker", id); err != nil {
+	if err := validBroker(id, r.NodeID); err != nil {
 		return err
-	}
-	if r.NodeID < 1 || r.NodeID > 1<<20 {
-		return catalog.InvalidRequest.New("node_id must be from 1 to 1048576")
 	}
 	p := &principal{kind: "api_key", keyID: "cell-key@" + cell}
 	ctx := c.Request().Context()

@@ -37,10 +37,7 @@ func (s *Server) adminCreateCellKey(c echo.Context) error {
 	cell := c.Param("id")
 	id, secret := credential.NewCellKey()
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM cells WHERE id = $1`, cell).Scan(&ok); errors.Is(err, pgx.ErrNoRows) {
-			return catalog.NotFound.New("no such cell")
-		} else if err != nil {
+		if err := mustExist(ctx, tx, "cells", cell, "cell"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO cell_keys (id, cell_id, secret_hash) VALUES ($1, $2, $3)`,

@@ -24,12 +24,8 @@ func (s *Server) adminRevokeTenantKey(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	tenantID, keyID := c.Param("id"), c.Param("key")
-	var exists bool
-	if err := s.db.QueryRow(ctx, `SELECT true FROM tenants WHERE id = $1`, tenantID).Scan(&exists); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return catalog.NotFound.New("no such tenant")
-		}
-		return dbError("load tenant", err)
+	if err := mustExist(ctx, s.db, "tenants", tenantID, "tenant"); err != nil {
+		return txError("load tenant", err)
 	}
 	var k api.APIKey
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {

@@ -35,11 +35,7 @@ func (s *Server) adminSetThrottle(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT true FROM tenants WHERE id = $1`, id).Scan(&exists); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return catalog.NotFound.New("no such tenant")
-			}
+		if err := mustExist(ctx, tx, "tenants", id, "tenant"); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO tenant_throttles (tenant_id, produce_bytes_per_sec, produce_messages_per_sec,

@@ -29,6 +29,18 @@ func validFleetID(kind, id string) error {
 	return nil
 }
 
+// validBroker checks a broker's id and node id, as an operator creates the
+// broker or the broker registers itself.
+func validBroker(id string, nodeID int) error {
+	if err := validFleetID("broker", id); err != nil {
+		return err
+	}
+	if nodeID < 1 || nodeID > 1<<20 {
+		return catalog.InvalidRequest.New("node_id must be from 1 to 1048576")
+	}
+	return nil
+}
+
 func normalizeEmail(email string) (string, error) {
 	email = strings.TrimSpace(strings.ToLower(email))
 	a, err := mail.ParseAddress(email)
