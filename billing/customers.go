@@ -36,17 +36,11 @@ func (r *Reporter) createCustomers(ctx context.Context) (int, error) {
 		tenant   string
 		attempts int
 	}
-	var todo []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.tenant, &d.attempts); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("read customer outbox: %w", err)
-		}
-		todo = append(todo, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	todo, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (d due, err error) {
+		err = row.Scan(&d.tenant, &d.attempts)
+		return d, err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("read customer outbox: %w", err)
 	}
 	created := 0

@@ -26,13 +26,19 @@ func newLedger(t *testing.T) *billing.Ledger {
 
 var hour0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-func rec(t *testing.T, node int, boot string, seq int64, entries ...billing.Entry) json.RawMessage {
+// encode is r as a broker writes it into a usage partition.
+func encode(t *testing.T, r billing.Record) json.RawMessage {
 	t.Helper()
-	b, err := json.Marshal(billing.Record{Version: 1, Node: node, Boot: boot, Seq: seq, Entries: entries})
+	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func rec(t *testing.T, node int, boot string, seq int64, entries ...billing.Entry) json.RawMessage {
+	t.Helper()
+	return encode(t, billing.Record{Version: 1, Node: node, Boot: boot, Seq: seq, Entries: entries})
 }
 
 func e(tenant, topic, meter string, hour time.Time, v int64) billing.Entry {
@@ -182,11 +188,7 @@ func TestShipBatchOnce(t *testing.T) {
 	other := batch
 	other.Base = 43
 	mk := func(node int, seq int64, bs ...billing.Batch) json.RawMessage {
-		b, err := json.Marshal(billing.Record{Version: 1, Node: node, Boot: "b", Seq: seq, Batches: bs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return encode(t, billing.Record{Version: 1, Node: node, Boot: "b", Seq: seq, Batches: bs})
 	}
 	ship := func(from int64, recs ...json.RawMessage) {
 		t.Helper()
@@ -261,7 +263,7 @@ func TestPrune(t *testing.T) {
 	l := newLedger(t)
 	ctx := context.Background()
 	b := billing.Batch{Tenant: "t1", Topic: "tp", Base: 1, Hour: hour0.Unix(), Bytes: 10, Messages: 1}
-	raw, _ := json.Marshal(billing.Record{Version: 1, Node: 1, Boot: "b", Seq: 1, Batches: []billing.Batch{b}})
+	raw := encode(t, billing.Record{Version: 1, Node: 1, Boot: "b", Seq: 1, Batches: []billing.Batch{b}})
 	if _, err := l.Ship(ctx, billing.Shipment{Cell: "c1", Partition: 1, From: 0, Next: 1, Records: []json.RawMessage{raw}}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Query selects ledger rows.
@@ -56,17 +58,13 @@ func (l *Ledger) Usage(ctx context.Context, q Query) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("query usage: %w", err)
 	}
-	defer rows.Close()
-	var out []Row
-	for rows.Next() {
-		var r Row
-		if err := rows.Scan(&r.Tenant, &r.TopicID, &r.Topic, &r.Meter, &r.Start, &r.Value); err != nil {
-			return nil, fmt.Errorf("read usage: %w", err)
-		}
+	// A query that matches nothing answers nil, not an empty slice.
+	out, err := pgx.AppendRows([]Row(nil), rows, func(row pgx.CollectableRow) (r Row, err error) {
+		err = row.Scan(&r.Tenant, &r.TopicID, &r.Topic, &r.Meter, &r.Start, &r.Value)
 		r.Start = r.Start.UTC()
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return r, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read usage: %w", err)
 	}
 	return out, nil

@@ -11,11 +11,7 @@ import (
 
 func rangeRec(t *testing.T, node int, boot string, seq int64, ranges ...billing.Range) json.RawMessage {
 	t.Helper()
-	b, err := json.Marshal(billing.Record{Version: 2, Node: node, Boot: boot, Seq: seq, Ranges: ranges})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return encode(t, billing.Record{Version: 2, Node: node, Boot: boot, Seq: seq, Ranges: ranges})
 }
 
 func rg(part int32, end int64, hour time.Time, bytes, msgs int64) billing.Range {

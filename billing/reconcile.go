@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Difference is one (tenant, meter, hour) where what was sent to Stripe
@@ -46,17 +48,13 @@ func (l *Ledger) Reconcile(ctx context.Context, since, now time.Time, closeAfter
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	defer rows.Close()
-	out := []Difference{}
-	for rows.Next() {
-		var d Difference
-		if err := rows.Scan(&d.Tenant, &d.Meter, &d.Hour, &d.Ledger, &d.Outbox, &d.State, &d.Reason); err != nil {
-			return nil, fmt.Errorf("reconcile: %w", err)
-		}
+	// No rows is an empty list, not nil: the JSON says [].
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (d Difference, err error) {
+		err = row.Scan(&d.Tenant, &d.Meter, &d.Hour, &d.Ledger, &d.Outbox, &d.State, &d.Reason)
 		d.Hour = d.Hour.UTC()
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		return d, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	return out, nil

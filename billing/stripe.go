@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	stripe "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
@@ -211,17 +212,11 @@ func (r *Reporter) send(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
 	}
-	var todo []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.tenant, &d.meter, &d.hour, &d.value, &d.id, &d.attempts, &d.first); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("read outbox: %w", err)
-		}
-		todo = append(todo, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	todo, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (d due, err error) {
+		err = row.Scan(&d.tenant, &d.meter, &d.hour, &d.value, &d.id, &d.attempts, &d.first)
+		return d, err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("read outbox: %w", err)
 	}
 	sent := 0
