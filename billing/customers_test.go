@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
@@ -73,7 +74,7 @@ func TestSignupCustomerThroughOutbox(t *testing.T) {
 
 	gate := &stripeGate{next: http.DefaultTransport, down: true}
 	clock := time.Now()
-	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: startStripeMock(t),
+	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: testkit.StripeMock(t),
 		HTTPClient: &http.Client{Transport: gate, Timeout: 10 * time.Second}, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)

@@ -5,12 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,44 +14,6 @@ import (
 	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/contract/testkit"
 )
-
-// startStripeMock runs stripe-mock v0.203.0 from .cache/bin (installed by
-// `make tools`, .ci/tools.d/stripe-mock.sh) on free loopback ports and
-// returns its HTTP URL.
-func startStripeMock(t *testing.T) string {
-	t.Helper()
-	bin, err := filepath.Abs("../.cache/bin/stripe-mock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("stripe-mock is not installed (%v): run `make tools`", err)
-	}
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	httpAddr, httpsAddr := free(), free()
-	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	testkit.WaitForState(t, 30*time.Second, "stripe-mock to listen on "+httpAddr, func() (bool, string) {
-		c, err := net.Dial("tcp", httpAddr)
-		if err != nil {
-			return false, err.Error()
-		}
-		c.Close()
-		return true, ""
-	})
-	return "http://" + httpAddr
-}
 
 // recorder keeps the meter events that reached stripe-mock, and can lose
 // the answer to the next one after it was delivered: a worker killed
@@ -124,7 +82,7 @@ func TestStripeOneEventPerClosedHour(t *testing.T) {
 
 	rec := &recorder{next: http.DefaultTransport, loseNext: true}
 	var clock time.Time = now
-	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: startStripeMock(t),
+	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: testkit.StripeMock(t),
 		HTTPClient: &http.Client{Transport: rec, Timeout: 10 * time.Second}, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/billing"
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // windowProxy stands between the reporter and stripe-mock: it loses the
@@ -97,7 +98,7 @@ func TestStripeResendWindow(t *testing.T) {
 		refuse: map[string]bool{id(3): true}, summary: map[int64]float64{h(0).Unix(): 120, h(2).Unix(): 5},
 		broken: map[int64]bool{h(4).Unix(): true}, events: map[string]int{}, asked: map[int64]int{}}
 	clock := h(6)
-	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: startStripeMock(t),
+	r, err := billing.NewReporter(billing.StripeConfig{DB: l.DB, Key: "sk_test_123", URL: testkit.StripeMock(t),
 		HTTPClient: &http.Client{Transport: p, Timeout: 10 * time.Second}, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
