@@ -682,17 +682,11 @@ func (c *Coordinator) ListGroups(tenantID string) ([]GroupSummary, error) {
 		return nil, err
 	}
 	var out []GroupSummary
-	for _, sh := range c.shards {
-		sh.mu.Lock()
-		if _, err := c.ready(sh); err == nil {
-			for k, g := range sh.groups {
-				if k.tenant == tenantID && !g.empty() {
-					out = append(out, GroupSummary{Group: g.name, ProtocolType: g.protocolType, State: g.state})
-				}
-			}
+	c.eachGroup(func(k gkey, g *group) {
+		if k.tenant == tenantID && !g.empty() {
+			out = append(out, GroupSummary{Group: g.name, ProtocolType: g.protocolType, State: g.state})
 		}
-		sh.mu.Unlock()
-	}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
 }
@@ -723,23 +717,17 @@ func (c *Coordinator) DescribeGroup(tenantID, group string) (GroupDescription, e
 // protocol in them is the caller's business.
 func (c *Coordinator) AllGroups() []GroupSnapshot {
 	var out []GroupSnapshot
-	for _, sh := range c.shards {
-		sh.mu.Lock()
-		if _, err := c.ready(sh); err == nil {
-			for k, g := range sh.groups {
-				if g.empty() {
-					continue
-				}
-				s := GroupSnapshot{TenantID: k.tenant, GroupDescription: g.describe(),
-					Offsets: make(map[TopicPartition]Committed, len(g.offsets))}
-				for tp, o := range g.offsets {
-					s.Offsets[tp] = o
-				}
-				out = append(out, s)
-			}
+	c.eachGroup(func(k gkey, g *group) {
+		if g.empty() {
+			return
 		}
-		sh.mu.Unlock()
-	}
+		s := GroupSnapshot{TenantID: k.tenant, GroupDescription: g.describe(),
+			Offsets: make(map[TopicPartition]Committed, len(g.offsets))}
+		for tp, o := range g.offsets {
+			s.Offsets[tp] = o
+		}
+		out = append(out, s)
+	})
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].TenantID != out[j].TenantID {
 			return out[i].TenantID < out[j].TenantID
@@ -753,16 +741,24 @@ func (c *Coordinator) AllGroups() []GroupSnapshot {
 // coordinates, of every tenant, for lag reporting.
 func (c *Coordinator) AllCommitted() []CommittedOffset {
 	var out []CommittedOffset
+	c.eachGroup(func(k gkey, g *group) {
+		for tp, o := range g.offsets {
+			out = append(out, CommittedOffset{TenantID: k.tenant, Group: k.group, TopicPartition: tp, Committed: o})
+		}
+	})
+	return out
+}
+
+// eachGroup calls fn for every group of the shards this broker has
+// loaded and leads, each shard's lock held while fn runs on its groups.
+func (c *Coordinator) eachGroup(fn func(k gkey, g *group)) {
 	for _, sh := range c.shards {
 		sh.mu.Lock()
 		if _, err := c.ready(sh); err == nil {
 			for k, g := range sh.groups {
-				for tp, o := range g.offsets {
-					out = append(out, CommittedOffset{TenantID: k.tenant, Group: k.group, TopicPartition: tp, Committed: o})
-				}
+				fn(k, g)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return out
 }
