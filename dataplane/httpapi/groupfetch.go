@@ -118,13 +118,7 @@ func (s *Server) groupFetch(c echo.Context) error {
 		return err
 	}
 	wait := min(time.Duration(req.MaxWaitMs)*time.Millisecond, s.cfg.MaxWait)
-	return s.onCoordinator(c, cl, group, raw, wait, func(coord *groups.Coordinator) error {
-		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-		if err != nil {
-			return err
-		}
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
+	return s.asMember(c, cl, group, raw, wait, req.MemberID, *req.Generation, func(coord *groups.Coordinator, sess *memberSession) error {
 		deadline := time.Now().Add(wait)
 		lastBeat := time.Now()
 		wake := make(chan struct{}, 1)

@@ -231,6 +231,20 @@ func (s *Server) member(ctx context.Context, coord *groups.Coordinator, cl *call
 	return nil, catalog.UnknownMember.New("")
 }
 
+// asMember runs fn on the group's coordinator (onCoordinator) with the
+// member's session (member), which stays locked while fn runs.
+func (s *Server) asMember(c echo.Context, cl *caller, group string, body []byte, wait time.Duration, member string, generation int32, fn func(*groups.Coordinator, *memberSession) error) error {
+	return s.onCoordinator(c, cl, group, body, wait, func(coord *groups.Coordinator) error {
+		sess, err := s.member(c.Request().Context(), coord, cl, group, member, generation)
+		if err != nil {
+			return err
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		return fn(coord, sess)
+	})
+}
+
 // onCoordinator runs fn on the group's coordinator: here, or by
 // forwarding the request (then fn does not run). When the coordinator
 // moves while fn runs (not_coordinator, coordinator_loading) the request

@@ -78,14 +78,8 @@ func (s *Server) nack(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	return s.onCoordinator(c, cl, group, raw, 0, func(coord *groups.Coordinator) error {
+	return s.asMember(c, cl, group, raw, 0, req.MemberID, *req.Generation, func(coord *groups.Coordinator, sess *memberSession) error {
 		ctx := c.Request().Context()
-		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-		if err != nil {
-			return err
-		}
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
 		tp := groups.TopicPartition{TopicID: t.ID, Partition: req.Partition}
 		assigned := false
 		for _, p := range sess.parts {

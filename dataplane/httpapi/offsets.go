@@ -58,14 +58,8 @@ func (s *Server) commit(c echo.Context) error {
 	if !cl.groupAllowed(group, authz.OpRead) {
 		return catalog.GroupAccessDenied.New("")
 	}
-	return s.onCoordinator(c, cl, group, raw, 0, func(coord *groups.Coordinator) error {
+	return s.asMember(c, cl, group, raw, 0, req.MemberID, *req.Generation, func(coord *groups.Coordinator, sess *memberSession) error {
 		ctx := c.Request().Context()
-		sess, err := s.member(ctx, coord, cl, group, req.MemberID, *req.Generation)
-		if err != nil {
-			return err
-		}
-		sess.mu.Lock()
-		defer sess.mu.Unlock()
 		commits := make([]groups.OffsetCommit, len(req.Offsets))
 		for i, o := range req.Offsets {
 			commits[i] = groups.OffsetCommit{TopicPartition: tps[i], Offset: o.Offset, LeaderEpoch: -1}
