@@ -17,3 +17,11 @@ func (s *Server) AfterDeadLetter(f func()) { s.afterDeadLetter.Store(&f) }
 // BeforeReadWrite makes f run between a read's answer computed and its
 // writing.
 func (s *Server) BeforeReadWrite(f func(*http.Request)) { s.beforeReadWrite.Store(&f) }
+
+// The publish request's types, for the package's black-box tests to
+// build requests with; openapi_test.go pins their JSON to the document.
+type (
+	PublishRequest = publishRequest
+	PublishMessage = publishMessage
+	JSONHeader     = jsonHeader
+)

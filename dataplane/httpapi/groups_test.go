@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/httpapi"
 )
 
 type joinResp struct {
@@ -23,16 +24,7 @@ type joinResp struct {
 }
 
 type fetchResp struct {
-	Messages []struct {
-		Topic           string `json:"topic"`
-		Partition       int32  `json:"partition"`
-		Offset          int64  `json:"offset"`
-		Key             []byte `json:"key"`
-		Value           []byte `json:"value"`
-		Headers         []hdr  `json:"headers"`
-		MessageID       string `json:"message_id"`
-		DeliveryAttempt int    `json:"delivery_attempt"`
-	} `json:"messages"`
+	Messages   []httpapi.Message `json:"messages"`
 	Partitions []struct {
 		Topic         string `json:"topic"`
 		Partition     int32  `json:"partition"`

@@ -9,28 +9,15 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/controlplane/cptest"
+	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/records"
 )
 
-type msg struct {
-	Key       []byte `json:"key"`
-	Value     []byte `json:"value"`
-	Headers   []hdr  `json:"headers,omitempty"`
-	Partition *int32 `json:"partition,omitempty"`
-	MessageID string `json:"message_id,omitempty"`
-}
-
-type hdr struct {
-	Key   string `json:"key"`
-	Value []byte `json:"value"`
-}
-
-type publishReq struct {
-	Messages      []msg  `json:"messages"`
-	ProducerID    *int64 `json:"producer_id,omitempty"`
-	ProducerEpoch *int16 `json:"producer_epoch,omitempty"`
-	BaseSequence  *int32 `json:"base_sequence,omitempty"`
-}
+type (
+	msg        = httpapi.PublishMessage
+	hdr        = httpapi.JSONHeader
+	publishReq = httpapi.PublishRequest
+)
 
 type publishResp struct {
 	Messages []struct {
@@ -42,18 +29,10 @@ type publishResp struct {
 }
 
 type readResp struct {
-	Messages []struct {
-		Partition   int32  `json:"partition"`
-		Offset      int64  `json:"offset"`
-		TimestampMs int64  `json:"timestamp_ms"`
-		Key         []byte `json:"key"`
-		Value       []byte `json:"value"`
-		Headers     []hdr  `json:"headers"`
-		MessageID   string `json:"message_id"`
-	} `json:"messages"`
-	NextOffset     int64 `json:"next_offset"`
-	HighWatermark  int64 `json:"high_watermark"`
-	LogStartOffset int64 `json:"log_start_offset"`
+	Messages       []httpapi.Message `json:"messages"`
+	NextOffset     int64             `json:"next_offset"`
+	HighWatermark  int64             `json:"high_watermark"`
+	LogStartOffset int64             `json:"log_start_offset"`
 }
 
 func ptr[T any](v T) *T { return &v }
