@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/celltest"
 	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/httpapi"
 	"github.com/sluicehq/sluice/dataplane/kafka"
@@ -115,20 +116,11 @@ func (b *broker) replica(topicID string, part int32) (*partition.Replica, bool) 
 	return m.Get(topicID, part)
 }
 
-// httpPartitions and kafkaPartitions adapt the replica manager, as tenantd does.
-type httpPartitions struct{ b *broker }
+// partitions adapts the replica manager for both front doors, as tenantd
+// does.
+type partitions struct{ b *broker }
 
-func (p httpPartitions) Get(topicID string, part int32) (httpapi.Partition, bool) {
-	r, ok := p.b.replica(topicID, part)
-	if !ok {
-		return nil, false
-	}
-	return r, true
-}
-
-type kafkaPartitions struct{ b *broker }
-
-func (p kafkaPartitions) Get(topicID string, part int32) (kafka.Partition, bool) {
+func (p partitions) Get(topicID string, part int32) (frontdoor.Partition, bool) {
 	r, ok := p.b.replica(topicID, part)
 	if !ok {
 		return nil, false
@@ -263,7 +255,7 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: kafkaPartitions{b},
+	ks, err := kafka.New(kafka.Config{Listener: kafkaLn, NodeID: b.node, State: syncer, Partitions: partitions{b},
 		ProducerIDs: c.ids, Groups: coord, Logger: c.logger, MaxFetchWait: 2 * time.Second, TLS: c.serverTLS})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +279,7 @@ func (c *cell) start(b *broker, tn *transport.Node, httpLn, kafkaLn net.Listener
 		admit, record = httpapi.AdmitWith(adm)
 	}
 	b.reg = prometheus.NewRegistry()
-	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, Registerer: b.reg, NodeID: b.node, State: syncer, Partitions: httpPartitions{b},
+	hs, err := httpapi.New(httpapi.Config{Listener: httpLn, Registerer: b.reg, NodeID: b.node, State: syncer, Partitions: partitions{b},
 		ProducerIDs: c.ids, Logger: c.logger, MaxBodyBytes: c.o.maxBodyBytes, MaxWait: 10 * time.Second,
 		Groups: coord, ControlPlane: client.New(c.cp.URL), RetryAttempts: c.o.retryAttempts,
 		RetryBackoff: c.o.retryBackoff, RetryMaxBackoff: c.o.retryMaxBackoff, Admit: admit, Record: record, PeerKey: c.peerKey,
