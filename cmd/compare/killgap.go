@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/internal/launch"
 )
 
 // leaderKiller is a system whose servers the kill-gap workload SIGKILLs.
@@ -73,37 +75,18 @@ func killOnce(ctx context.Context, s system, k leaderKiller, p syncPublisher, lo
 	var mu sync.Mutex
 	var acks []time.Time
 	var killed time.Time // zero until the kill
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pctx, cancel := context.WithTimeout(ctx, killGapLimit)
-			err := p.publish(pctx, value)
-			cancel()
-			if err == nil {
-				mu.Lock()
-				acks = append(acks, time.Now())
-				mu.Unlock()
-			}
-			if ctx.Err() != nil {
-				return
-			}
+	stop := launch.Repeat(func() bool {
+		pctx, cancel := context.WithTimeout(ctx, killGapLimit)
+		err := p.publish(pctx, value)
+		cancel()
+		if err == nil {
+			mu.Lock()
+			acks = append(acks, time.Now())
+			mu.Unlock()
 		}
-	}()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}()
+		return ctx.Err() == nil
+	})
+	defer stop()
 	if !pause(ctx, killGapBefore) {
 		return 0, ctx.Err()
 	}
@@ -136,8 +119,7 @@ func killOnce(ctx context.Context, s system, k leaderKiller, p syncPublisher, lo
 			return 0, ctx.Err()
 		}
 	}
-	close(stop)
-	<-done
+	stop()
 	mu.Lock()
 	gap := longestGap(acks)
 	mu.Unlock()

@@ -253,21 +253,7 @@ func (r *billingRun) startBilling(name string) *billingProc {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { p.Stop(15 * time.Second) })
-	err = launch.WaitFor(r.ctx, "billing "+name+" ready", 60*time.Second, func() error {
-		if err := p.Exited(); err != nil {
-			return err
-		}
-		resp, err := http.Get("http://" + addrs[0] + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := p.WaitOK(r.ctx, "billing "+name+" ready", "http://"+addrs[0]+"/readyz", 60*time.Second); err != nil {
 		r.t.Fatal(err)
 	}
 	return &billingProc{proc: p, metrics: "http://" + addrs[1] + "/metrics"}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,6 +66,25 @@ func (p *Proc) Exited() error {
 	default:
 		return nil
 	}
+}
+
+// WaitOK waits, as WaitFor does, until url answers 200 OK; once the
+// process has exited, its exit is the error each poll reports.
+func (p *Proc) WaitOK(ctx context.Context, what, url string, limit time.Duration) error {
+	return WaitFor(ctx, what, limit, func() error {
+		if err := p.Exited(); err != nil {
+			return err
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("get %s: %s", url, resp.Status)
+		}
+		return nil
+	})
 }
 
 // Signal sends sig to the process if it still runs.
@@ -142,5 +163,30 @@ func WaitFor(ctx context.Context, what string, limit time.Duration, cond func() 
 			return fmt.Errorf("%s: not within %v: %w", what, limit, errors.Join(err, ctx.Err()))
 		case <-tick.C:
 		}
+	}
+}
+
+// Repeat calls f over and over in a goroutine of its own until f returns
+// false or stop is called. stop waits for the call under way to return;
+// calling it again does nothing.
+func Repeat(f func() bool) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if !f() {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
 	}
 }

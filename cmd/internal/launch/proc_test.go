@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,5 +60,45 @@ func TestFreeAddrsDistinct(t *testing.T) {
 			t.Fatalf("addresses %v", addrs)
 		}
 		seen[a] = true
+	}
+}
+
+// Repeat calls f until stopped or until f returns false; stop returns
+// once the call under way has, and may be called again.
+func TestRepeat(t *testing.T) {
+	var calls, returned atomic.Int64
+	stop := Repeat(func() bool {
+		calls.Add(1)
+		time.Sleep(time.Millisecond) // a call under way when stop is called
+		returned.Add(1)
+		return true
+	})
+	if err := WaitFor(context.Background(), "a few calls", time.Minute, func() error {
+		if calls.Load() < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if c, r := calls.Load(), returned.Load(); c != r {
+		t.Fatalf("stop returned with a call under way: %d calls, %d returned", c, r)
+	}
+	stop()
+
+	var ended atomic.Int64
+	stop = Repeat(func() bool { return ended.Add(1) < 2 })
+	if err := WaitFor(context.Background(), "the call that returns false", time.Minute, func() error {
+		if ended.Load() < 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if n := ended.Load(); n != 2 {
+		t.Fatalf("f was called %d times, want 2: once more after it returned false", n)
 	}
 }

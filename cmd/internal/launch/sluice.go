@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -108,21 +107,7 @@ func StartControlPlane(ctx context.Context, tenantd, databaseURL, listen, dir, l
 	if err != nil {
 		return nil, err
 	}
-	err = WaitFor(ctx, "control plane healthy", 60*time.Second, func() error {
-		if err := cp.Proc.Exited(); err != nil {
-			return err
-		}
-		resp, err := http.Get(cp.URL + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("healthz: %s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := cp.Proc.WaitOK(ctx, "control plane healthy", cp.URL+"/healthz", 60*time.Second); err != nil {
 		cp.Proc.Stop(15 * time.Second)
 		return nil, err
 	}

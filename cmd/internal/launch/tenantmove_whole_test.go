@@ -82,26 +82,16 @@ func (w *groupWatch) member(ctx context.Context, c *procCell, group, sess string
 	}
 	g := c.kgo(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...), kgo.DisableAutoCommit(),
 		kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pctx, pcancel := context.WithTimeout(ctx, time.Second)
-			fs := g.PollFetches(pctx)
-			pcancel()
-			w.polled(sess, fs)
-			w.commit(ctx, g)
-		}
-	}()
+	stop := launch.Repeat(func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := g.PollFetches(pctx)
+		pcancel()
+		w.polled(sess, fs)
+		w.commit(ctx, g)
+		return true
+	})
 	return func() {
-		close(stop)
-		<-done
+		stop()
 		w.commit(ctx, g)
 		g.Close()
 	}
