@@ -1,8 +1,11 @@
 package launch_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,6 +124,24 @@ func (c *procCell) kgo(extra ...kgo.Opt) *kgo.Client {
 	}
 	c.t.Cleanup(cl.Close)
 	return cl
+}
+
+// dataAPI sends the tenant's request to path on broker 0's HTTP data API;
+// a body (nil for none) is JSON.
+func (c *procCell) dataAPI(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.specs[0].HTTP+path, r)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // createTopic creates topic, of parts partitions, for the cell's tenant.

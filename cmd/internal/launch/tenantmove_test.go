@@ -122,10 +122,7 @@ func TestTenantMoveUnderTraffic(t *testing.T) {
 	body := []byte(`{"messages":[{"key":"aw==","value":"YWZ0ZXIgdGhlIG1vdmU="}]}`)
 	var refused error
 	err := launch.WaitFor(ctx, "a publish through the old cell after the move", 30*time.Second, func() error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(body))
-		req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := c.dataAPI(ctx, http.MethodPost, "/v1/topics/"+topic+"/messages:publish", body)
 		if err != nil {
 			return err
 		}

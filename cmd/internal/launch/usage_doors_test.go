@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 )
 
@@ -24,10 +21,7 @@ func (c *usageCell) readHTTP(ctx context.Context, topic string, parts int, maxBy
 		off := int64(0)
 		err := launch.WaitFor(ctx, "http read of a partition", 60*time.Second, func() error {
 			for {
-				u := fmt.Sprintf("http://%s/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", c.specs[0].HTTP, topic, p, off, maxBytes)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-				req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := c.dataAPI(ctx, http.MethodGet, fmt.Sprintf("/v1/topics/%s/partitions/%d/messages?offset=%d&max_bytes=%d", topic, p, off, maxBytes), nil)
 				if err != nil {
 					return err
 				}
@@ -74,32 +68,7 @@ func TestBytesOutOneDefinitionForBothDoors(t *testing.T) {
 	c.produceKafka(ctx, topic, 0, n)
 	c.publishHTTP(ctx, topic, 0, m)
 
-	pool, err := pgxpool.New(ctx, c.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	l := billing.Ledger{DB: pool}
-	ledger := func(what string, want map[string]int64) {
-		t.Helper()
-		from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
-		var got map[string]int64
-		err := launch.WaitFor(ctx, what, 60*time.Second, func() error {
-			if got, err = l.Totals(ctx, c.tenant.ID, from, to); err != nil {
-				return err
-			}
-			for meter, v := range want {
-				if got[meter] != v {
-					return fmt.Errorf("%s: ledger %d, want %d", meter, got[meter], v)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("%s: %v (ledger %v, want %v)", what, err, got, want)
-		}
-		t.Logf("%s: ledger %v", what, got)
-	}
+	totals := c.ledgerTotals(ctx)
 
 	// Kafka: whole batches, from offset 0 to the high watermark.
 	kafkaBytes, kafkaMsgs := c.readAll(ctx, topic, parts)
@@ -108,11 +77,11 @@ func TestBytesOutOneDefinitionForBothDoors(t *testing.T) {
 	}
 	// Bytes in are the stored batches, which the Kafka read returned.
 	in := kafkaBytes
-	ledger("after the kafka read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": in, "messages_out": n + m})
+	waitTotals(ctx, t, totals, "after the kafka read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": in, "messages_out": n + m})
 
 	// HTTP: the same topic in pieces of at most 2 KB of batches.
 	if got := c.readHTTP(ctx, topic, parts, 2048); got != n+m {
 		t.Fatalf("http read %d messages, want %d", got, n+m)
 	}
-	ledger("after the http read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": 2 * in, "messages_out": 2 * (n + m)})
+	waitTotals(ctx, t, totals, "after the http read", map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": 2 * in, "messages_out": 2 * (n + m)})
 }

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluicehq/sluice/billing"
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 )
 
@@ -176,18 +174,12 @@ func TestStorageAndPartitionSeconds(t *testing.T) {
 
 	// The ledger once the last counts are flushed and shipped: unchanged
 	// for three flush intervals.
-	pool, err := pgxpool.New(ctx, c.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	l := billing.Ledger{DB: pool}
-	from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+	totals := c.ledgerTotals(ctx)
 	var got map[string]int64
 	var prev string
 	var stableSince time.Time
 	err = launch.WaitFor(ctx, "the ledger's storage settled", 60*time.Second, func() error {
-		if got, err = l.Totals(ctx, c.tenant.ID, from, to); err != nil {
+		if got, err = totals(); err != nil {
 			return err
 		}
 		now := fmt.Sprint(got["partition_seconds"], got["storage_byte_seconds"])

@@ -92,10 +92,7 @@ func (c *usageCell) publishHTTP(ctx context.Context, topic string, from, m int) 
 			b, _ := json.Marshal(struct {
 				Messages []msg `json:"messages"`
 			}{pending})
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.specs[0].HTTP+"/v1/topics/"+topic+"/messages:publish", bytes.NewReader(b))
-			req.SetBasicAuth(c.tenant.KeyID, c.tenant.Secret)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := c.dataAPI(ctx, http.MethodPost, "/v1/topics/"+topic+"/messages:publish", b)
 			if err != nil {
 				return err
 			}
@@ -252,27 +249,46 @@ func TestUsageExactAcrossCrashes(t *testing.T) {
 	}
 	want := map[string]int64{"bytes_in": in, "messages_in": n + m, "bytes_out": out + in, "messages_out": outMsgs + inMsgs}
 
+	waitTotals(ctx, t, c.ledgerTotals(ctx), "ledger equal to the traffic", want)
+}
+
+// ledgerTotals opens the billing ledger on the cell's database (the pool
+// closes when the test ends) and returns a reader of the tenant's totals
+// over the two days either side of now.
+func (c *usageCell) ledgerTotals(ctx context.Context) func() (map[string]int64, error) {
+	c.t.Helper()
 	pool, err := pgxpool.New(ctx, c.db.URL)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	defer pool.Close()
+	c.t.Cleanup(pool.Close)
 	l := billing.Ledger{DB: pool}
-	from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+	return func() (map[string]int64, error) {
+		from, to := time.Now().Add(-48*time.Hour), time.Now().Add(48*time.Hour)
+		return l.Totals(ctx, c.tenant.ID, from, to)
+	}
+}
+
+// waitTotals waits up to a minute until totals holds want for every meter
+// want names, and returns them; what names the wait.
+func waitTotals(ctx context.Context, t testing.TB, totals func() (map[string]int64, error), what string, want map[string]int64) map[string]int64 {
+	t.Helper()
 	var got map[string]int64
-	err = launch.WaitFor(ctx, "ledger equal to the traffic", 60*time.Second, func() error {
-		if got, err = l.Totals(ctx, c.tenant.ID, from, to); err != nil {
+	err := launch.WaitFor(ctx, what, 60*time.Second, func() error {
+		var err error
+		if got, err = totals(); err != nil {
 			return err
 		}
 		for meter, v := range want {
 			if got[meter] != v {
-				return fmt.Errorf("%s: ledger %d, traffic %d", meter, got[meter], v)
+				return fmt.Errorf("%s: ledger %d, want %d", meter, got[meter], v)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("%v (ledger %v, traffic %v)", err, got, want)
+		t.Fatalf("%s: %v (ledger %v, want %v)", what, err, got, want)
 	}
-	t.Logf("ledger %v; traffic %v", got, want)
+	t.Logf("%s: ledger %v", what, got)
+	return got
 }
