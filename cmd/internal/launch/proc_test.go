@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // A started process runs, a stopped (SIGSTOP) one still ends on Stop, and
@@ -73,14 +75,7 @@ func TestRepeat(t *testing.T) {
 		returned.Add(1)
 		return true
 	})
-	if err := WaitFor(context.Background(), "a few calls", time.Minute, func() error {
-		if calls.Load() < 3 {
-			return errors.New("not yet")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WaitFor(t, time.Minute, "a few calls", func() bool { return calls.Load() >= 3 })
 	stop()
 	if c, r := calls.Load(), returned.Load(); c != r {
 		t.Fatalf("stop returned with a call under way: %d calls, %d returned", c, r)
@@ -89,14 +84,7 @@ func TestRepeat(t *testing.T) {
 
 	var ended atomic.Int64
 	stop = Repeat(func() bool { return ended.Add(1) < 2 })
-	if err := WaitFor(context.Background(), "the call that returns false", time.Minute, func() error {
-		if ended.Load() < 2 {
-			return errors.New("not yet")
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WaitFor(t, time.Minute, "the call that returns false", func() bool { return ended.Load() >= 2 })
 	stop()
 	if n := ended.Load(); n != 2 {
 		t.Fatalf("f was called %d times, want 2: once more after it returned false", n)
