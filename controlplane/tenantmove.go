@@ -95,10 +95,7 @@ func (s *Server) loadTenantMoves(ctx context.Context, where string, args ...any)
 
 func (s *Server) loadTenantMove(ctx context.Context, id int64) (api.TenantMove, error) {
 	ms, err := s.loadTenantMoves(ctx, `WHERE m.id = $1`, id)
-	if err != nil {
-		return api.TenantMove{}, dbError("load tenant move", err)
-	}
-	return only("tenant move", ms, nil)
+	return only("tenant move", ms, err)
 }
 
 func tenantMoveID(c echo.Context) (int64, error) { return idParam(c, "tenant move") }
