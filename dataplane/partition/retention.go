@@ -85,22 +85,12 @@ func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error
 // moveLogStart replicates "the log start is now to" and waits for it.
 func (r *Replica) moveLogStart(ctx context.Context, to int64) (int64, error) {
 	f := r.raft.ApplyLog(raft.Log{Data: raftlog.EncodeLogStart(to), Extensions: raftlog.ControlExtension}, r.applyTimeout(ctx))
-	done := make(chan struct{})
-	var start int64
-	var err error
-	go func() { start, err = r.applyResult(f); close(done) }()
-	select {
-	case <-done:
-		if err != nil {
-			return 0, fmt.Errorf("move log start to %d: %w", to, err)
-		}
-		r.cfg.Logger.Info("partition log start moved", "replica", r.cfg.ID, "log_start_offset", start)
-		return start, nil
-	case <-ctx.Done():
-		return 0, fmt.Errorf("move log start to %d: %w", to, ctx.Err())
-	case <-r.stop:
-		return 0, r.notLeader(raft.ErrRaftShutdown)
+	start, err := r.awaitApply(ctx, f) // mirror.go
+	if err != nil {
+		return 0, fmt.Errorf("move log start to %d: %w", to, err)
 	}
+	r.cfg.Logger.Info("partition log start moved", "replica", r.cfg.ID, "log_start_offset", start)
+	return start, nil
 }
 
 // Checkpoint is every replica's local housekeeping after the log start
