@@ -45,11 +45,7 @@ func BenchmarkProduceWhileCleaning(b *testing.B) {
 			s := partition.Settings{MaxBatchBytes: log.DefaultMaxBatchBytes,
 				Log:        log.Settings{SegmentBytes: 1 << 20, SegmentAge: time.Hour, RetentionAge: -1, Compacted: true},
 				Compaction: partition.CompactionSettings{DeleteRetention: time.Hour}}
-			for br := range c.Brokers() {
-				if err := c.Replica(br, 0).SetSettings(s); err != nil {
-					b.Fatal(err)
-				}
-			}
+			setSettings(b, c, s)
 			c.WaitLeader(0, time.Minute)
 			ctx := context.Background()
 			pass := func(br int) error {

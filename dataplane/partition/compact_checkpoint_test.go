@@ -3,13 +3,11 @@ package partition_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
-	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // TestCompactionCheckpointRestart: the cleaner's checkpoint is only an
@@ -20,16 +18,7 @@ import (
 // segment; all three still hold byte-identical closed segments, equal to
 // those before the restart, and again after new writes are compacted.
 func TestCompactionCheckpointRestart(t *testing.T) {
-	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}, Logger: celltest.Logger(t, slog.LevelWarn)})
-	settle := func() {
-		t.Helper()
-		for b := range c.Brokers() {
-			if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	settle()
+	c := compactedCell(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 	defer cancel()
 	const ts0 = 1_700_000_000_000
@@ -69,7 +58,7 @@ func TestCompactionCheckpointRestart(t *testing.T) {
 	for b := range c.Brokers() {
 		c.StartBroker(b)
 	}
-	settle()
+	setSettings(t, c, compactSettings)
 	celltest.WaitFor(t, waitLong, "compacted alike after the restart", func() bool { return compactedAlike(t, c, now) })
 	for b := range c.Brokers() {
 		if got := closedSums(t, c, b); !sameSums(got, before) {

@@ -136,6 +136,26 @@ var compactSettings = partition.Settings{
 	Compaction: partition.CompactionSettings{DeleteRetention: time.Hour, MinDirtyRatio: 0.2},
 }
 
+// compactedCell is a cell of three brokers whose partition 0 is compacted
+// with compactSettings; it logs warnings and worse.
+func compactedCell(t *testing.T) *celltest.Cell {
+	t.Helper()
+	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}, Logger: celltest.Logger(t, slog.LevelWarn)})
+	setSettings(t, c, compactSettings)
+	return c
+}
+
+// setSettings gives every broker's replica of partition 0 settings s, as
+// each broker does when it polls a cell state with the topic's config.
+func setSettings(t testing.TB, c *celltest.Cell, s partition.Settings) {
+	t.Helper()
+	for b := range c.Brokers() {
+		if err := c.Replica(b, 0).SetSettings(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // produceRetrying produces batch, again after a not-leader error whose
 // outcome is unknown (a leadership change while committing): a duplicate
 // of a keyed record is superseded by the retry, which is what compaction
@@ -255,12 +275,7 @@ func passOnce(c *celltest.Cell, now int64) error {
 // were compacted) and matches, and the producer's state survives (a retried
 // batch is still recognised as a duplicate).
 func TestCompactionIdenticalOnReplicas(t *testing.T) {
-	c := celltest.New(t, celltest.Options{Log: log.Config{Compacted: true, SegmentBytes: 16 << 10}, Logger: celltest.Logger(t, slog.LevelWarn)})
-	for b := range c.Brokers() {
-		if err := c.Replica(b, 0).SetSettings(compactSettings); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := compactedCell(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLong)
 	defer cancel()
 	const ts0 = 1_700_000_000_000

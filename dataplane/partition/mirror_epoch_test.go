@@ -98,14 +98,7 @@ func TestPromotedMirrorEpochs(t *testing.T) {
 	wantEpochs := []partition.EpochStart{{Epoch: 40, StartOffset: 0}, {Epoch: 55, StartOffset: 1}, {Epoch: first, StartOffset: 2}, {Epoch: second, StartOffset: 4}}
 	check := func(when string) {
 		t.Helper()
-		celltest.WaitFor(t, waitLong, "every replica to apply offset 4 "+when, func() bool {
-			for b := 0; b < c.Brokers(); b++ {
-				if c.Replica(b, 0).HighWatermark() != 5 {
-					return false
-				}
-			}
-			return true
-		})
+		waitHighWatermark(t, c, 5, "every replica to apply offset 4 "+when)
 		for b := 0; b < c.Brokers(); b++ {
 			r := c.Replica(b, 0)
 			for off, want := range []int32{40, 55, first, first, second} {
@@ -254,14 +247,7 @@ func TestPromotedMirrorCrash(t *testing.T) {
 	}
 	lead := c.Replica(c.WaitLeader(0, waitLong), 0)
 	hw := lead.HighWatermark()
-	celltest.WaitFor(t, waitLong, "every replica to catch up", func() bool {
-		for b := 0; b < c.Brokers(); b++ {
-			if c.Replica(b, 0).HighWatermark() != hw {
-				return false
-			}
-		}
-		return true
-	})
+	waitHighWatermark(t, c, hw, "every replica to catch up")
 	want := make([]int32, hw)
 	for off := range want {
 		want[off] = batchEpoch(t, lead, int64(off))

@@ -104,14 +104,7 @@ func TestMirrorEntriesOnEveryReplica(t *testing.T) {
 	}
 	check := func() {
 		t.Helper()
-		celltest.WaitFor(t, waitLong, "every replica to apply the mirror", func() bool {
-			for b := 0; b < c.Brokers(); b++ {
-				if c.Replica(b, 0).HighWatermark() != 17 {
-					return false
-				}
-			}
-			return true
-		})
+		waitHighWatermark(t, c, 17, "every replica to apply the mirror")
 		for b := 0; b < c.Brokers(); b++ {
 			r := c.Replica(b, 0)
 			if r.LogStartOffset() != 10 {

@@ -95,14 +95,7 @@ func TestIdempotentProducer(t *testing.T) {
 			t.Fatalf("concurrent retry %d: offset %d, %v", i, offs[i], errs[i])
 		}
 	}
-	celltest.WaitFor(t, waitLong, "every replica to apply everything", func() bool {
-		for b := 0; b < 3; b++ {
-			if c.Replica(b, 0).HighWatermark() != 19 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHighWatermark(t, c, 19, "every replica to apply everything")
 
 	// Followers rebuilt the same state; it survives the leader's loss.
 	want, _ := c.Replica(lb, 0).Producer(pid)
@@ -166,14 +159,7 @@ func TestProducerBound(t *testing.T) {
 	for pid := int64(1); pid <= 4; pid++ {
 		mustProduce(t, c, idemBatch(pid, 0, 0, 1), pid-1)
 	}
-	celltest.WaitFor(t, waitLong, "every replica to apply everything", func() bool {
-		for b := 0; b < 3; b++ {
-			if c.Replica(b, 0).HighWatermark() != 4 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHighWatermark(t, c, 4, "every replica to apply everything")
 	for b := 0; b < 3; b++ {
 		if _, ok := c.Replica(b, 0).Producer(1); ok {
 			t.Fatalf("broker %d still remembers producer 1", b)

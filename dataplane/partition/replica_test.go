@@ -17,6 +17,20 @@ import (
 
 const waitLong = 15 * time.Second
 
+// waitHighWatermark waits until every broker's replica of partition 0
+// has applied up to high watermark hw.
+func waitHighWatermark(t *testing.T, c *celltest.Cell, hw int64, what string) {
+	t.Helper()
+	celltest.WaitFor(t, waitLong, what, func() bool {
+		for b := 0; b < c.Brokers(); b++ {
+			if c.Replica(b, 0).HighWatermark() != hw {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func produceN(t *testing.T, c *celltest.Cell, part, n int) []int64 {
 	t.Helper()
 	var offs []int64

@@ -38,11 +38,7 @@ func TestSettingsBatchLimit(t *testing.T) {
 	if got := r.Settings().MaxBatchBytes; got != log.DefaultMaxBatchBytes {
 		t.Fatalf("limit %d after refused settings", got)
 	}
-	for b := range c.Brokers() {
-		if err := c.Replica(b, 0).SetSettings(partition.Settings{MaxBatchBytes: 8 << 20, Log: log.Settings{SegmentAge: time.Hour}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setSettings(t, c, partition.Settings{MaxBatchBytes: 8 << 20, Log: log.Settings{SegmentAge: time.Hour}})
 	if got := r.Settings(); got.MaxBatchBytes != 8<<20 || got.Log.SegmentAge != time.Hour || got.Log.SegmentBytes != log.DefaultSegmentBytes {
 		t.Fatalf("settings %+v", got)
 	}
