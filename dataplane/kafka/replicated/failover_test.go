@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 )
 
 // TestIdempotentProduceThroughLeaderKill is invariant 5 end to end: a
@@ -137,11 +138,7 @@ func TestIdempotentProduceThroughLeaderKill(t *testing.T) {
 	}
 
 	// Read everything back through the listeners.
-	offsets := map[int32]kgo.Offset{}
-	for p := int32(0); p < parts; p++ {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cons := c.client(t, tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(500*time.Millisecond))
+	cons := c.client(t, tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: cellstack.FromStart(parts)}), kgo.FetchMaxWait(500*time.Millisecond))
 	next := make([]int64, parts)
 	seen := make([]bool, n)
 	total := 0

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/quotashare"
 	"github.com/sluicehq/sluice/quotas"
 )
@@ -332,11 +333,7 @@ func readBack(t *testing.T, qc *quotaCell, p int32, n int) {
 // arrived and returns how often each value was read.
 func readAll(t *testing.T, qc *quotaCell, n int) map[string]int {
 	t.Helper()
-	offsets := map[int32]kgo.Offset{}
-	for p := int32(0); p < 3; p++ {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cons := qc.client(t, qc.tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"disk": offsets}))
+	cons := qc.client(t, qc.tn, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"disk": cellstack.FromStart(3)}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out := map[string]int{}

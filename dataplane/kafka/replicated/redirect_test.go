@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/cellview"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/kafka/localpart"
@@ -229,11 +230,7 @@ func TestRedirectToHomeCell(t *testing.T) {
 	if onCell1 != n {
 		t.Fatalf("cell-1's partitions hold %d records, want %d", onCell1, n)
 	}
-	offsets := map[int32]kgo.Offset{}
-	for p := int32(0); p < parts; p++ {
-		offsets[p] = kgo.NewOffset().AtStart()
-	}
-	cons := seeded(acme, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(500*time.Millisecond))
+	cons := seeded(acme, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: cellstack.FromStart(parts)}), kgo.FetchMaxWait(500*time.Millisecond))
 	seen := make([]bool, n)
 	for got := 0; got < n; {
 		fs := cons.PollFetches(ctx)
