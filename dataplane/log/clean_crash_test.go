@@ -164,6 +164,17 @@ func checkNoRewriteLeft(t *testing.T, dir string, at int) {
 // cleanCrashChild cleans (or, in mode reopen, opens) the log in dir and
 // exits at the step its environment names.
 func cleanCrashChild(dir string) {
+	swapCrashChild(dir, "clean", func(l *Log) error {
+		_, err := l.Clean(context.Background(), cleanCrashParams(cleanCrashHistory(), l.NextOffset()))
+		return err
+	})
+}
+
+// swapCrashChild is the child of a cleaning or re-cut crash test: it
+// opens the log in dir and, when its environment names mode, runs op on
+// it; it exits at the step of the open or of op its environment names, or
+// when it is done.
+func swapCrashChild(dir, mode string, op func(*Log) error) {
 	at, _ := strconv.Atoi(os.Getenv(cleanCrashAtEnv))
 	n := 0
 	cleanHook = func(string) {
@@ -171,15 +182,14 @@ func cleanCrashChild(dir string) {
 			os.Exit(exitCrashed)
 		}
 	}
-	cfg := Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Compacted: true}
-	l, err := Open(context.Background(), cfg)
+	l, err := Open(context.Background(), Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Compacted: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
-	if os.Getenv(cleanCrashModeEnv) == "clean" {
-		if _, err := l.Clean(context.Background(), cleanCrashParams(cleanCrashHistory(), l.NextOffset())); err != nil {
-			fmt.Fprintln(os.Stderr, "child clean:", err)
+	if os.Getenv(cleanCrashModeEnv) == mode {
+		if err := op(l); err != nil {
+			fmt.Fprintf(os.Stderr, "child %s: %v\n", mode, err)
 			os.Exit(2)
 		}
 	}

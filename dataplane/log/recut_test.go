@@ -3,7 +3,6 @@ package log
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -208,28 +207,13 @@ func TestRecutCrash(t *testing.T) {
 // recutCrashChild re-cuts (or, in mode reopen, opens) the log in dir and
 // exits at the step its environment names.
 func recutCrashChild(dir string) {
-	at, _ := strconv.Atoi(os.Getenv(cleanCrashAtEnv))
-	n := 0
-	cleanHook = func(string) {
-		if n++; n == at {
-			os.Exit(exitCrashed)
-		}
-	}
 	var bases []int64
 	for _, f := range strings.Split(os.Getenv(recutCrashBasesEnv), ",") {
 		b, _ := strconv.ParseInt(f, 10, 64)
 		bases = append(bases, b)
 	}
-	l, err := Open(context.Background(), Config{Dir: dir, SegmentBytes: 16 << 10, IndexIntervalBytes: 512, Compacted: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child open:", err)
-		os.Exit(2)
-	}
-	if os.Getenv(cleanCrashModeEnv) == "recut" {
-		if _, err := l.Recut(context.Background(), bases, 0); err != nil {
-			fmt.Fprintln(os.Stderr, "child recut:", err)
-			os.Exit(2)
-		}
-	}
-	os.Exit(exitFinished)
+	swapCrashChild(dir, "recut", func(l *Log) error {
+		_, err := l.Recut(context.Background(), bases, 0)
+		return err
+	})
 }
