@@ -17,15 +17,10 @@ import (
 // leaders asks a broker for topic's partition leaders: -1 for a
 // partition without one; nil once the topic is unknown.
 func (c *usageCell) leaders(ctx context.Context, cl *kgo.Client, topic string) ([]int32, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	t, err := topicMetadata(ctx, cl, topic)
 	if err != nil {
 		return nil, err
 	}
-	t := resp.Topics[0]
 	if t.ErrorCode == 3 { // UNKNOWN_TOPIC_OR_PARTITION
 		return nil, nil
 	}
@@ -41,6 +36,19 @@ func (c *usageCell) leaders(ctx context.Context, cl *kgo.Client, topic string) (
 		}
 	}
 	return out, nil
+}
+
+// topicMetadata asks a broker of cl for topic's metadata.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return kmsg.MetadataResponseTopic{}, err
+	}
+	return resp.Topics[0], nil
 }
 
 // TestStorageAndPartitionSeconds is issue 19's storage acceptance: a

@@ -139,15 +139,11 @@ func (c *usageCell) readAll(ctx context.Context, topic string, parts int) (bytes
 		off := int64(0)
 		err := launch.WaitFor(ctx, "read partition", 60*time.Second, func() error {
 			for {
-				meta := kmsg.NewPtrMetadataRequest()
-				mt := kmsg.NewMetadataRequestTopic()
-				mt.Topic = kmsg.StringPtr(topic)
-				meta.Topics = append(meta.Topics, mt)
-				mr, err := meta.RequestWith(ctx, cl)
+				mt, err := topicMetadata(ctx, cl, topic)
 				if err != nil {
 					return err
 				}
-				leader := mr.Topics[0].Partitions[p].Leader
+				leader := mt.Partitions[p].Leader
 				req := kmsg.NewPtrFetchRequest()
 				req.MaxWaitMillis, req.MaxBytes = 0, 1<<20
 				rt := kmsg.NewFetchRequestTopic()
