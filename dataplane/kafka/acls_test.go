@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/authz"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 )
 
 // TestAdminACLs: Kafka's administrative requests obey the tenant's ACLs as
@@ -63,13 +63,7 @@ func TestAdminACLs(t *testing.T) {
 			!v.Allowed(p, authz.ResourceTopic, "hidden", authz.OpDescribe)
 	})
 	adm := func(k key) *kadm.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.SASL(plain.Auth{User: k.id, Pass: k.secret}.AsMechanism()),
-			kgo.RetryTimeout(20*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		ac := kadm.NewClient(cl)
+		ac := kadm.NewClient(cellstack.Client(t, cellstack.Key{ID: k.id, Secret: k.secret}, []string{b.addr}, 20*time.Second))
 		ac.SetTimeoutMillis(20_000)
 		return ac
 	}
@@ -179,13 +173,7 @@ func TestACLAPIs(t *testing.T) {
 	})
 	b.createTopic(t, tn, "orders", 1, nil)
 	kcl := func(k key) *kgo.Client {
-		c, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.SASL(plain.Auth{User: k.id, Pass: k.secret}.AsMechanism()),
-			kgo.RetryTimeout(20*time.Second), kgo.ProducerLinger(0), kgo.RecordRetries(3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
+		return cellstack.Client(t, cellstack.Key{ID: k.id, Secret: k.secret}, []string{b.addr}, 20*time.Second, kgo.ProducerLinger(0), kgo.RecordRetries(3))
 	}
 	adm := func(k key) *kadm.Client { return kadm.NewClient(kcl(k)) }
 	everything := func() *kadm.ACLBuilder {

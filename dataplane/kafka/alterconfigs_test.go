@@ -10,11 +10,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 )
 
 // TestAlterConfigs: kadm changes topic settings through IncrementalAlter-
@@ -114,11 +113,7 @@ func TestAlterConfigs(t *testing.T) {
 		Operation: "alter_configs", Permission: "deny"}); err != nil {
 		t.Fatal(err)
 	}
-	devCl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.SASL(plain.Auth{User: dev.ID, Pass: dev.Secret}.AsMechanism()), kgo.RetryTimeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer devCl.Close()
+	devCl := cellstack.Client(t, cellstack.Key{ID: dev.ID, Secret: dev.Secret}, []string{b.addr}, 20*time.Second)
 	for _, tc := range []struct {
 		name    string
 		adm     *kadm.Client

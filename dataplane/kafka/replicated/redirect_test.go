@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/catalog"
@@ -378,15 +377,8 @@ func TestRedirectToHomeCell(t *testing.T) {
 // seededClient is a franz-go client of tn that knows only addr.
 func seededClient(t *testing.T, addr string, tn *cptest.Tenant, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
-		kgo.SASL(plain.Auth{User: tn.KeyID, Pass: tn.Secret}.AsMechanism()),
-		kgo.RetryTimeout(60 * time.Second),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	backoff := kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })
+	return cellstack.Client(t, keyOf(tn), []string{addr}, 60*time.Second, append([]kgo.Opt{backoff}, opts...)...)
 }
 
 // rawMetadata asks addr for metadata as tn over a fresh connection (all
