@@ -143,18 +143,14 @@ func awaitPeerGone(t *testing.T, nc net.Conn) {
 	t.Error("the broker's socket never saw the client's reset")
 }
 
-// awaitClosed polls until the broker has closed its side of nc.
+// awaitClosed waits until the broker has closed its side of nc.
 func awaitClosed(t *testing.T, nc net.Conn) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	buf := make([]byte, 1)
-	for time.Now().Before(deadline) {
-		if _, err := nc.Read(buf); errors.Is(err, net.ErrClosed) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval, bounded by the deadline
-	}
-	t.Fatal("the broker did not close the connection whose response failed")
+	celltest.WaitFor(t, 10*time.Second, "the broker to close the connection whose response failed", func() bool {
+		_, err := nc.Read(buf)
+		return errors.Is(err, net.ErrClosed)
+	})
 }
 
 // BenchmarkConsumeMetered is a franz-go consumer reading b.N records of
