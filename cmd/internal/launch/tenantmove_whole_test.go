@@ -182,8 +182,7 @@ func (w *groupWatch) uncommittedLocked() int64 {
 type tenantProducer struct {
 	cl   *kgo.Client
 	chks map[string]*history.Checker
-	stop chan struct{}
-	done chan struct{}
+	stop func()
 	// mu guards the fields below.
 	mu       sync.Mutex
 	ackTimes []time.Time
@@ -191,42 +190,38 @@ type tenantProducer struct {
 }
 
 func startTenantProducer(ctx context.Context, cl *kgo.Client, prefix string, chks map[string]*history.Checker, compacted map[string]bool) *tenantProducer {
-	tp := &tenantProducer{cl: cl, chks: chks, stop: make(chan struct{}), done: make(chan struct{})}
+	tp := &tenantProducer{cl: cl, chks: chks}
 	topics := make([]string, 0, len(chks))
 	for t := range chks {
 		topics = append(topics, t)
 	}
-	go func() {
-		defer close(tp.done)
-		for i := 0; ; i++ {
-			select {
-			case <-tp.stop:
-				return
-			default:
-			}
-			topic := topics[i%len(topics)]
-			v := fmt.Sprintf("%s%07d", prefix, i)
-			key := v
-			if compacted[topic] {
-				key = fmt.Sprintf("k%02d", i%17)
-			}
-			r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(v)}).First()
-			if err != nil {
-				tp.mu.Lock()
-				tp.errs = errors.Join(tp.errs, fmt.Errorf("produce %s to %s: %w", v, topic, err))
-				tp.mu.Unlock()
-				continue // indeterminate: it may have been appended
-			}
-			if compacted[topic] {
-				chks[topic].AckedKey(r.Partition, r.Offset, key, v)
-			} else {
-				chks[topic].Acked(r.Partition, r.Offset, v)
-			}
-			tp.mu.Lock()
-			tp.ackTimes = append(tp.ackTimes, time.Now())
-			tp.mu.Unlock()
+	next := 0
+	tp.stop = launch.Repeat(func() bool {
+		i := next
+		next++
+		topic := topics[i%len(topics)]
+		v := fmt.Sprintf("%s%07d", prefix, i)
+		key := v
+		if compacted[topic] {
+			key = fmt.Sprintf("k%02d", i%17)
 		}
-	}()
+		r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(v)}).First()
+		if err != nil {
+			tp.mu.Lock()
+			tp.errs = errors.Join(tp.errs, fmt.Errorf("produce %s to %s: %w", v, topic, err))
+			tp.mu.Unlock()
+			return true // indeterminate: it may have been appended
+		}
+		if compacted[topic] {
+			chks[topic].AckedKey(r.Partition, r.Offset, key, v)
+		} else {
+			chks[topic].Acked(r.Partition, r.Offset, v)
+		}
+		tp.mu.Lock()
+		tp.ackTimes = append(tp.ackTimes, time.Now())
+		tp.mu.Unlock()
+		return true
+	})
 	return tp
 }
 
@@ -249,8 +244,7 @@ func (tp *tenantProducer) waitAcks(ctx context.Context, t *testing.T, n int) {
 }
 
 func (tp *tenantProducer) halt() error {
-	close(tp.stop)
-	<-tp.done
+	tp.stop()
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	return tp.errs
