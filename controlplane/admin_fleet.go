@@ -322,12 +322,8 @@ func (s *Server) adminDeleteBroker(c echo.Context) error {
 // that id and node id, so brokers whose addresses come from where they run
 // (a StatefulSet pod's DNS name) need no operator call per broker.
 func (s *Server) cellRegisterBroker(c echo.Context) error {
-	cell, err := s.cellCaller(c)
+	cell, r, err := cellWrite[wire.Registration](s, c)
 	if err != nil {
-		return err
-	}
-	var r wire.Registration
-	if err := s.bind(c, &r); err != nil {
 		return err
 	}
 	id := c.Param("id")

@@ -52,6 +52,18 @@ func (s *Server) adminCreateCellKey(c echo.Context) error {
 	return c.JSON(http.StatusCreated, api.CellKey{ID: id, CellID: cell, Secret: secret})
 }
 
+// cellWrite authorizes a cell's broker by its cell key and decodes its
+// request body into a T: the start of every internal route that takes a
+// body as it comes (the key-home lookup rate-limits before decoding).
+func cellWrite[T any](s *Server, c echo.Context) (string, T, error) {
+	var req T
+	cell, err := s.cellCaller(c)
+	if err != nil {
+		return "", req, err
+	}
+	return cell, req, s.bind(c, &req)
+}
+
 // cellCaller checks a cell key against the cell named in the path.
 func (s *Server) cellCaller(c echo.Context) (string, error) {
 	cell := c.Param("cell")
@@ -271,12 +283,8 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 // cellReport stores a broker's observations: its disk, its replicas, and the
 // lag of the groups it coordinates.
 func (s *Server) cellReport(c echo.Context) error {
-	cell, err := s.cellCaller(c)
+	cell, r, err := cellWrite[wire.Report](s, c)
 	if err != nil {
-		return err
-	}
-	var r wire.Report
-	if err := s.bind(c, &r); err != nil {
 		return err
 	}
 	if r.Version != wire.Version {

@@ -36,12 +36,8 @@ type usageShipResult struct {
 
 // shipUsage applies a cell's usage shipment to the ledger.
 func (s *Server) shipUsage(c echo.Context) error {
-	cell, err := s.cellCaller(c)
+	cell, in, err := cellWrite[usageShipment](s, c)
 	if err != nil {
-		return err
-	}
-	var in usageShipment
-	if err := s.bind(c, &in); err != nil {
 		return err
 	}
 	if in.From >= 0 && in.Next < in.From {
