@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/dataplane/celltest"
+	"github.com/sluicehq/sluice/dataplane/celltest/cellstack"
 	"github.com/sluicehq/sluice/dataplane/groups"
 )
 
@@ -25,14 +26,7 @@ func TestGroupTenantIsolation(t *testing.T) {
 	)
 	c, a := startGroupCell(t, 2, topic, 2)
 	b := c.cp.Signup("beta", "admin")
-	celltest.WaitFor(t, 20*time.Second, "tenant B's key on every broker", func() bool {
-		for _, st := range c.states {
-			if _, err := st.View().Authenticate(b.KeyID, b.Secret, time.Now()); err != nil {
-				return false
-			}
-		}
-		return true
-	})
+	cellstack.WaitKnown(t, 20*time.Second, keyOf(b), "", c.states...)
 	for p := range 2 {
 		c.cell.WaitLeader(p, 30*time.Second)
 	}

@@ -169,12 +169,7 @@ func TestRedirectToHomeCell(t *testing.T) {
 	if _, err := local.Key.CreateTopic(ctx, api.CreateTopicRequest{Name: "ledger", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
-	celltest.WaitFor(t, 20*time.Second, "cell-2 to know local's key and topic", func() bool {
-		v := o.state.View()
-		_, ok := v.Topic(local.Tenant.ID, "ledger")
-		_, err := v.Authenticate(local.KeyID, local.Secret, time.Now())
-		return ok && err == nil
-	})
+	cellstack.WaitKnown(t, 20*time.Second, keyOf(local), "ledger", o.state) // on cell-2
 	leaders := make([]int32, parts)
 	for p := range leaders {
 		leaders[p] = int32(c.cell.WaitLeader(p, 20*time.Second) + 1)
