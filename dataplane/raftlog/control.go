@@ -46,9 +46,7 @@ func ControlKind(data []byte) byte {
 }
 
 // EncodeMeterClose is the data of a ControlMeterClose entry.
-func EncodeMeterClose(atMillis int64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{ControlMeterClose}, uint64(atMillis))
-}
+func EncodeMeterClose(atMillis int64) []byte { return encodeInt64(ControlMeterClose, atMillis) }
 
 // EncodeMeterStart is the data of a ControlMeterClose entry that starts
 // produce metering from the log rather than closing a range
@@ -72,34 +70,37 @@ func DecodeMeterEntry(data []byte) (atMillis int64, start bool, err error) {
 
 // DecodeMeterClose decodes EncodeMeterClose's data.
 func DecodeMeterClose(data []byte) (int64, error) {
-	if len(data) != 9 || data[0] != ControlMeterClose {
+	return decodeInt64(ControlMeterClose, data, "meter close time")
+}
+
+// encodeInt64 is the data of a control entry of kind that carries one
+// int64 (big endian).
+func encodeInt64(kind byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kind}, uint64(v))
+}
+
+// decodeInt64 decodes encodeInt64's data of kind; the int64 is never
+// negative, and what names it in the error of one that is.
+func decodeInt64(kind byte, data []byte, what string) (int64, error) {
+	if len(data) != 9 || data[0] != kind {
 		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
 	}
-	at := int64(binary.BigEndian.Uint64(data[1:]))
-	if at < 0 {
-		return 0, fmt.Errorf("%w: negative meter close time %d", ErrBadControl, at)
+	v := int64(binary.BigEndian.Uint64(data[1:]))
+	if v < 0 {
+		return 0, fmt.Errorf("%w: negative %s %d", ErrBadControl, what, v)
 	}
-	return at, nil
+	return v, nil
 }
 
 // ErrBadControl means a control entry's data did not decode.
 var ErrBadControl = errors.New("raftlog: malformed control entry")
 
 // EncodeLogStart is the data of a ControlLogStart entry.
-func EncodeLogStart(offset int64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{ControlLogStart}, uint64(offset))
-}
+func EncodeLogStart(offset int64) []byte { return encodeInt64(ControlLogStart, offset) }
 
 // DecodeLogStart decodes EncodeLogStart's data.
 func DecodeLogStart(data []byte) (int64, error) {
-	if len(data) != 9 || data[0] != ControlLogStart {
-		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
-	}
-	off := int64(binary.BigEndian.Uint64(data[1:]))
-	if off < 0 {
-		return 0, fmt.Errorf("%w: negative log start %d", ErrBadControl, off)
-	}
-	return off, nil
+	return decodeInt64(ControlLogStart, data, "log start")
 }
 
 // Compaction's control entries (dataplane/partition, compact.go). Kind 2
@@ -252,20 +253,11 @@ func DecodeFence(data []byte) (bool, error) {
 }
 
 // EncodeMirrorPromote is the data of a ControlMirrorPromote entry.
-func EncodeMirrorPromote(end int64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{ControlMirrorPromote}, uint64(end))
-}
+func EncodeMirrorPromote(end int64) []byte { return encodeInt64(ControlMirrorPromote, end) }
 
 // DecodeMirrorPromote decodes EncodeMirrorPromote's data.
 func DecodeMirrorPromote(data []byte) (int64, error) {
-	if len(data) != 9 || data[0] != ControlMirrorPromote {
-		return 0, fmt.Errorf("%w: %d bytes, kind %v", ErrBadControl, len(data), data[:min(len(data), 1)])
-	}
-	end := int64(binary.BigEndian.Uint64(data[1:]))
-	if end < 0 {
-		return 0, fmt.Errorf("%w: negative promote end offset %d", ErrBadControl, end)
-	}
-	return end, nil
+	return decodeInt64(ControlMirrorPromote, data, "promote end offset")
 }
 
 // MirrorStart is a ControlMirrorStart entry's content: where the mirror
