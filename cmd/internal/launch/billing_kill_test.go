@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,40 +26,6 @@ import (
 	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/pgtest"
 )
-
-// startStripeMock runs stripe-mock v0.203.0 from .cache/bin (`make
-// tools`) on free loopback ports and returns its HTTP URL.
-func startStripeMock(t *testing.T) string {
-	t.Helper()
-	bin, err := filepath.Abs("../../../.cache/bin/stripe-mock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("stripe-mock is not installed (%v): run `make tools`", err)
-	}
-	addrs, err := launch.FreeAddrs("127.0.0.1", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-http-addr", addrs[0], "-https-addr", addrs[1])
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	err = launch.WaitFor(context.Background(), "stripe-mock listening", 30*time.Second, func() error {
-		c, err := net.Dial("tcp", addrs[0])
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addrs[0]
-}
 
 // forwarded is a meter event the proxy forwarded to stripe-mock.
 type forwarded struct {
@@ -224,7 +187,7 @@ func newBillingRun(t *testing.T, ctx context.Context) *billingRun {
 		r.want[id] = strconv.FormatInt(v+e.Value, 10)
 	}
 
-	r.proxy = &stripeProxy{target: startStripeMock(t), held: make(chan forwarded, 1), armed: true}
+	r.proxy = &stripeProxy{target: testkit.StripeMock(t), held: make(chan forwarded, 1), armed: true}
 	srv := httptest.NewServer(r.proxy)
 	t.Cleanup(srv.Close)
 	r.stripe = srv.URL
