@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,36 @@ func benchBatch(seq int) []byte {
 		vals[i] = v
 	}
 	return celltest.Batch(vals...)
+}
+
+// produceTimed produces every batch, batch i to partition i%parts, from
+// workers goroutines, each waiting up to a minute, and returns each
+// produce's latency. A failed produce is reported and stops its worker.
+func produceTimed(b *testing.B, c *celltest.Cell, workers, parts int, batches [][]byte) []time.Duration {
+	lat := make([]time.Duration, len(batches))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batches) {
+					return
+				}
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				_, err := c.Produce(ctx, i%parts, batches[i])
+				cancel()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(start)
+			}
+		})
+	}
+	wg.Wait()
+	return lat
 }
 
 // processWriteBytes is write_bytes from /proc/self/io: bytes this process
@@ -81,40 +112,9 @@ func BenchmarkReplicatedProduce(b *testing.B) {
 			logical := int64(len(batches[0]))
 			b.SetBytes(logical)
 			const workers = 16
-			lat := make([]time.Duration, b.N)
-			var next sync.Mutex
-			i := 0
-			take := func() int {
-				next.Lock()
-				defer next.Unlock()
-				i++
-				return i - 1
-			}
 			size0, w0 := dirBytes(dir), processWriteBytes(b)
 			b.ResetTimer()
-			var wg sync.WaitGroup
-			for w := 0; w < workers*parts; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						n := take()
-						if n >= b.N {
-							return
-						}
-						start := time.Now()
-						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-						_, err := c.Produce(ctx, n%parts, batches[n])
-						cancel()
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						lat[n] = time.Since(start)
-					}
-				}()
-			}
-			wg.Wait()
+			lat := produceTimed(b, c, workers*parts, parts, batches)
 			b.StopTimer()
 			// Let followers finish writing what the leaders committed, so
 			// the byte count covers all three copies.

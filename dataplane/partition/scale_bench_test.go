@@ -1,11 +1,8 @@
 package partition_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,31 +49,8 @@ func BenchmarkProduceAcrossPartitions(b *testing.B) {
 	}
 	phase := func(n int) (mbps float64, p50, p99 time.Duration) {
 		work := copies()
-		inflight := min(16*n, 512)
-		lat := make([]time.Duration, len(work))
-		var next atomic.Int64
-		var wg sync.WaitGroup
 		start := time.Now()
-		for w := 0; w < inflight; w++ {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(work) {
-						return
-					}
-					t0 := time.Now()
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					_, err := c.Produce(ctx, i%n, work[i])
-					cancel()
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					lat[i] = time.Since(t0)
-				}
-			})
-		}
-		wg.Wait()
+		lat := produceTimed(b, c, min(16*n, 512), n, work)
 		el := time.Since(start)
 		slices.Sort(lat)
 		return float64(size*int64(len(work))) / el.Seconds() / 1e6, lat[len(lat)/2], lat[len(lat)*99/100]
