@@ -210,33 +210,29 @@ func TestTrackerListsPartitionsWithoutCommits(t *testing.T) {
 		"tp_audit":  {ID: "tp_audit", Name: "audit", Config: map[string]string{}, Partitions: three[:1]},
 	}
 	committedAt := now.Add(-time.Second)
+	// The orders topic's three partitions, two of them committed on.
+	orders := []wire.GroupLag{
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 4, CommittedAt: committedAt,
+			Measured: true, HighWatermark: 4},
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 1, CommittedAt: committedAt,
+			Measured: true, HighWatermark: 2, LagRecords: 1, LagBytes: sizesOf(t, p1, 1, 2)},
+		{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 2, CommittedOffset: -1, Measured: true,
+			HighWatermark: 8, LogStartOffset: 4, LagRecords: 4, LagBytes: sizes[2] + sizes[3], LagSeconds: 60},
+	}
 	cases := []struct {
 		name     string
 		consumed []Consumed
 		want     []wire.GroupLag
 	}{
-		{name: "committed on two of three partitions", want: []wire.GroupLag{
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 4, CommittedAt: committedAt,
-				Measured: true, HighWatermark: 4},
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 1, CommittedAt: committedAt,
-				Measured: true, HighWatermark: 2, LagRecords: 1, LagBytes: sizesOf(t, p1, 1, 2)},
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 2, CommittedOffset: -1, Measured: true,
-				HighWatermark: 8, LogStartOffset: 4, LagRecords: 4, LagBytes: sizes[2] + sizes[3], LagSeconds: 60},
-		}},
+		{name: "committed on two of three partitions", want: orders},
 		{name: "a subscribed topic without commits", consumed: []Consumed{
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_audit"},
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders"}, // already committed on: no duplicates
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_gone"},   // deleted: left out
-		}, want: []wire.GroupLag{
+		}, want: append([]wire.GroupLag{
 			{TenantID: "tn_a", Group: "workers", TopicID: "tp_audit", Partition: 0, CommittedOffset: -1, Measured: true,
 				HighWatermark: 2, LagRecords: 2, LagBytes: sizesOf(t, a0, 0, 2), LagSeconds: 10},
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 0, CommittedOffset: 4, CommittedAt: committedAt,
-				Measured: true, HighWatermark: 4},
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 1, CommittedOffset: 1, CommittedAt: committedAt,
-				Measured: true, HighWatermark: 2, LagRecords: 1, LagBytes: sizesOf(t, p1, 1, 2)},
-			{TenantID: "tn_a", Group: "workers", TopicID: "tp_orders", Partition: 2, CommittedOffset: -1, Measured: true,
-				HighWatermark: 8, LogStartOffset: 4, LagRecords: 4, LagBytes: sizes[2] + sizes[3], LagSeconds: 60},
-		}},
+		}, orders...)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
