@@ -91,22 +91,15 @@ func (s *RemoteSource) Leader() RemoteBroker {
 
 // Read implements Source.
 func (s *RemoteSource) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, error) {
-	var out []byte
-	err := s.do(ctx, "read", func(ctx context.Context, b RemoteBroker) error {
-		var err error
-		out, err = s.cfg.Client.Read(ctx, b.ID, b.Addr, s.cfg.Group, offset, maxBytes)
-		return err
+	return ask(ctx, s, "read", func(ctx context.Context, b RemoteBroker) ([]byte, error) {
+		return s.cfg.Client.Read(ctx, b.ID, b.Addr, s.cfg.Group, offset, maxBytes)
 	})
-	return out, err
 }
 
 // State implements Source.
 func (s *RemoteSource) State(ctx context.Context) (partition.MoveState, error) {
-	var st transport.MirrorState
-	err := s.do(ctx, "state", func(ctx context.Context, b RemoteBroker) error {
-		var err error
-		st, err = s.cfg.Client.State(ctx, b.ID, b.Addr, s.cfg.Group)
-		return err
+	st, err := ask(ctx, s, "state", func(ctx context.Context, b RemoteBroker) (transport.MirrorState, error) {
+		return s.cfg.Client.State(ctx, b.ID, b.Addr, s.cfg.Group)
 	})
 	if err != nil {
 		return partition.MoveState{}, err
@@ -116,11 +109,8 @@ func (s *RemoteSource) State(ctx context.Context) (partition.MoveState, error) {
 
 // Snapshot implements Source.
 func (s *RemoteSource) Snapshot(ctx context.Context) (raftlog.MirrorStart, error) {
-	var data []byte
-	err := s.do(ctx, "snapshot", func(ctx context.Context, b RemoteBroker) error {
-		var err error
-		data, err = s.cfg.Client.Snapshot(ctx, b.ID, b.Addr, s.cfg.Group)
-		return err
+	data, err := ask(ctx, s, "snapshot", func(ctx context.Context, b RemoteBroker) ([]byte, error) {
+		return s.cfg.Client.Snapshot(ctx, b.ID, b.Addr, s.cfg.Group)
 	})
 	if err != nil {
 		return raftlog.MirrorStart{}, err
@@ -134,6 +124,18 @@ func (s *RemoteSource) Snapshot(ctx context.Context) (raftlog.MirrorStart, error
 
 // errNoRemoteLeader: no source broker answered as the group's leader.
 var errNoRemoteLeader = errors.New("mirror: no source broker answered as the partition's leader")
+
+// ask is do for a call that answers a value: the answer of the attempt
+// that succeeded.
+func ask[T any](ctx context.Context, s *RemoteSource, op string, call func(context.Context, RemoteBroker) (T, error)) (T, error) {
+	var out T
+	err := s.do(ctx, op, func(ctx context.Context, b RemoteBroker) error {
+		var err error
+		out, err = call(ctx, b)
+		return err
+	})
+	return out, err
+}
 
 // do runs call against the source's leader, following not-leader answers
 // and skipping brokers that fail, each attempt bounded by cfg.Timeout.
