@@ -3,7 +3,6 @@ package deploytest
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // repoRoot is the module's root directory.
@@ -25,16 +26,6 @@ func repoRoot(t testing.TB) string {
 		t.Fatalf("find the module root: %v", err)
 	}
 	return filepath.Dir(string(bytes.TrimSpace(out)))
-}
-
-// helmBin is the helm that make tools builds into .cache/bin.
-func helmBin(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(repoRoot(t), ".cache", "bin", "helm")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("helm is not installed at %s: run `make tools`", bin)
-	}
-	return bin
 }
 
 // rendered is the chart's objects, decoded strictly into their types.
@@ -56,7 +47,7 @@ func helmTemplate(t testing.TB, valuesFiles ...string) (string, error) {
 	for _, f := range valuesFiles {
 		args = append(args, "-f", f)
 	}
-	cmd := exec.Command(helmBin(t), args...)
+	cmd := exec.Command(testkit.CachedTool(t, "helm"), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
