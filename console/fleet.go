@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -272,42 +273,39 @@ func (c *Console) pathCell(w http.ResponseWriter, r *http.Request, s *session) (
 	return cell, true
 }
 
-// confirmed checks the confirmation field of a broker form: the broker's
-// id, typed.
-func confirmed(r *http.Request) bool {
-	return strings.TrimSpace(r.PostFormValue("confirm")) == r.PathValue("id")
+// brokerForm handles one of the broker page's forms (form is its id):
+// an operator confirms it by typing the broker's id, then do runs on the
+// broker. A request that is not confirmed, or that the API refuses, shows
+// the broker's page again with the reason; true when do succeeded.
+func (c *Console) brokerForm(w http.ResponseWriter, r *http.Request, s *session, form, verb string, do func(ctx context.Context, id string) error) bool {
+	if !c.operatorOnly(w, r, s) {
+		return false
+	}
+	if strings.TrimSpace(r.PostFormValue("confirm")) != r.PathValue("id") {
+		c.renderBroker(w, r, s, inputError(form, "type the broker's id exactly to "+verb+" it"), nil)
+		return false
+	}
+	if err := do(r.Context(), r.PathValue("id")); err != nil {
+		c.formError(w, r, err, form, func(ue *uiError) { c.renderBroker(w, r, s, ue, nil) })
+		return false
+	}
+	return true
 }
 
 func (c *Console) adminDrainBroker(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
+	drain := func(ctx context.Context, id string) error {
+		_, err := s.api.AdminDrainBroker(ctx, id)
+		return err
 	}
-	id := r.PathValue("id")
-	if !confirmed(r) {
-		c.renderBroker(w, r, s, inputError("drain", "type the broker's id exactly to drain it"), nil)
-		return
+	if c.brokerForm(w, r, s, "drain", "drain", drain) {
+		c.redirect(w, r, brokerPath(r.PathValue("cell"), r.PathValue("id"))+"?drained=1")
 	}
-	if _, err := s.api.AdminDrainBroker(r.Context(), id); err != nil {
-		c.formError(w, r, err, "drain", func(ue *uiError) { c.renderBroker(w, r, s, ue, nil) })
-		return
-	}
-	c.redirect(w, r, brokerPath(r.PathValue("cell"), id)+"?drained=1")
 }
 
 func (c *Console) adminDeleteBroker(w http.ResponseWriter, r *http.Request, s *session) {
-	if !c.operatorOnly(w, r, s) {
-		return
+	if c.brokerForm(w, r, s, "delete-broker", "delete", s.api.AdminDeleteBroker) {
+		c.redirect(w, r, "/admin/cells/"+url.PathEscape(r.PathValue("cell"))+"?deleted=1")
 	}
-	id := r.PathValue("id")
-	if !confirmed(r) {
-		c.renderBroker(w, r, s, inputError("delete-broker", "type the broker's id exactly to delete it"), nil)
-		return
-	}
-	if err := s.api.AdminDeleteBroker(r.Context(), id); err != nil {
-		c.formError(w, r, err, "delete-broker", func(ue *uiError) { c.renderBroker(w, r, s, ue, nil) })
-		return
-	}
-	c.redirect(w, r, "/admin/cells/"+url.PathEscape(r.PathValue("cell"))+"?deleted=1")
 }
 
 func brokerPath(cell, id string) string {
