@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
@@ -17,7 +18,7 @@ import (
 // SASL_PLAINTEXT with a tenant's key. kcat is a test dependency installed by
 // `make tools`; without it the test fails, except under -short.
 func TestKcatProduceConsume(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := testkit.Kcat(t)
 	b := startBroker(t, brokerOpts{})
 	a := b.cp.Signup("kcatco", "developer")
 	b.createTopic(t, a, "events", 2, nil)
@@ -55,20 +56,6 @@ func TestKcatProduceConsume(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("consumed %v\nwant %v", got, want)
 	}
-}
-
-// kcatPath finds kcat (a test dependency `make tools` installs): without it
-// a test fails, except under -short, where it is skipped.
-func kcatPath(t *testing.T) string {
-	t.Helper()
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if testing.Short() {
-			t.Skip("kcat not installed (-short)")
-		}
-		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
-	}
-	return kcat
 }
 
 // kcatRunner returns a function that runs kcat against addr on topic,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
+	"github.com/sluicehq/sluice/contract/testkit"
 	"github.com/sluicehq/sluice/controlplane/cptest"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 )
@@ -291,7 +292,7 @@ func TestDescribeUserScramCredentials(t *testing.T) {
 // TestKcatScram produces and consumes with kcat (librdkafka) over
 // SASL_PLAINTEXT with each SCRAM mechanism.
 func TestKcatScram(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := testkit.Kcat(t)
 	b := startBroker(t, brokerOpts{})
 	a := b.cp.Signup("kcatscram", "developer")
 	b.waitForKey(t, a)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // TestKcatBalancedConsumer: kcat's balanced consumer (librdkafka's group
@@ -15,13 +17,7 @@ import (
 // order per partition, and its final commits reach the end of every
 // partition.
 func TestKcatBalancedConsumer(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if testing.Short() {
-			t.Skip("kcat not installed (-short)")
-		}
-		t.Fatal("kcat is not installed: run `make tools` (or `apt-get install -y kcat`)")
-	}
+	kcat := testkit.Kcat(t)
 	const (
 		n     = 2000
 		parts = 4
