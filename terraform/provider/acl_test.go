@@ -47,7 +47,6 @@ resource "sluice_acl" "orders" {
 			return nil
 		}
 	}
-	empty := plancheck.ExpectEmptyPlan()
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
@@ -66,19 +65,16 @@ resource "sluice_acl" "orders" {
 					resource.TestCheckResourceAttr(addr, "permission", "allow"),
 					apiHas("read", "literal", "allow"),
 				),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{empty}},
+				ConfigPlanChecks: noDrift(),
 			},
 			{
 				// ACLs cannot change: any change replaces one.
 				Config: cfg("topic", "write", `pattern_type = "prefixed"
   permission   = "deny"`),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{
-						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate),
-						plancheck.ExpectResourceAction("sluice_api_key.app", plancheck.ResourceActionNoop),
-					},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				ConfigPlanChecks: noDrift(
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectResourceAction("sluice_api_key.app", plancheck.ResourceActionNoop),
+				),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttrWith(addr, "id", func(v string) error {
 						if v == aclID {

@@ -50,7 +50,6 @@ resource "sluice_api_key" "ci" {
 			return nil
 		}
 	}
-	empty := plancheck.ExpectEmptyPlan()
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
@@ -88,15 +87,12 @@ resource "sluice_api_key" "ci" {
 					resource.TestCheckResourceAttrSet(addr, "created_at"),
 					works(&id1, &secret1, "developer"),
 				),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{empty}},
+				ConfigPlanChecks: noDrift(),
 			},
 			{
 				// Keys cannot change: a new one replaces the old, which is revoked.
-				Config: cfg("viewer", "null"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				Config:           cfg("viewer", "null"),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttrWith(addr, "id", capture(&id2)),
 					resource.TestCheckResourceAttrWith(addr, "secret", capture(&secret2)),
@@ -181,13 +177,10 @@ resource "sluice_acl" "app_read" {
 			},
 			{
 				Config: cfg(2),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply: []plancheck.PlanCheck{
-						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreateBeforeDestroy),
-						plancheck.ExpectResourceAction("sluice_acl.app_read", plancheck.ResourceActionCreateBeforeDestroy),
-					},
-					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-				},
+				ConfigPlanChecks: noDrift(
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreateBeforeDestroy),
+					plancheck.ExpectResourceAction("sluice_acl.app_read", plancheck.ResourceActionCreateBeforeDestroy),
+				),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttrWith(addr, "id", capture(&newID)),
 					resource.TestCheckResourceAttrWith(addr, "secret", capture(&newSecret)),

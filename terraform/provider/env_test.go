@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/sluicehq/sluice/contract/api"
@@ -163,6 +164,12 @@ func capture(dst *string) func(string) error {
 		*dst = v
 		return nil
 	}
+}
+
+// noDrift is the plan checks of a step that applies: pre on the plan it
+// applies, then an empty plan once it is applied and refreshed.
+func noDrift(pre ...plancheck.PlanCheck) resource.ConfigPlanChecks {
+	return resource.ConfigPlanChecks{PreApply: pre, PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}}
 }
 
 // noneLeft is a CheckDestroy: list finds nothing once Terraform has

@@ -43,7 +43,6 @@ resource "sluice_quota" "acme" {
 		}
 	}
 	const freeFetch = 2 << 20 // the free plan's fetch_bytes_per_sec
-	empty := plancheck.ExpectEmptyPlan()
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
@@ -64,15 +63,12 @@ resource "sluice_quota" "acme" {
 					resource.TestCheckResourceAttr(addr, "max_message_bytes", fmt.Sprint(1<<20)),
 					tenantSees(20, 60, freeFetch),
 				),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{empty}},
+				ConfigPlanChecks: noDrift(),
 			},
 			{
-				Config: cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
-				Check: tenantSees(25, 60, 4<<20),
+				Config:           cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)),
+				Check:            tenantSees(25, 60, 4<<20),
 			},
 			{
 				Config:            cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
@@ -94,11 +90,8 @@ resource "sluice_quota" "acme" {
 						t.Fatal(err)
 					}
 				},
-				Config: cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				Config:           cfg("sluice.operator", 25, "fetch_bytes_per_sec = 4194304"),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "max_topics", "25"),
 					resource.TestCheckResourceAttr(addr, "max_connections", "77"),

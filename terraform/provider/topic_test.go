@@ -46,7 +46,6 @@ resource "sluice_topic" "orders" {
 			return nil
 		}
 	}
-	empty := plancheck.ExpectEmptyPlan()
 
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
@@ -69,15 +68,12 @@ resource "sluice_topic" "orders" {
 					resource.TestCheckResourceAttr(addr, "replication_factor", "3"),
 					apiHas("orders", 2, map[string]string{"retention.ms": "3600000"}),
 				),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{empty}},
+				ConfigPlanChecks: noDrift(),
 			},
 			{
 				// More partitions and another key: an update in place.
-				Config: cfg("orders", 4, `{ "retention.ms" = "7200000", "max.message.bytes" = "524288" }`),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				Config:           cfg("orders", 4, `{ "retention.ms" = "7200000", "max.message.bytes" = "524288" }`),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "partitions", "4"),
 					resource.TestCheckResourceAttr(addr, "config.%", "2"),
@@ -86,11 +82,8 @@ resource "sluice_topic" "orders" {
 			},
 			{
 				// A key dropped from config returns to the default.
-				Config: cfg("orders", 4, `{ "max.message.bytes" = "524288" }`),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				Config:           cfg("orders", 4, `{ "max.message.bytes" = "524288" }`),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "config.%", "1"),
 					resource.TestCheckResourceAttr(addr, "effective_config.retention.ms", "604800000"),
@@ -130,10 +123,7 @@ resource "sluice_topic" "orders" {
   name = "orders-v2"
 }
 `,
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionReplace)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{empty},
-				},
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionReplace)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "partitions", "1"),
 					resource.TestCheckNoResourceAttr(addr, "config.%"),
@@ -154,7 +144,7 @@ resource "sluice_topic" "orders" {
   config = {}
 }
 `,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PostApplyPostRefresh: []plancheck.PlanCheck{empty}},
+				ConfigPlanChecks: noDrift(),
 			},
 		},
 	})
@@ -330,11 +320,8 @@ func TestTopicPartitionsRaisedOutside(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: cfg(4),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-				},
+				Config:           cfg(4),
+				ConfigPlanChecks: noDrift(plancheck.ExpectEmptyPlan()),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "partitions", "8"),
 					e.sameTopic("orders", &first, 8),
@@ -347,11 +334,8 @@ func TestTopicPartitionsRaisedOutside(t *testing.T) {
 				Check:            e.sameTopic("orders", &first, 8),
 			},
 			{
-				Config: cfg(10),
-				ConfigPlanChecks: resource.ConfigPlanChecks{
-					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
-					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
-				},
+				Config:           cfg(10),
+				ConfigPlanChecks: noDrift(plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)),
 				Check: resource.ComposeAggregateTestCheckFunc(
 					resource.TestCheckResourceAttr(addr, "partitions", "10"),
 					e.sameTopic("orders", &first, 10),
