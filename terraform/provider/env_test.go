@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,10 +73,7 @@ func newEnv(t *testing.T) *env {
 // it offline.
 func setupTerraform(t *testing.T) {
 	t.Helper()
-	bin := filepath.Join(repoRoot(t), ".cache", "bin", "terraform")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("Terraform CLI v%s not found at %s: run `make tools` (it builds it from source once)", terraformVersion, bin)
-	}
+	bin := testkit.CachedTool(t, "terraform")
 	cmd := exec.Command(bin, "version")
 	cmd.Env = append(os.Environ(), "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=/dev/null")
 	out, err := cmd.Output()
@@ -91,25 +87,6 @@ func setupTerraform(t *testing.T) {
 	// A set TF_ACC_TERRAFORM_VERSION makes the harness download Terraform.
 	t.Setenv("TF_ACC_TERRAFORM_VERSION", "")
 	os.Unsetenv("TF_ACC_TERRAFORM_VERSION")
-}
-
-// repoRoot walks up from the package directory to the module's go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // factories serves the provider in-process, so `terraform init` installs
