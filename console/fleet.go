@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"slices"
@@ -274,10 +273,10 @@ func (c *Console) pathCell(w http.ResponseWriter, r *http.Request, s *session) (
 }
 
 // brokerForm handles one of the broker page's forms (form is its id):
-// an operator confirms it by typing the broker's id, then do runs on the
-// broker. A request that is not confirmed, or that the API refuses, shows
-// the broker's page again with the reason; true when do succeeded.
-func (c *Console) brokerForm(w http.ResponseWriter, r *http.Request, s *session, form, verb string, do func(ctx context.Context, id string) error) bool {
+// an operator confirms it by typing the broker's id, then do asks the API.
+// A request that is not confirmed, or that the API refuses, shows the
+// broker's page again with the reason; true when do succeeded.
+func (c *Console) brokerForm(w http.ResponseWriter, r *http.Request, s *session, form, verb string, do func() error) bool {
 	if !c.operatorOnly(w, r, s) {
 		return false
 	}
@@ -285,7 +284,7 @@ func (c *Console) brokerForm(w http.ResponseWriter, r *http.Request, s *session,
 		c.renderBroker(w, r, s, inputError(form, "type the broker's id exactly to "+verb+" it"), nil)
 		return false
 	}
-	if err := do(r.Context(), r.PathValue("id")); err != nil {
+	if err := do(); err != nil {
 		c.formError(w, r, err, form, func(ue *uiError) { c.renderBroker(w, r, s, ue, nil) })
 		return false
 	}
@@ -293,8 +292,8 @@ func (c *Console) brokerForm(w http.ResponseWriter, r *http.Request, s *session,
 }
 
 func (c *Console) adminDrainBroker(w http.ResponseWriter, r *http.Request, s *session) {
-	drain := func(ctx context.Context, id string) error {
-		_, err := s.api.AdminDrainBroker(ctx, id)
+	drain := func() error {
+		_, err := s.api.AdminDrainBroker(r.Context(), r.PathValue("id"))
 		return err
 	}
 	if c.brokerForm(w, r, s, "drain", "drain", drain) {
@@ -303,7 +302,8 @@ func (c *Console) adminDrainBroker(w http.ResponseWriter, r *http.Request, s *se
 }
 
 func (c *Console) adminDeleteBroker(w http.ResponseWriter, r *http.Request, s *session) {
-	if c.brokerForm(w, r, s, "delete-broker", "delete", s.api.AdminDeleteBroker) {
+	remove := func() error { return s.api.AdminDeleteBroker(r.Context(), r.PathValue("id")) }
+	if c.brokerForm(w, r, s, "delete-broker", "delete", remove) {
 		c.redirect(w, r, "/admin/cells/"+url.PathEscape(r.PathValue("cell"))+"?deleted=1")
 	}
 }
