@@ -30,6 +30,9 @@ type system interface {
 	// consume reads part of log from its first message until it has read
 	// want messages, checking each is msgSize bytes.
 	consume(ctx context.Context, log string, part int, want int) error
+	// deleteLog deletes log and waits until its files are gone
+	// (deletelog.go says why).
+	deleteLog(ctx context.Context, log string, parts int) error
 }
 
 // asyncPublisher publishes without waiting; done runs once per message
@@ -245,7 +248,7 @@ func runThroughput(ctx context.Context, s system, log string, cfg throughputConf
 		res.Consumed += w
 	}
 	res.CPUConsume = cpu1 - cpu0
-	return res, nil
+	return res, s.deleteLog(ctx, log, cfg.Parts)
 }
 
 // produce publishes n messages through p with at most window in flight and
