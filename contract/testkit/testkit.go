@@ -2,9 +2,11 @@
 // settable clock, a log destination safe for concurrent writers, the one
 // test logger (lines through t), the one bounded wait (WaitFor, and
 // WaitForState for waits that report what they last saw), the builder
-// of the real tenantd binary for process tests, and the copy of a data
-// directory as a power cut leaves it (CrashImage). Only tests import it; it
-// imports nothing of the module.
+// of the real tenantd binary for process tests, the copy of a data
+// directory as a power cut leaves it (CrashImage), free ports, test
+// certificates (PeerCAPEM, SelfSignedPEM), and the tools `make tools`
+// installs (CachedTool, Kcat, and StripeMock, which runs one). Only tests
+// and the test launchers import it; it imports nothing of the module.
 package testkit
 
 import (
