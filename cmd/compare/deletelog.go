@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A finished throughput run's log is deleted before the next run, on both
@@ -73,18 +75,7 @@ func topicDirs(dataDir, broker string) (int, error) {
 
 // deleteLog deletes the log's streams, and with them their files.
 func (n *natsCluster) deleteLog(ctx context.Context, log string, parts int) error {
-	nc, js, err := n.jetStream()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	for p := range parts {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := js.DeleteStream(cctx, streamName(log, p))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("delete stream %s: %w", streamName(log, p), err)
-		}
-	}
-	return nil
+	return n.eachStream(ctx, log, parts, "delete", func(ctx context.Context, js jetstream.JetStream, p int) error {
+		return js.DeleteStream(ctx, streamName(log, p))
+	})
 }

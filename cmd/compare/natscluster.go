@@ -150,6 +150,21 @@ func subject(log string, part int) string    { return fmt.Sprintf("%s.%d", log, 
 // createLog creates one stream per part: file storage, 3 replicas, limits
 // retention, no size limits; everything else NATS's defaults.
 func (n *natsCluster) createLog(ctx context.Context, log string, parts int) error {
+	return n.eachStream(ctx, log, parts, "create", func(ctx context.Context, js jetstream.JetStream, p int) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:      streamName(log, p),
+			Subjects:  []string{subject(log, p)},
+			Storage:   jetstream.FileStorage,
+			Replicas:  3,
+			Retention: jetstream.LimitsPolicy,
+		})
+		return err
+	})
+}
+
+// eachStream calls fn for each part's stream of log in turn, on one
+// connection, each call within 30 s; what names the step in errors.
+func (n *natsCluster) eachStream(ctx context.Context, log string, parts int, what string, fn func(context.Context, jetstream.JetStream, int) error) error {
 	nc, js, err := n.jetStream()
 	if err != nil {
 		return err
@@ -157,16 +172,10 @@ func (n *natsCluster) createLog(ctx context.Context, log string, parts int) erro
 	defer nc.Close()
 	for p := range parts {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := js.CreateStream(cctx, jetstream.StreamConfig{
-			Name:      streamName(log, p),
-			Subjects:  []string{subject(log, p)},
-			Storage:   jetstream.FileStorage,
-			Replicas:  3,
-			Retention: jetstream.LimitsPolicy,
-		})
+		err := fn(cctx, js, p)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("create stream %s: %w", streamName(log, p), err)
+			return fmt.Errorf("%s stream %s: %w", what, streamName(log, p), err)
 		}
 	}
 	return nil
