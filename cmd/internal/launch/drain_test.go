@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/dataplane/celltest/history"
 )
 
@@ -47,8 +48,15 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	// Traffic first, then the drain.
 	waitAcks(ctx, t, tr.chk, 200)
 	tr.waitGroupRead(ctx, t, 0, "before the drain")
-	drain, err := c.cp.Operator.AdminDrainBroker(ctx, "b1")
-	if err != nil {
+	// A broker whose first reports came before its replicas had a Raft
+	// configuration makes the cell refuse moves (503, retriable) until
+	// its next report: try again for up to a minute, as an operator would.
+	var drain api.Drain
+	if err := launch.WaitFor(ctx, "the drain starts", time.Minute, func() error {
+		var err error
+		drain, err = c.cp.Operator.AdminDrainBroker(ctx, "b1")
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// One move per replica on broker 1: the topic's, and the offsets

@@ -213,10 +213,18 @@ func TestStorageAndPartitionSeconds(t *testing.T) {
 	gotPart, gotStorage := float64(got["partition_seconds"]), float64(got["storage_byte_seconds"])
 	t.Logf("partition-seconds: ledger %.0f, measured %.1f (%+.3f%%); storage byte-seconds: ledger %.0f, measured %.0f = %d bytes × %.2f s (%+.3f%%); leaders %v; produced in %v, deletion seen within %v",
 		gotPart, wantPart, 100*(gotPart/wantPart-1), gotStorage, wantStorage, size, held, 100*(gotStorage/wantStorage-1), lastLeaders, produced.Sub(produceStart), deleted.Sub(delStart))
-	if math.Abs(gotPart/wantPart-1) > 0.01 {
-		t.Errorf("partition-seconds %.0f, measured %.1f: more than 1%% apart", gotPart, wantPart)
+	// The leaders closed the partitions somewhere between the delete call
+	// and the test seeing the topic gone, and the records landed somewhere
+	// within the produce call: end and held are the middles of those
+	// windows, so the measurement itself may be off by half of each, on
+	// top of the 1% the ledger is held to. On a busy machine seeing the
+	// deletion took 841 ms, and the half of it, over twelve partitions,
+	// was 0.7% of the partition-seconds.
+	delHalf, prodHalf := deleted.Sub(delStart).Seconds()/2, produced.Sub(produceStart).Seconds()/2
+	if d, slack := math.Abs(gotPart-wantPart), 0.01*wantPart+float64(parts)*delHalf; d > slack {
+		t.Errorf("partition-seconds %.0f, measured %.1f: %.1f apart, more than 1%% and the measurement's own uncertainty (%.1f in all)", gotPart, wantPart, d, slack)
 	}
-	if math.Abs(gotStorage/wantStorage-1) > 0.01 {
-		t.Errorf("storage byte-seconds %.0f, measured %.0f: more than 1%% apart", gotStorage, wantStorage)
+	if d, slack := math.Abs(gotStorage-wantStorage), 0.01*wantStorage+float64(size)*(delHalf+prodHalf); d > slack {
+		t.Errorf("storage byte-seconds %.0f, measured %.0f: %.0f apart, more than 1%% and the measurement's own uncertainty (%.0f in all)", gotStorage, wantStorage, d, slack)
 	}
 }
