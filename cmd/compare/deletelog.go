@@ -21,8 +21,9 @@ import (
 
 // deleteLog deletes the topic and waits until every broker has removed its
 // replicas' files (one topic directory fewer under each broker's replicas
-// directory than before; compare creates and deletes nothing else
-// meanwhile).
+// directory than before: in compare's cell of three brokers every broker
+// holds a replica of every partition, and nothing else is created or
+// deleted meanwhile).
 func (c *sluiceCell) deleteLog(ctx context.Context, log string, parts int) error {
 	before := make([]int, len(c.specs))
 	for i, b := range c.specs {

@@ -2,6 +2,7 @@ package launch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/client"
 	"github.com/sluicehq/sluice/dataplane/celltest/history"
 )
 
@@ -51,13 +53,23 @@ func TestDrainBrokerUnderTraffic(t *testing.T) {
 	// A broker whose first reports came before its replicas had a Raft
 	// configuration makes the cell refuse moves (503, retriable) until
 	// its next report: try again for up to a minute, as an operator would.
+	// Any other refusal fails the test at once.
 	var drain api.Drain
+	var refused error
 	if err := launch.WaitFor(ctx, "the drain starts", time.Minute, func() error {
 		var err error
 		drain, err = c.cp.Operator.AdminDrainBroker(ctx, "b1")
+		var ce *client.Error
+		if err != nil && !(errors.As(err, &ce) && ce.Retriable) {
+			refused = err
+			return nil
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	if refused != nil {
+		t.Fatalf("drain refused: %v", refused)
 	}
 	// One move per replica on broker 1: the topic's, and the offsets
 	// partitions' (the cell's three lowest node ids hold those).
