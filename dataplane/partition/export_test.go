@@ -42,3 +42,7 @@ func (r *Replica) SetBarrier(fn func(time.Duration) raft.Future) {
 	}
 	r.barrierFn.Store(&fn)
 }
+
+// PeerFoundDown reports whether the replica's transport finds broker id
+// down (peerWatcher.PeerDown).
+func (r *Replica) PeerFoundDown(id raft.ServerID) bool { return r.peers != nil && r.peers.PeerDown(id) }

@@ -145,12 +145,16 @@ func (r *Replica) watchPeers() {
 // the link healed, the higher term deposed the healthy leaders, and a
 // leader's transfer to such a candidate (its preferred replica) refused
 // writes for 10 s and timed out. The group elects by Raft's own timeouts
-// once its majority answers again.
+// once its majority answers again: retryFailover then takes the
+// succession up again, so a follower that found its other peer silent for
+// a moment (a probe late under load) does not leave the group to Raft's
+// timeouts.
 func (r *Replica) onPeerDown(id raft.ServerID) {
 	if r.NoQuorum() {
 		// Distinct from a leader moving: nothing can be elected until a
 		// majority of the voters' brokers answer again.
 		r.cfg.Logger.Warn("partition has lost its majority: no leader until its replicas' brokers return", "replica", r.cfg.ID, "down", id)
+		r.deferFailover(id)
 		return
 	}
 	if r.raft.State() != raft.Follower {
@@ -172,18 +176,50 @@ func (r *Replica) onPeerDown(id raft.ServerID) {
 				return
 			}
 		}
-		if !r.peers.PeerDown(id) || r.NoQuorum() {
-			return // it answered again, or no majority answers: no election
+		if !r.peers.PeerDown(id) {
+			return // it answered again: no election
 		}
-		if !r.majorityAnsweringNow() {
-			r.cfg.Logger.Info("leader's broker is down, but a majority of the voters' brokers have not answered lately; not campaigning",
+		if r.NoQuorum() || !r.majorityAnsweringNow() {
+			r.cfg.Logger.Info("leader's broker is down, but a majority of the voters' brokers have not answered lately; not campaigning yet",
 				"replica", r.cfg.ID, "dead_leader", id)
+			r.deferFailover(id)
 			return
 		}
 		if r.campaign("leader's broker down", id) {
 			r.cfg.Logger.Info("leader's broker is down; campaigning", "replica", r.cfg.ID, "dead_leader", id, "rank", rank, "refused_candidate", refused)
 		}
 	}()
+}
+
+// deferFailover records that the replica passed over succeeding dead
+// because too few of its voters' brokers answered.
+func (r *Replica) deferFailover(dead raft.ServerID) {
+	r.mu.Lock()
+	r.deferredDown = dead
+	r.mu.Unlock()
+}
+
+// retryFailover runs on the monitor's tick: once a majority of the
+// voters' brokers answer again after a succession was deferred, the
+// replica takes it up as if the dead leader's broker were found down now
+// (onPeerDown: only a follower whose leader is still that broker, or
+// none, campaigns, ranked and staggered as then). Nothing else would: the
+// transport reports a broker found down once, and a peer answering again
+// is no new report. Two survivors that each missed the other's probes
+// for a moment when the leader died used to wait out Raft's election
+// timeout (10 s here). If the dead broker answers again first, its leadership, if
+// it kept any, stands.
+func (r *Replica) retryFailover() {
+	r.mu.Lock()
+	dead := r.deferredDown
+	r.mu.Unlock()
+	if dead == "" || r.NoQuorum() || !r.majorityAnsweringNow() {
+		return
+	}
+	r.deferFailover("")
+	if r.peers.PeerDown(dead) {
+		r.onPeerDown(dead)
+	}
 }
 
 // sleep waits d, or until the replica stops; it reports whether d passed.

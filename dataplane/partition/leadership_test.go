@@ -257,6 +257,43 @@ func TestIsolatedFollowerDoesNotDepose(t *testing.T) {
 	}
 }
 
+// TestDeferredFailoverTakenUpAgain: when the leader's broker dies while
+// the two survivors cannot hear each other (here a cut link; under load,
+// probes answered late), each finds a majority of its voters silent and
+// passes over the succession. Once they hear each other again the
+// replicas take it up: a new leader serves without Raft's election
+// timeout, an hour here, so without that the test fails at its deadline.
+func TestDeferredFailoverTakenUpAgain(t *testing.T) {
+	net, err := celltest.NewTransportNetwork(3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Int32
+	c := celltest.New(t, celltest.Options{Partitions: 1, Raft: slowRaft, Network: net,
+		Logger: slog.New(countingHandler{msg: "partition has lost its majority", n: &lost})})
+	t.Cleanup(func() { _ = net.Close() })
+	waitFollowersLevel(t, c)
+	net.Faults().Partition(string(celltest.BrokerID(1)), string(celltest.BrokerID(2)))
+	celltest.WaitFor(t, 30*time.Second, "brokers 1 and 2 to find each other down", func() bool {
+		return c.Replica(1, 0).PeerFoundDown(celltest.BrokerID(2)) && c.Replica(2, 0).PeerFoundDown(celltest.BrokerID(1))
+	})
+	c.StopBroker(0)
+	celltest.WaitFor(t, 30*time.Second, "both survivors to pass over the succession", func() bool {
+		return lost.Load() >= 2
+	})
+	net.Faults().Heal()
+	start := time.Now()
+	if l := c.WaitLeader(0, 60*time.Second); l == 0 {
+		t.Fatal("the stopped broker 0 still leads")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Produce(ctx, 0, celltest.Batch([]byte("after the heal"))); err != nil {
+		t.Fatalf("produce after the heal: %v", err)
+	}
+	t.Logf("a new leader served %v after the survivors heard each other again", time.Since(start))
+}
+
 // countingHandler counts the log lines whose message starts with msg.
 type countingHandler struct {
 	msg string

@@ -307,8 +307,12 @@ type Replica struct {
 	slowTransfers int
 	failing       map[raft.ServerID]bool      // peers the leader cannot heartbeat
 	peerUp        map[raft.ServerID]time.Time // when a peer broker last answered again after being down
-	removed       bool
-	shutdown      bool
+	// deferredDown is the dead leader whose succession this replica
+	// passed over because too few voters' brokers answered; retryFailover
+	// takes it up again once they do. Empty if none.
+	deferredDown raft.ServerID
+	removed      bool
+	shutdown     bool
 
 	// seqMu serializes idempotent produces from their sequence check to
 	// their raft.Apply, so that entries enter the log in checked order;
@@ -981,6 +985,7 @@ func (r *Replica) monitor() {
 			}
 			r.checkJoin(r.member.conf.Load())
 			r.checkUnready(time.Now())
+			r.retryFailover()
 			r.converge()
 			r.maybeTransfer()
 		}
