@@ -208,7 +208,7 @@ func TestGroupLagListsEveryConsumedPartition(t *testing.T) {
 				if r == nil {
 					return nil, false
 				}
-				return celltest.NodeReplica{Replica: r}, true
+				return r, true
 			}})
 		if err != nil {
 			t.Fatal(err)

@@ -6,21 +6,17 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
 )
-
-// replicaLagMax is how long an assigned follower may go without holding
-// its leader's whole log before the partition counts as under-replicated:
-// Kafka's replica.lag.time.max.ms default, which shrinks the ISR then.
-const replicaLagMax = 30 * time.Second
 
 // underReplicated reports whether a partition this broker (node self)
 // leads has fewer live, caught-up replicas than the cell state assigns it:
 // an assigned replica's broker answers no transport probe, the partition's
 // Raft configuration lacks an assigned node as a voter, or an assigned
 // follower answers but has not held the leader's whole log for
-// replicaLagMax (outOfSync, partition.Replica.FollowerOutOfSync).
+// partition.ReplicaLagMax (outOfSync, partition.Replica.FollowerOutOfSync).
 func underReplicated(v *cellview.View, topicID string, part, self int, node *transport.Node, config func() raft.ConfigurationFuture, outOfSync func(raft.ServerID) time.Duration) bool {
 	t, ok := v.TopicByID(topicID)
 	if !ok {
@@ -51,7 +47,7 @@ func underReplicated(v *cellview.View, topicID string, part, self int, node *tra
 		if node != nil && node.PeerDown(id) {
 			return true
 		}
-		if outOfSync(id) > replicaLagMax {
+		if outOfSync(id) > partition.ReplicaLagMax {
 			return true
 		}
 	}

@@ -217,6 +217,7 @@ func (c *Cell) openReplica(b, p int) (*partition.Replica, error) {
 		ID:              BrokerID(b),
 		Dir:             filepath.Join(br.dir, fmt.Sprintf("p%d", p)),
 		Peers:           peers,
+		NodeID:          NodeOf,
 		Bootstrap:       voter,
 		Seeder:          br.seeder,
 		BootstrapGrace:  c.opts.BootstrapGrace,

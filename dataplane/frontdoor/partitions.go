@@ -45,6 +45,9 @@ type Partition interface {
 	// Leader is the current leader's broker node id; ok is false while
 	// there is none.
 	Leader() (node int, ok bool)
+	// InSync reports whether the replica on broker node counts as in
+	// sync (Kafka's ISR), as far as this broker can tell.
+	InSync(node int) bool
 	// OffsetForTimestamp returns the first committed offset whose batch
 	// holds a timestamp ≥ ts; found is false if there is none.
 	OffsetForTimestamp(ts int64) (offset int64, found bool, err error)

@@ -40,7 +40,7 @@ func coordinatorsOn(t *testing.T, cell *celltest.Cell, mod func(*groups.Config))
 				if r == nil {
 					return nil, false
 				}
-				return celltest.NodeReplica{Replica: r}, true
+				return r, true
 			}}
 		if mod != nil {
 			mod(&cfg)

@@ -112,7 +112,8 @@ func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
 		if len(wp.Replicas) > 0 {
 			mp.Leader = int32(wp.Replicas[0]) // the preferred leader, until a replica knows better
 		}
-		if p, ok := c.s.cfg.Partitions.Get(t.ID, int32(wp.Partition)); ok {
+		p, held := c.s.cfg.Partitions.Get(t.ID, int32(wp.Partition))
+		if held {
 			mp.LeaderEpoch = p.LeaderEpoch()
 			if node, ok := p.Leader(); ok {
 				mp.Leader = int32(node)
@@ -128,7 +129,11 @@ func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
 		}
 		for _, n := range wp.Replicas {
 			mp.Replicas = append(mp.Replicas, int32(n))
-			mp.ISR = append(mp.ISR, int32(n))
+			// A broker that holds no replica of the partition cannot
+			// tell; it lists every assigned one.
+			if !held || p.InSync(n) {
+				mp.ISR = append(mp.ISR, int32(n))
+			}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -478,6 +478,39 @@ func (r *Replica) FollowerOutOfSync(id raft.ServerID) time.Duration {
 	return 0
 }
 
+// ReplicaLagMax is how long a follower may go without holding its
+// leader's whole log and still count as in sync: Kafka's
+// replica.lag.time.max.ms default.
+const ReplicaLagMax = 30 * time.Second
+
+// InSync reports whether the replica on broker node counts as in sync,
+// Kafka's ISR, as far as this broker can tell: it must be a voter of the
+// group's configuration (a replica still joining in a move is not); this
+// broker's own replica is; another broker's is while its broker answers
+// the transport's probe, and, where this replica leads, while it has not
+// gone ReplicaLagMax without holding the whole log (FollowerOutOfSync). A
+// follower cannot see the others' progress, so on a broker that does not
+// lead, only a dead broker drops out.
+func (r *Replica) InSync(node int) bool {
+	for _, s := range r.peersNow() {
+		if n, ok := r.cfg.NodeID(s.ID); !ok || n != node {
+			continue
+		}
+		switch {
+		case s.Suffrage != raft.Voter:
+			return false
+		case s.ID == r.cfg.ID:
+			return true
+		case r.peers != nil && r.peers.PeerDown(s.ID):
+			return false
+		case r.ready():
+			return r.FollowerOutOfSync(s.ID) <= ReplicaLagMax
+		}
+		return true
+	}
+	return false
+}
+
 // transferLag is how many entries behind the leader's last one a
 // follower may be and still count as caught up for a leadership transfer:
 // the pipeline's window, entries already on their way.

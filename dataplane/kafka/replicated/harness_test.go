@@ -171,7 +171,7 @@ func (c *cell) startServer(b int, ln net.Listener) {
 				if r == nil {
 					return nil, false
 				}
-				return celltest.NodeReplica{Replica: r}, true
+				return r, true
 			}})
 		if err != nil {
 			c.t.Fatal(err)
@@ -253,7 +253,7 @@ func (p partitions) Get(topicID string, part int32) (kafka.Partition, bool) {
 	if r == nil {
 		return nil, false
 	}
-	return celltest.NodeReplica{Replica: r}, true
+	return r, true
 }
 
 // waitCoordinators waits until every offsets partition is led by its

@@ -150,7 +150,7 @@ func (s secondTopic) Get(topicID string, part int32) (kafka.Partition, bool) {
 		if r == nil {
 			return nil, false
 		}
-		return celltest.NodeReplica{Replica: r}, true
+		return r, true
 	}
 	return s.base.Get(topicID, part)
 }

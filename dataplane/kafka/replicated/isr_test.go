@@ -1,0 +1,66 @@
+package replicated
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+)
+
+// Metadata's ISR is the replicas in sync, not every assigned one: a
+// stopped follower's broker drops out of it on the brokers that remain
+// (on the leader and on the other follower) once their transports find
+// it down, while Replicas still lists it, and it is back once its broker
+// has returned.
+func TestMetadataISRDropsAStoppedFollower(t *testing.T) {
+	c, tn := startCell(t, 1, "isr")
+	l := c.cell.WaitLeader(0, 20*time.Second)
+	follower := (l + 1) % 3
+	cl := c.client(t, tn)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	isr := func(b int) (replicas, isr []int32) {
+		raw, err := cl.Broker(b+1).Request(ctx, metadataRequest("isr"))
+		if err != nil {
+			t.Fatalf("metadata from node %d: %v", b+1, err)
+		}
+		mr := raw.(*kmsg.MetadataResponse)
+		if len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 {
+			t.Fatalf("metadata: topics %+v", mr.Topics)
+		}
+		p := mr.Topics[0].Partitions[0]
+		return p.Replicas, slices.Sorted(slices.Values(p.ISR))
+	}
+	all := []int32{1, 2, 3}
+	for b := range 3 {
+		celltest.WaitFor(t, 20*time.Second, "every replica in sync", func() bool {
+			_, got := isr(b)
+			return slices.Equal(got, all)
+		})
+	}
+	c.kill(follower)
+	var without []int32
+	for _, n := range all {
+		if n != int32(follower+1) {
+			without = append(without, n)
+		}
+	}
+	for _, b := range []int{l, 3 - l - follower} {
+		celltest.WaitFor(t, 20*time.Second, "the stopped follower out of the ISR", func() bool {
+			replicas, got := isr(b)
+			if len(replicas) != 3 {
+				t.Fatalf("metadata from node %d lists replicas %v, want all three", b+1, replicas)
+			}
+			return slices.Equal(got, without)
+		})
+	}
+	c.restart(follower)
+	celltest.WaitFor(t, 30*time.Second, "the restarted follower back in the ISR", func() bool {
+		_, got := isr(l)
+		return slices.Equal(got, all)
+	})
+}
