@@ -9,10 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/contract/usagewire"
 )
 
 // Meters are the ledger's meters, in display order.
-var Meters = []string{"bytes_in", "bytes_out", "messages_in", "messages_out", "partition_seconds", "storage_byte_seconds"}
+var Meters = usagewire.Meters
 
 // IsMeter reports whether m is one of Meters.
 func IsMeter(m string) bool {
@@ -58,14 +60,8 @@ type batchKey struct {
 	base      int64
 }
 
-// Entry is one counter of a Record.
-type Entry struct {
-	Tenant string `json:"tenant"`
-	Topic  string `json:"topic,omitempty"`
-	Meter  string `json:"meter"`
-	Hour   int64  `json:"hour"`
-	Value  int64  `json:"value"`
-}
+// Entry is one counter of a Record (usagewire.Entry).
+type Entry = usagewire.Entry
 
 // Shipment is one range of a usage partition's records.
 type Shipment struct {

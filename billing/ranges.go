@@ -9,22 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/contract/usagewire"
 )
 
-// Range is a partition's closed produce range in a Record (version 2):
-// Bytes and Messages are the partition's bytes_in and messages_in of Hour
-// up to End, cumulative over the hour. Brokers take them from the
-// partition's replicated log, so a range recorded twice (by a leader and
-// by the next one, which records its last range again) is the same range.
-type Range struct {
-	Tenant    string `json:"tenant"`
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	End       int64  `json:"end"`
-	Hour      int64  `json:"hour"`
-	Bytes     int64  `json:"bytes"`
-	Messages  int64  `json:"messages"`
-}
+// Range is a partition's closed produce range in a Record (version 2),
+// as brokers write it (usagewire.Range).
+type Range = usagewire.Range
 
 type rangeKey struct {
 	topic     string

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluicehq/sluice/contract/usagewire"
 	"github.com/sluicehq/sluice/dataplane/log"
 	"github.com/sluicehq/sluice/dataplane/records"
 )
 
 // Meter names, as the ledger stores them.
 const (
-	BytesIn     = "bytes_in"
-	BytesOut    = "bytes_out"
-	MessagesIn  = "messages_in"
-	MessagesOut = "messages_out"
+	BytesIn     = usagewire.BytesIn
+	BytesOut    = usagewire.BytesOut
+	MessagesIn  = usagewire.MessagesIn
+	MessagesOut = usagewire.MessagesOut
 )
 
 // RecordVersion is the version of Record's encoding: 2 replaced version
@@ -41,31 +42,11 @@ type Record struct {
 	Ranges []Range `json:"ranges,omitempty"`
 }
 
-// Range is a partition's closed produce range (partition.MeterRange) on
-// behalf of its tenant: Bytes and Messages are the bytes_in and
-// messages_in the partition's ranges attributed to Hour up to End, this
-// range included (cumulative over the hour).
-type Range struct {
-	Tenant    string `json:"tenant"`
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	End       int64  `json:"end"`
-	Hour      int64  `json:"hour"`
-	Bytes     int64  `json:"bytes"`
-	Messages  int64  `json:"messages"`
-}
+// Range is a partition's closed produce range (usagewire.Range).
+type Range = usagewire.Range
 
-// Entry is one counter of a Record.
-type Entry struct {
-	Tenant string `json:"tenant"`
-	// Topic is the topic id; empty for usage not attributed to one topic
-	// (an HTTP group fetch reads many).
-	Topic string `json:"topic,omitempty"`
-	Meter string `json:"meter"`
-	// Hour is the start of the hour the usage happened in, unix seconds.
-	Hour  int64 `json:"hour"`
-	Value int64 `json:"value"`
-}
+// Entry is one counter of a Record (usagewire.Entry).
+type Entry = usagewire.Entry
 
 // EncodeBatch returns an uncompressed Kafka record batch (records.Build:
 // magic v2, no producer id, base offset 0) holding r as its one record's

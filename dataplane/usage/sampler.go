@@ -4,13 +4,15 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/contract/usagewire"
 )
 
 // Time-based meters, in seconds: partition-hours and storage byte-hours
 // are these over 3,600.
 const (
-	PartitionSeconds   = "partition_seconds"
-	StorageByteSeconds = "storage_byte_seconds"
+	PartitionSeconds   = usagewire.PartitionSeconds
+	StorageByteSeconds = usagewire.StorageByteSeconds
 )
 
 // Sample is one partition this broker leads, as the sampler sees it.
