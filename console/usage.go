@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/contract/api"
+	"github.com/sluicehq/sluice/contract/usagewire"
 )
 
 // usageMeters are the meters the usage page charts, with their titles and
@@ -20,12 +21,12 @@ var usageMeters = []struct {
 	name, title string
 	format      func(int64) string
 }{
-	{"bytes_in", "Bytes in", humanBytes},
-	{"bytes_out", "Bytes out", humanBytes},
-	{"messages_in", "Messages in", count},
-	{"messages_out", "Messages out", count},
-	{"partition_seconds", "Partition-hours", func(v int64) string { return strconv.FormatFloat(float64(v)/3600, 'f', 1, 64) }},
-	{"storage_byte_seconds", "Storage (byte-hours)", func(v int64) string { return humanBytes(v/3600) + "·h" }},
+	{usagewire.BytesIn, "Bytes in", humanBytes},
+	{usagewire.BytesOut, "Bytes out", humanBytes},
+	{usagewire.MessagesIn, "Messages in", count},
+	{usagewire.MessagesOut, "Messages out", count},
+	{usagewire.PartitionSeconds, "Partition-hours", func(v int64) string { return strconv.FormatFloat(float64(v)/3600, 'f', 1, 64) }},
+	{usagewire.StorageByteSeconds, "Storage (byte-hours)", func(v int64) string { return humanBytes(v/3600) + "·h" }},
 }
 
 func count(v int64) string { return strconv.FormatInt(v, 10) }
