@@ -164,7 +164,7 @@ func (c *Console) renderCell(w http.ResponseWriter, r *http.Request, s *session,
 			if !unfinished(m) {
 				continue
 			}
-			onto, off := moveEnds(m)
+			onto, off := m.Ends()
 			if slices.Contains(onto, b.NodeID) {
 				cb.MovesOn++
 			}

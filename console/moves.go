@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,27 +33,6 @@ type movesData struct {
 // back to its original replicas); a failed move is, until cancelled.
 func unfinished(m api.Move) bool {
 	return m.State == "running" || m.State == "cancelling" || m.State == "failed"
-}
-
-// moveEnds is the nodes an unfinished move puts a replica on and the
-// nodes it takes one off, towards its goal: the target while running,
-// the original replicas while cancelling.
-func moveEnds(m api.Move) (onto, off []int) {
-	from, goal := m.Original, m.Target
-	if m.State == "cancelling" {
-		from, goal = m.Target, m.Original
-	}
-	return minusNodes(goal, from), minusNodes(from, goal)
-}
-
-func minusNodes(a, b []int) []int {
-	var out []int
-	for _, n := range a {
-		if !slices.Contains(b, n) {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 func (c *Console) adminMovesPage(w http.ResponseWriter, r *http.Request, s *session) {

@@ -248,14 +248,6 @@ func TestMoveRendering(t *testing.T) {
 			t.Fatalf("parseNodes(%q) = %v, %v", tc.in, got, err)
 		}
 	}
-	run := api.Move{State: "running", Original: []int{1, 2, 3}, Target: []int{2, 3, 4}}
-	if onto, off := moveEnds(run); !slices.Equal(onto, []int{4}) || !slices.Equal(off, []int{1}) {
-		t.Fatalf("running move ends: onto %v off %v", onto, off)
-	}
-	run.State = "cancelling"
-	if onto, off := moveEnds(run); !slices.Equal(onto, []int{1}) || !slices.Equal(off, []int{4}) {
-		t.Fatalf("cancelling move ends: onto %v off %v", onto, off)
-	}
 }
 
 // A failed move shows its failure in the moves table and keeps a cancel

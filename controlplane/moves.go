@@ -46,20 +46,9 @@ const (
 	minLiveBrokers   = 3
 )
 
-// minus is a's members that are not in b, in a's order.
-func minus(a, b []int) []int {
-	var out []int
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 // sameSet is whether a and b hold the same node ids, in any order.
 func sameSet(a, b []int) bool {
-	return len(minus(a, b)) == 0 && len(minus(b, a)) == 0 && len(a) == len(b)
+	return len(api.NodesMinus(a, b)) == 0 && len(api.NodesMinus(b, a)) == 0 && len(a) == len(b)
 }
 
 // publishMove is what the cell state lists for a partition while its move
@@ -72,12 +61,12 @@ func sameSet(a, b []int) bool {
 func publishMove(state string, original, target, voters []int) (replicas, adding, removing []int) {
 	switch state {
 	case moveRunning, moveFailed:
-		removing = minus(original, target)
-		return append(slices.Clone(target), removing...), minus(target, original), removing
+		removing = api.NodesMinus(original, target)
+		return append(slices.Clone(target), removing...), api.NodesMinus(target, original), removing
 	case moveCancelling:
-		removing = minus(target, original)
+		removing = api.NodesMinus(target, original)
 		if len(voters) > 0 {
-			adding = minus(original, voters)
+			adding = api.NodesMinus(original, voters)
 		}
 		return append(slices.Clone(original), removing...), adding, removing
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/contract/api"
 )
 
 // moveStallLimit is how long a running move's new replica's broker may go
@@ -30,7 +32,7 @@ func moveFailure(now, started time.Time, original, target []int, lastLeaderRepor
 		}
 		return now.Sub(*at) > moveStallLimit
 	}
-	for _, n := range minus(target, original) {
+	for _, n := range api.NodesMinus(target, original) {
 		b, ok := brokers[n]
 		switch {
 		case !ok:

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Move is one partition's replica move (/v1/admin/moves): from Original
 // to Target, by broker node id, the first of each the preferred leader.
@@ -71,4 +74,26 @@ type CreateMoveRequest struct {
 type Drain struct {
 	Broker Broker `json:"broker"`
 	Moves  []Move `json:"moves"`
+}
+
+// Ends is the nodes an unfinished move puts a replica on and the nodes it
+// takes one off, towards its goal: the target while running, the original
+// replicas while cancelling.
+func (m Move) Ends() (onto, off []int) {
+	from, goal := m.Original, m.Target
+	if m.State == "cancelling" {
+		from, goal = m.Target, m.Original
+	}
+	return NodesMinus(goal, from), NodesMinus(from, goal)
+}
+
+// NodesMinus is a's node ids that are not in b, in a's order.
+func NodesMinus(a, b []int) []int {
+	var out []int
+	for _, n := range a {
+		if !slices.Contains(b, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
