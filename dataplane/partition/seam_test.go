@@ -27,15 +27,18 @@ func TestKafkaSeam(t *testing.T) {
 	if _, _, ok, _ := r.EpochEnd(e1 - 1); ok {
 		t.Fatalf("EpochEnd(%d) found an epoch before the first", e1-1)
 	}
-	// celltest's ids ("b0") are not decimal: Leader knows no node id, and
-	// a follower's NotLeaderError says so, yet still names the leader.
-	if _, ok := r.Leader(); ok {
-		t.Fatal("Leader mapped a non-decimal server id")
+	// The cell maps its ids ("b0") to node ids (celltest.NodeOf): Leader
+	// names the leader's node, and so does a follower's NotLeaderError.
+	if n, ok := r.Leader(); !ok || n != 1 {
+		t.Fatalf("Leader() = %d, %v; want node 1", n, ok)
 	}
 	_, err := followerRefuses(t, c, lb)
 	var ln interface{ LeaderNode() (int, bool) }
 	if !errors.As(err, &ln) {
 		t.Fatalf("follower produce error %v has no LeaderNode", err)
+	}
+	if n, ok := ln.LeaderNode(); !ok || n != 1 {
+		t.Fatalf("follower produce error names node %d, %v; want node 1", n, ok)
 	}
 	if !errors.As(partition.ErrClosed, &ln) {
 		t.Fatal("ErrClosed has no LeaderNode")
