@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/sluicehq/sluice/dataplane/celltest"
 )
 
@@ -24,15 +22,7 @@ func TestMetadataISRDropsAStoppedFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	isr := func(b int) (replicas, isr []int32) {
-		raw, err := cl.Broker(b+1).Request(ctx, metadataRequest("isr"))
-		if err != nil {
-			t.Fatalf("metadata from node %d: %v", b+1, err)
-		}
-		mr := raw.(*kmsg.MetadataResponse)
-		if len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 {
-			t.Fatalf("metadata: topics %+v", mr.Topics)
-		}
-		p := mr.Topics[0].Partitions[0]
+		p := onePartitionMetadata(ctx, t, cl, int32(b+1), "isr")
 		return p.Replicas, slices.Sorted(slices.Values(p.ISR))
 	}
 	all := []int32{1, 2, 3}

@@ -40,15 +40,7 @@ func TestMetadataWithoutLeaderIsLeaderNotAvailable(t *testing.T) {
 	}
 	var mp kmsg.MetadataResponseTopicPartition
 	celltest.WaitFor(t, 20*time.Second, "metadata without a leader", func() bool {
-		raw, err := cl.Broker(survivor+1).Request(ctx, meta)
-		if err != nil {
-			t.Fatalf("metadata from node %d: %v", survivor+1, err)
-		}
-		mr := raw.(*kmsg.MetadataResponse)
-		if len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 {
-			t.Fatalf("metadata: topics %+v", mr.Topics)
-		}
-		mp = mr.Topics[0].Partitions[0]
+		mp = onePartitionMetadata(ctx, t, cl, int32(survivor+1), topic)
 		return mp.ErrorCode != 0
 	})
 	if mp.ErrorCode != catalog.LeaderNotAvailable.KafkaCode || mp.Leader != -1 {

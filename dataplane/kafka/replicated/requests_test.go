@@ -1,6 +1,12 @@
 package replicated
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // The raw requests below are for tests that send one request to one
 // broker (or one session) and check exactly what it answers, which a
@@ -31,6 +37,21 @@ func metadataRequest(topics ...string) *kmsg.MetadataRequest {
 		req.Topics = append(req.Topics, mt)
 	}
 	return req
+}
+
+// onePartitionMetadata asks node for topic's metadata, which must hold
+// that one topic of one partition, and returns the partition's.
+func onePartitionMetadata(ctx context.Context, t *testing.T, cl *kgo.Client, node int32, topic string) kmsg.MetadataResponseTopicPartition {
+	t.Helper()
+	raw, err := cl.Broker(int(node)).Request(ctx, metadataRequest(topic))
+	if err != nil {
+		t.Fatalf("metadata from node %d: %v", node, err)
+	}
+	mr := raw.(*kmsg.MetadataResponse)
+	if len(mr.Topics) != 1 || len(mr.Topics[0].Partitions) != 1 {
+		t.Fatalf("metadata from node %d: topics %+v", node, mr.Topics)
+	}
+	return mr.Topics[0].Partitions[0]
 }
 
 // listOffsetsRequest asks for one partition's offset at timestamp (-1
