@@ -48,6 +48,9 @@ type Partition interface {
 	// InSync reports whether the replica on broker node counts as in
 	// sync (Kafka's ISR), as far as this broker can tell.
 	InSync(node int) bool
+	// Offline reports whether the replica on broker node is on a broker
+	// this broker finds down (Kafka's offline replicas).
+	Offline(node int) bool
 	// OffsetForTimestamp returns the first committed offset whose batch
 	// holds a timestamp ≥ ts; found is false if there is none.
 	OffsetForTimestamp(ts int64) (offset int64, found bool, err error)

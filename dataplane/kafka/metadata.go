@@ -134,6 +134,9 @@ func (c *conn) topicMetadata(t *wire.Topic) kmsg.MetadataResponseTopic {
 			if !held || p.InSync(n) {
 				mp.ISR = append(mp.ISR, int32(n))
 			}
+			if held && p.Offline(n) {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, int32(n))
+			}
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

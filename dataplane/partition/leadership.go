@@ -511,6 +511,21 @@ func (r *Replica) InSync(node int) bool {
 	return false
 }
 
+// Offline reports whether the replica on broker node is on another
+// broker that this broker's transport finds down: Kafka's offline
+// replicas, which Metadata lists beside the ISR.
+func (r *Replica) Offline(node int) bool {
+	if r.peers == nil {
+		return false
+	}
+	for _, s := range r.peersNow() {
+		if n, ok := r.cfg.NodeID(s.ID); ok && n == node {
+			return s.ID != r.cfg.ID && r.peers.PeerDown(s.ID)
+		}
+	}
+	return false
+}
+
 // transferLag is how many entries behind the leader's last one a
 // follower may be and still count as caught up for a leadership transfer:
 // the pipeline's window, entries already on their way.

@@ -278,6 +278,9 @@ func (p *Partition) Leader() (int, bool) { return p.node, true }
 // InSync holds for this broker's node, the one replica.
 func (p *Partition) InSync(node int) bool { return node == p.node }
 
+// Offline never holds: the one replica is this broker's.
+func (p *Partition) Offline(int) bool { return false }
+
 // OffsetForTimestamp looks the timestamp up in the log's time index.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, bool, error) {
 	return p.log.OffsetForTimestamp(ts)
