@@ -144,11 +144,10 @@ func (r *Replica) watchPeers() {
 // raise its term. An isolated broker's replicas used to do that; when
 // the link healed, the higher term deposed the healthy leaders, and a
 // leader's transfer to such a candidate (its preferred replica) refused
-// writes for 10 s and timed out. The group elects by Raft's own timeouts
-// once its majority answers again: retryFailover then takes the
-// succession up again, so a follower that found its other peer silent for
-// a moment (a probe late under load) does not leave the group to Raft's
-// timeouts.
+// writes for 10 s and timed out. Once its majority answers again,
+// retryFailover takes the succession up, so a follower that found its
+// other peer silent for a moment (a probe late under load) does not leave
+// the group to Raft's own timeouts.
 func (r *Replica) onPeerDown(id raft.ServerID) {
 	if r.NoQuorum() {
 		// Distinct from a leader moving: nothing can be elected until a
@@ -207,8 +206,8 @@ func (r *Replica) deferFailover(dead raft.ServerID) {
 // transport reports a broker found down once, and a peer answering again
 // is no new report. Two survivors that each missed the other's probes
 // for a moment when the leader died used to wait out Raft's election
-// timeout (10 s here). If the dead broker answers again first, its leadership, if
-// it kept any, stands.
+// timeout (10 s here). If the dead broker answers again first, its
+// leadership, if it kept any, stands.
 func (r *Replica) retryFailover() {
 	r.mu.Lock()
 	dead := r.deferredDown
