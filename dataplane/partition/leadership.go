@@ -491,38 +491,37 @@ const ReplicaLagMax = 30 * time.Second
 // follower cannot see the others' progress, so on a broker that does not
 // lead, only a dead broker drops out.
 func (r *Replica) InSync(node int) bool {
-	for _, s := range r.peersNow() {
-		if n, ok := r.cfg.NodeID(s.ID); !ok || n != node {
-			continue
-		}
-		switch {
-		case s.Suffrage != raft.Voter:
-			return false
-		case s.ID == r.cfg.ID:
-			return true
-		case r.peers != nil && r.peers.PeerDown(s.ID):
-			return false
-		case r.ready():
-			return r.FollowerOutOfSync(s.ID) <= ReplicaLagMax
-		}
+	s, ok := r.serverOn(node)
+	switch {
+	case !ok || s.Suffrage != raft.Voter:
+		return false
+	case s.ID == r.cfg.ID:
 		return true
+	case r.peers != nil && r.peers.PeerDown(s.ID):
+		return false
+	case r.ready():
+		return r.FollowerOutOfSync(s.ID) <= ReplicaLagMax
 	}
-	return false
+	return true
 }
 
 // Offline reports whether the replica on broker node is on another
 // broker that this broker's transport finds down: Kafka's offline
 // replicas, which Metadata lists beside the ISR.
 func (r *Replica) Offline(node int) bool {
-	if r.peers == nil {
-		return false
-	}
+	s, ok := r.serverOn(node)
+	return ok && r.peers != nil && s.ID != r.cfg.ID && r.peers.PeerDown(s.ID)
+}
+
+// serverOn is the member of the group's configuration (peersNow) on
+// broker node, if any.
+func (r *Replica) serverOn(node int) (raft.Server, bool) {
 	for _, s := range r.peersNow() {
 		if n, ok := r.cfg.NodeID(s.ID); ok && n == node {
-			return s.ID != r.cfg.ID && r.peers.PeerDown(s.ID)
+			return s, true
 		}
 	}
-	return false
+	return raft.Server{}, false
 }
 
 // transferLag is how many entries behind the leader's last one a
