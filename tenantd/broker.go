@@ -260,8 +260,6 @@ func runReplicas(ctx context.Context, cfg brokerConfig, syncer *cellview.Syncer,
 		return err
 	}
 	defer node.Close()
-	cfg.parts.node.Store(node)
-	defer cfg.parts.node.Store(nil)
 	cfg.parts.selfID.Store(int64(self.NodeID))
 	stopReload := reloadOnHangup("peer certificate", cfg.Peer.Cert, func() error { return cert.Load(cfg.Peer.Cert, cfg.Peer.Key) }, log)
 	defer stopReload()

@@ -14,13 +14,11 @@ import (
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/toptenants"
-	"github.com/sluicehq/sluice/dataplane/transport"
 )
 
 // brokerParts are what a running broker's metrics read, set by
 // runReplicas while they run (nil before and after).
 type brokerParts struct {
-	node   atomic.Pointer[transport.Node]
 	coord  atomic.Pointer[groups.Coordinator]
 	selfID atomic.Int64 // this broker's node id in its cell; 0 until known
 	// labels bound the tenant label of both front doors' request
@@ -117,7 +115,6 @@ func (pc *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	if m := pc.manager(); m != nil {
 		v := pc.view()
 		self := int(pc.parts.selfID.Load())
-		node := pc.parts.node.Load()
 		for _, st := range m.Status() {
 			count++
 			bytes += float64(st.SizeBytes)
@@ -137,7 +134,7 @@ func (pc *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 				leaderless++
 			case st.LeaderNode == self && self != 0:
 				led++
-				if ok && underReplicated(v, st.TopicID, st.Partition, self, node, r.Raft().GetConfiguration, r.FollowerOutOfSync) {
+				if ok && underReplicated(v, st.TopicID, st.Partition, r.InSync) {
 					under++
 				}
 			}

@@ -3,27 +3,16 @@ package main
 import (
 	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
-	"github.com/sluicehq/sluice/dataplane/replicas"
 )
 
-type configFuture struct{ c raft.Configuration }
-
-func (f configFuture) Error() error                      { return nil }
-func (f configFuture) Index() uint64                     { return 1 }
-func (f configFuture) Configuration() raft.Configuration { return f.c }
-
-// TestUnderReplicatedCountsOutOfSync: a partition led here is
-// under-replicated when an assigned replica is not a voter, or when a
-// follower that answers has not held the leader's whole log for longer
-// than Kafka's replica.lag.time.max.ms (30 s); a follower out of sync
-// for less is in sync.
-func TestUnderReplicatedCountsOutOfSync(t *testing.T) {
+// TestUnderReplicatedAsksEveryAssignedReplica: a partition led here is
+// under-replicated when any replica the cell state assigns it is not in
+// sync (partition.Replica.InSync decides, TestFollowerInSyncRule defends
+// its rule), and only for the partition asked about.
+func TestUnderReplicatedAsksEveryAssignedReplica(t *testing.T) {
 	syncer, err := cellview.New(cellview.Config{Cell: "cell-1", CacheFile: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
@@ -31,37 +20,35 @@ func TestUnderReplicatedCountsOutOfSync(t *testing.T) {
 	if err := syncer.Apply(wire.CellState{Version: wire.Version, Cell: "cell-1", StateVersion: 2,
 		Tenants: []wire.Tenant{{ID: "tn_1", Name: "one", Status: "active"}},
 		Topics: []wire.Topic{{ID: "tp_1", TenantID: "tn_1", Name: "orders",
-			Partitions: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}}}}}); err != nil {
+			Partitions: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}, {Partition: 1, Replicas: []int{1, 2, 4}}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	voters := func(nodes ...int) func() raft.ConfigurationFuture {
-		var c raft.Configuration
-		for _, n := range nodes {
-			c.Servers = append(c.Servers, raft.Server{ID: replicas.ServerID(n), Suffrage: raft.Voter})
-		}
-		return func() raft.ConfigurationFuture { return configFuture{c} }
-	}
-	outOfSync := func(node int, d time.Duration) func(raft.ServerID) time.Duration {
-		return func(id raft.ServerID) time.Duration {
-			if id == replicas.ServerID(node) {
-				return d
+	outOf := func(nodes ...int) func(int) bool {
+		return func(n int) bool {
+			for _, o := range nodes {
+				if n == o {
+					return false
+				}
 			}
-			return 0
+			return true
 		}
 	}
 	for _, tc := range []struct {
 		name   string
-		config func() raft.ConfigurationFuture
-		sync   func(raft.ServerID) time.Duration
+		topic  string
+		part   int
+		inSync func(int) bool
 		want   bool
 	}{
-		{"all in sync", voters(1, 2, 3), outOfSync(3, 0), false},
-		{"a follower 29 s out of sync", voters(1, 2, 3), outOfSync(3, 29*time.Second), false},
-		{"a follower 31 s out of sync", voters(1, 2, 3), outOfSync(3, 31*time.Second), true},
-		{"an assigned replica not a voter", voters(1, 2), outOfSync(3, 0), true},
-		{"the leader itself is never out of sync", voters(1, 2, 3), outOfSync(1, time.Hour), false},
+		{"all in sync", "tp_1", 0, outOf(), false},
+		{"a follower out of sync", "tp_1", 0, outOf(3), true},
+		{"the leader's own replica out of the group", "tp_1", 0, outOf(1), true},
+		{"a broker the partition is not assigned to", "tp_1", 0, outOf(4), false},
+		{"the other partition's replica", "tp_1", 1, outOf(4), true},
+		{"an unknown partition", "tp_1", 7, outOf(1, 2, 3), false},
+		{"an unknown topic", "tp_9", 0, outOf(1, 2, 3), false},
 	} {
-		if got := underReplicated(syncer.View(), "tp_1", 0, 1, nil, tc.config, tc.sync); got != tc.want {
+		if got := underReplicated(syncer.View(), tc.topic, tc.part, tc.inSync); got != tc.want {
 			t.Errorf("%s: under-replicated %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -492,17 +492,26 @@ const ReplicaLagMax = 30 * time.Second
 // lead, only a dead broker drops out.
 func (r *Replica) InSync(node int) bool {
 	s, ok := r.serverOn(node)
-	switch {
-	case !ok || s.Suffrage != raft.Voter:
+	if !ok || s.Suffrage != raft.Voter {
 		return false
-	case s.ID == r.cfg.ID:
-		return true
-	case r.peers != nil && r.peers.PeerDown(s.ID):
-		return false
-	case r.ready():
-		return r.FollowerOutOfSync(s.ID) <= ReplicaLagMax
 	}
-	return true
+	if s.ID == r.cfg.ID {
+		return true
+	}
+	down := r.peers != nil && r.peers.PeerDown(s.ID)
+	leads := r.ready()
+	var behind time.Duration
+	if leads {
+		behind = r.FollowerOutOfSync(s.ID)
+	}
+	return followerInSync(down, leads, behind)
+}
+
+// followerInSync is InSync's rule for another broker's voter: its broker
+// answers, and, seen from the leader, it has not gone longer than
+// ReplicaLagMax without the leader's whole log (outOfSync).
+func followerInSync(down, leads bool, outOfSync time.Duration) bool {
+	return !down && (!leads || outOfSync <= ReplicaLagMax)
 }
 
 // Offline reports whether the replica on broker node is on another
