@@ -28,6 +28,7 @@ type options struct {
 	tenantd, natsServer, postgres, dir, doc, out, commit string
 	keep, pprof                                          bool
 	profileDir, traceDir, brokerLogLevel                 string
+	profileScale                                         bool
 	profileSeconds                                       int
 	runs, latencyMessages, warmup                        int
 	latencyLimit                                         time.Duration
@@ -82,6 +83,7 @@ func main() {
 	flag.DurationVar(&o.latencyLimit, "latency-limit", time.Minute, "stop the latency run after this long")
 	flag.BoolVar(&o.pprof, "pprof", false, "start the Sluice brokers with -debug-listen (pprof)")
 	flag.StringVar(&o.brokerLogLevel, "broker-log-level", "warn", "the Sluice brokers' -log-level (info logs each election and leader change; logs in -dir, kept with -keep)")
+	flag.BoolVar(&o.profileScale, "profile-scale", false, "take the -cpuprofile-dir profiles in the -scale-partitions run instead of the first")
 	flag.StringVar(&o.profileDir, "cpuprofile-dir", "", "save a CPU profile of every broker, from the start of the first Sluice throughput run's timed produce phase, here (implies -pprof)")
 	flag.StringVar(&o.traceDir, "trace-dir", "", "save an execution trace of every broker, from the start of the first Sluice latency run's timed phase, here (implies -pprof)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of those profiles and traces")
@@ -185,22 +187,33 @@ func run(ctx context.Context, o options) error {
 		}
 		for _, s := range order {
 			timed, profiles := o.firstSluiceRun(ctx, s, r, o.profileDir, "profile")
+			var scaleTimed func()
+			if o.profileScale {
+				scaleTimed, timed = timed, nil
+			}
 			fmt.Fprintf(os.Stderr, "compare: run %d/%d, %s: %d producers x %d in flight, %d messages, load %s\n",
 				r+1, o.runs, s.name(), o.tp.Producers, o.tp.Window, o.tp.Messages, loadavg())
 			tp, err := runThroughput(ctx, s, fmt.Sprintf("tp%d", r+1), o.tp, pl, timed)
 			if err != nil {
 				return fmt.Errorf("run %d, %s: %w", r+1, s.name(), err)
 			}
-			if err := profiles(); err != nil {
-				return err
+			if !o.profileScale {
+				if err := profiles(); err != nil {
+					return err
+				}
 			}
 			fmt.Fprintf(os.Stderr, "compare:   %.0f msgs/s, p50 %v p99 %v, consume %.0f msgs/s, %.1f / %.1f CPU s per GB, run-queue wait %.2f s per s\n",
 				tp.msgsPerSec(), tp.Latency.P50, tp.Latency.P99, tp.consumeMsgsPerSec(), tp.cpuPerGBProduced(), tp.cpuPerGBConsumed(), tp.WaitProduce/tp.Elapsed.Seconds())
 			if o.scaleParts > 0 {
 				sc := o.scaled()
-				tps, err := runThroughput(ctx, s, fmt.Sprintf("tp%d-%dp", r+1, sc.Parts), sc, pl, nil)
+				tps, err := runThroughput(ctx, s, fmt.Sprintf("tp%d-%dp", r+1, sc.Parts), sc, pl, scaleTimed)
 				if err != nil {
 					return fmt.Errorf("run %d, %s, %d partitions: %w", r+1, s.name(), sc.Parts, err)
+				}
+				if o.profileScale {
+					if err := profiles(); err != nil {
+						return err
+					}
 				}
 				fmt.Fprintf(os.Stderr, "compare:   %d partitions, %d producers: %.0f msgs/s (%.2f× the 1-partition run), p50 %v p99 %v, consume %.0f msgs/s, load %s\n",
 					sc.Parts, sc.Producers, tps.msgsPerSec(), tps.msgsPerSec()/tp.msgsPerSec(), tps.Latency.P50, tps.Latency.P99, tps.consumeMsgsPerSec(), loadavg())
