@@ -180,6 +180,8 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 		// Each synchronous produce waits for a durable round on its leader.
 		{"fsync rounds timed", "sluice_fsync_seconds_count", nil, records, 1e7, true},
 		{"fsync time spent", "sluice_fsync_seconds_sum", nil, 1e-6, 1e4, true},
+		// Every round covers at least one partition's store.
+		{"stores the rounds covered", "sluice_commit_stores_total", nil, records, 1e7, true},
 		{"Raft commits timed", "sluice_raft_seconds_count", []string{`kind="commit"`}, records, 1e7, true},
 		{"Raft applies timed", "sluice_raft_seconds_count", []string{`kind="apply"`}, records, 1e7, true},
 		{"leader log stores (with the group commit's fsync) timed", "sluice_raft_seconds_count", []string{`kind="store_leader"`}, 1, 1e7, true},

@@ -72,8 +72,10 @@ var fsyncBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
 
 // observeFsync registers sluice_fsync_seconds on reg and feeds it the
 // sync time of every group-commit round of com (one observation per
-// round, covering every partition the round made durable). The returned
-// func detaches and unregisters it. A nil reg does nothing.
+// round, covering every partition the round made durable), and
+// sluice_commit_stores_total, the partition stores those rounds covered:
+// divided by the histogram's count, the partitions a round serves. The
+// returned func detaches and unregisters both. A nil reg does nothing.
 func observeFsync(reg prometheus.Registerer, com *raftlog.Committer) (func(), error) {
 	if reg == nil {
 		return func() {}, nil
@@ -86,9 +88,18 @@ func observeFsync(reg prometheus.Registerer, com *raftlog.Committer) (func(), er
 	if err := reg.Register(h); err != nil {
 		return nil, fmt.Errorf("register fsync histogram: %w", err)
 	}
+	stores := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_commit_stores_total",
+		Help: "Partition replicas' stores made durable by this broker's group-commit rounds; over sluice_fsync_seconds_count, the partitions one round serves.",
+	}, func() float64 { return float64(com.Stats().Stores) })
+	if err := reg.Register(stores); err != nil {
+		reg.Unregister(h)
+		return nil, fmt.Errorf("register commit stores counter: %w", err)
+	}
 	com.SetRoundObserver(func(d time.Duration) { h.Observe(d.Seconds()) })
 	return func() {
 		com.SetRoundObserver(nil)
 		reg.Unregister(h)
+		reg.Unregister(stores)
 	}, nil
 }

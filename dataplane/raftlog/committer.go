@@ -3,6 +3,7 @@ package raftlog
 import (
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,6 +138,15 @@ func (c *Committer) wait(s *Store, what syncWhat) error {
 	}
 }
 
+// gatherYields bounds how many times a round's goroutine yields the
+// processor before it starts, to let stores that are about to ask (the
+// other partitions of one produce request, whose Raft loops are runnable)
+// join the round: it yields again only while the last yield brought one.
+// On an idle machine a yield returns at once and brings nothing, so a lone
+// store waits for no one; on a busy one the round serves more partitions
+// and the broker pays fewer journal writes and fdatasyncs per record.
+const gatherYields = 8
+
 func (c *Committer) run() {
 	defer close(c.done)
 	var batch []commitReq
@@ -149,6 +159,16 @@ func (c *Committer) run() {
 			c.drain()
 			return
 		}
+		batch = c.gather(batch)
+		c.round(batch)
+	}
+}
+
+// gather adds to batch every request already waiting, then yields up to
+// gatherYields times while each yield brought more.
+func (c *Committer) gather(batch []commitReq) []commitReq {
+	for y := 0; ; y++ {
+		n := len(batch)
 	more:
 		for {
 			select {
@@ -158,7 +178,10 @@ func (c *Committer) run() {
 				break more
 			}
 		}
-		c.round(batch)
+		if y == gatherYields || (y > 0 && len(batch) == n) {
+			return batch
+		}
+		runtime.Gosched()
 	}
 }
 
