@@ -339,7 +339,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (Config, 
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("tenantd "+cmd, flag.ContinueOnError)
 	file := fs.String("config", getenv("SLUICE_CONFIG"), "JSON config file (env SLUICE_CONFIG)")
-	dbURL := fs.String("database-url", "", "Postgres URL, for controlplane, billing and migrate (env SLUICE_DATABASE_URL or DATABASE_URL)")
+	dbURL := fs.String("database-url", "", "Postgres URL, for controlplane, billing and migrate (env SLUICE_DATABASE_URL or DATABASE_URL); the pool opens at most 16 connections unless it sets pool_max_conns")
 	listen := fs.String("listen", "", "control plane HTTP address (env SLUICE_LISTEN; default "+cfg.Listen+")")
 	dataDir := fs.String("data-dir", "", "dev: the dev stack's state directory; broker: the broker's data directory, holding cell-state.json and replicas/ (env SLUICE_DATA_DIR; default "+cfg.DataDir+")")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (env SLUICE_LOG_LEVEL; default info, for dev warn: its banner and warnings only)")

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -106,8 +107,33 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// minPoolConns is the least maximum a process's connection pool gets
+// unless the database URL sets pool_max_conns. pgx's default is the CPU
+// count, at least 4; a control plane serves every broker's reports, each
+// a transaction that may wait for a tenant move's row lock while it holds
+// its connection, and operators' requests beside them, so on a 2-core
+// machine four could all be held by waiting reports.
+const minPoolConns = 16
+
+// poolConfig parses url and raises its pool's maximum to minPoolConns
+// when the URL does not set pool_max_conns.
+func poolConfig(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, minPoolConns)
+	}
+	return cfg, nil
+}
+
 func openDB(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := poolConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
