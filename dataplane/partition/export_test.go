@@ -45,4 +45,4 @@ func (r *Replica) SetBarrier(fn func(time.Duration) raft.Future) {
 
 // PeerFoundDown reports whether the replica's transport finds broker id
 // down (peerWatcher.PeerDown).
-func (r *Replica) PeerFoundDown(id raft.ServerID) bool { return r.peers != nil && r.peers.PeerDown(id) }
+func (r *Replica) PeerFoundDown(id raft.ServerID) bool { return r.peerIsDown(id) }

@@ -437,7 +437,7 @@ func (r *Replica) votersUp(answering func(raft.ServerID) bool) (voters, up int) 
 // says LEADER_NOT_AVAILABLE, which clients re-ask about quickly) until a
 // new one reaches it.
 func (r *Replica) leaderDown(id raft.ServerID) bool {
-	return id != "" && r.peers != nil && r.peers.PeerDown(id)
+	return id != "" && r.peerIsDown(id)
 }
 
 // NoQuorum reports whether this replica serves no leader and a majority
@@ -498,7 +498,7 @@ func (r *Replica) InSync(node int) bool {
 	if s.ID == r.cfg.ID {
 		return true
 	}
-	down := r.peers != nil && r.peers.PeerDown(s.ID)
+	down := r.peerIsDown(s.ID)
 	leads := r.ready()
 	var behind time.Duration
 	if leads {
@@ -519,7 +519,7 @@ func followerInSync(down, leads bool, outOfSync time.Duration) bool {
 // replicas, which Metadata lists beside the ISR.
 func (r *Replica) Offline(node int) bool {
 	s, ok := r.serverOn(node)
-	return ok && r.peers != nil && s.ID != r.cfg.ID && r.peers.PeerDown(s.ID)
+	return ok && s.ID != r.cfg.ID && r.peerIsDown(s.ID)
 }
 
 // serverOn is the member of the group's configuration (peersNow) on

@@ -46,7 +46,7 @@ func (r *Replica) maybeTransfer() {
 	// have far to catch up), would cost the whole outage above.
 	healthy := !r.failing[pref.ID] && time.Since(r.peerUp[pref.ID]) >= 3*r.cfg.CheckInterval
 	r.mu.Unlock()
-	if r.peers != nil && r.peers.PeerDown(pref.ID) {
+	if r.peerIsDown(pref.ID) {
 		healthy = false
 	}
 	if !settled || !healthy || !r.caughtUp(pref.ID) {
