@@ -152,9 +152,10 @@ func (c *sluiceCell) createLog(ctx context.Context, log string, parts int) error
 }
 
 // producerOpts are the producer settings of both publishers: franz-go's
-// defaults (idempotent, acks=all, linger 10 ms, batches up to 1 MB, five
-// requests in flight per broker) except compression, which is off because
-// NATS does not compress either.
+// defaults (idempotent, acks=all, linger 10 ms, batches up to 1 MB, and so
+// one produce request in flight per broker, which franz-go enforces for an
+// idempotent producer) except compression, which is off because NATS does
+// not compress either.
 func (c *sluiceCell) producerOpts(log string, window int, linger time.Duration) []kgo.Opt {
 	return c.clientOpts(
 		kgo.DefaultProduceTopic(log),

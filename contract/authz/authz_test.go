@@ -1,6 +1,9 @@
 package authz
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestAPIRoles(t *testing.T) {
 	a, err := NewAPI()
@@ -113,8 +116,11 @@ func TestACL(t *testing.T) {
 		{"client cluster rules are not topic rules", "KCLIENT", ResourceTopic, "payments", OpDescribeConfigs, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := acl.Allowed(tc.key, tc.rtype, tc.rn, tc.op); got != tc.want {
-				t.Fatalf("Allowed(%s %s %s %s) = %v, want %v", tc.key, tc.rtype, tc.rn, tc.op, got, tc.want)
+			// The second answer is the remembered one.
+			for range 2 {
+				if got := acl.Allowed(tc.key, tc.rtype, tc.rn, tc.op); got != tc.want {
+					t.Fatalf("Allowed(%s %s %s %s) = %v, want %v", tc.key, tc.rtype, tc.rn, tc.op, got, tc.want)
+				}
 			}
 		})
 	}
@@ -124,5 +130,47 @@ func TestACLRejectsLiteralStar(t *testing.T) {
 	_, err := NewACL(nil, []Rule{{AnyKey, ResourceTopic, "a*", PatternLiteral, OpRead, Allow}})
 	if err == nil {
 		t.Fatal("literal name ending in * accepted")
+	}
+}
+
+// An ACL remembers at most maxDecisions answers (names come from clients),
+// and past that still answers from its rules.
+func TestACLRemembersABoundedNumberOfAnswers(t *testing.T) {
+	acl, err := NewACL([]Key{{"K", RoleDeveloper}}, []Rule{{"K", ResourceTopic, "odd.", PatternPrefixed, OpWrite, Deny}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * maxDecisions {
+		name := fmt.Sprintf("even.%d", i)
+		if i%2 == 1 {
+			name = fmt.Sprintf("odd.%d", i)
+		}
+		for range 2 {
+			if got, want := acl.Allowed("K", ResourceTopic, name, OpWrite), i%2 == 0; got != want {
+				t.Fatalf("Allowed(K topic %s write) = %v, want %v", name, got, want)
+			}
+		}
+	}
+	kept := 0
+	acl.decisions.Range(func(any, any) bool { kept++; return true })
+	if kept != maxDecisions || acl.kept.Load() != maxDecisions {
+		t.Fatalf("%d answers kept (counter %d), want %d", kept, acl.kept.Load(), maxDecisions)
+	}
+}
+
+// go test -run '^$' -bench ACLAllowed ./contract/authz/
+func BenchmarkACLAllowed(b *testing.B) {
+	acl, err := NewACL([]Key{{"K", RoleClient}}, []Rule{
+		{"K", ResourceTopic, "orders", PatternLiteral, OpWrite, Allow},
+		{"K", ResourceTopic, "logs.", PatternPrefixed, OpRead, Allow},
+		{AnyKey, ResourceTopic, "audit", PatternLiteral, OpDelete, Deny},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if !acl.Allowed("K", ResourceTopic, "orders", OpWrite) {
+			b.Fatal("refused")
+		}
 	}
 }
