@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/groups"
 	"github.com/sluicehq/sluice/dataplane/kafka"
+	"github.com/sluicehq/sluice/dataplane/partition"
 	"github.com/sluicehq/sluice/dataplane/peercert"
 	"github.com/sluicehq/sluice/dataplane/replicas"
 	"github.com/sluicehq/sluice/dataplane/transport"
@@ -417,6 +418,10 @@ func serveInBackground(ctx context.Context, log *slog.Logger, stopped string, se
 // replicaPartitions serves both front doors (the Kafka listener and the
 // HTTP data API) the broker's replicas.
 type replicaPartitions struct{ m *replicas.Manager }
+
+// A replica takes batches in two steps, so the Kafka listener reads a
+// connection's next produce request while the previous one commits.
+var _ frontdoor.Submitter = (*partition.Replica)(nil)
 
 func (p replicaPartitions) Get(topicID string, part int32) (frontdoor.Partition, bool) {
 	r, ok := p.m.Get(topicID, part)

@@ -72,3 +72,14 @@ type Partition interface {
 	// than once.
 	Watch(hw int64, wake chan<- struct{}) (cancel func())
 }
+
+// Submitter is a Partition whose Produce comes in two steps (the
+// replication layer's does): Submit checks the batch and hands it to the
+// log without waiting for the commit, and returns a func that waits for
+// Produce's outcome, which the caller must call exactly once. Batches
+// submitted one after another from one goroutine are appended in that
+// order, so a front door may submit a connection's next request before
+// the previous one has committed and still keep the connection's order.
+type Submitter interface {
+	Submit(ctx context.Context, batch []byte) (wait func() (baseOffset int64, err error))
+}

@@ -639,38 +639,53 @@ func (r *Replica) notLeader(cause error) error {
 // appends nothing; a sequence gap fails with ErrOutOfOrderSequence, an
 // older epoch with ErrInvalidProducerEpoch.
 func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
+	return r.Submit(ctx, batch)()
+}
+
+// Submit is Produce in two steps: it checks the batch and hands it to
+// Raft, then returns a func that waits for the outcome, which the caller
+// must call once. Batches submitted one after another, from one
+// goroutine, are appended in that order, which lets a front door read a
+// connection's next request before the previous one has committed. The
+// first step does not wait for Raft (only for room in its apply queue).
+func (r *Replica) Submit(ctx context.Context, batch []byte) (wait func() (int64, error)) {
+	failed := func(err error) func() (int64, error) { return func() (int64, error) { return 0, err } }
 	// max.message.bytes, before Raft sees the batch.
 	if err := r.checkBatchSize(batch); err != nil {
-		return 0, err
+		return failed(err)
 	}
 	// The one whole validation of the batch on the leader's path: the
 	// front doors check only its framing, and the store does not hash it
 	// again (MarkChecked).
 	h, err := log.ValidateClientBatch(batch)
 	if err != nil {
-		return 0, fmt.Errorf("produce: %w", err)
+		return failed(fmt.Errorf("produce: %w", err))
 	}
 	if !r.ready() {
-		return 0, r.notLeader(nil)
+		return failed(r.notLeader(nil))
 	}
 	if r.fsm.isBehind() {
-		return 0, fmt.Errorf("produce: %w", ErrBehindLogStart)
+		return failed(fmt.Errorf("produce: %w", ErrBehindLogStart))
 	}
 	release, err := r.admitProduce() // mirror.go: not while fenced or mirroring
 	if err != nil {
-		return 0, err
+		return failed(err)
 	}
-	defer release()
-	defer r.store.MarkChecked(batch)()
+	forget := r.store.MarkChecked(batch)
+	done := func() { forget(); release() }
 	if h.ProducerID >= 0 {
-		return r.produceIdempotent(ctx, h, batch)
+		w := r.submitIdempotent(ctx, h, batch)
+		return func() (int64, error) { defer done(); return w() }
 	}
 	f := r.applyBatch(batch, r.applyTimeout(ctx)) // mirror_epoch.go
-	base, err, ctxErr := r.waitApply(ctx, f)
-	if ctxErr != nil {
-		return 0, fmt.Errorf("produce: %w", ctxErr)
+	return func() (int64, error) {
+		defer done()
+		base, err, ctxErr := r.waitApply(ctx, f)
+		if ctxErr != nil {
+			return 0, fmt.Errorf("produce: %w", ctxErr)
+		}
+		return base, err
 	}
-	return base, err
 }
 
 // waitApply waits for f's result (applyResult), for ctx to end, or for
@@ -723,26 +738,31 @@ func (r *Replica) applyResult(f raft.ApplyFuture) (int64, error) {
 	return res.base, nil
 }
 
-func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []byte) (int64, error) {
+// submitIdempotent checks an idempotent producer's batch against its
+// state and its batches in flight, and hands it to Raft, all under seqMu,
+// which orders the producer's batches; the returned func waits for the
+// outcome (a duplicate's is the earlier batch's).
+func (r *Replica) submitIdempotent(ctx context.Context, h log.Header, batch []byte) (wait func() (int64, error)) {
 	pid, epoch, first, last := h.ProducerID, h.ProducerEpoch, h.BaseSequence, lastSeq(h)
 	r.seqMu.Lock()
 	if !r.ready() {
 		r.seqMu.Unlock()
-		return 0, r.notLeader(nil)
+		err := r.notLeader(nil)
+		return func() (int64, error) { return 0, err }
 	}
 	pend := r.inflight[pid]
 	// A retry of a batch still in flight gets that batch's outcome.
 	for _, p := range pend {
 		if p.epoch == epoch && p.first == first && p.last == last {
 			r.seqMu.Unlock()
-			return r.waitPending(ctx, p)
+			return func() (int64, error) { return r.waitPending(ctx, p) }
 		}
 	}
 	st := r.producerView(pid, pend)
 	base, dup, err := st.check(pid, epoch, first, last)
 	if err != nil || dup {
 		r.seqMu.Unlock()
-		return base, err
+		return func() (int64, error) { return base, err }
 	}
 	p := &pendingBatch{epoch: epoch, first: first, last: last, done: make(chan struct{})}
 	r.inflight[pid] = append(pend, p)
@@ -763,7 +783,7 @@ func (r *Replica) produceIdempotent(ctx context.Context, h log.Header, batch []b
 		r.seqMu.Unlock()
 		close(p.done)
 	}()
-	return r.waitPending(ctx, p)
+	return func() (int64, error) { return r.waitPending(ctx, p) }
 }
 
 // producerView is the producer's applied state with its in-flight batches

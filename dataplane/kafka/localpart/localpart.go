@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/contract/topicspec"
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
+	"github.com/sluicehq/sluice/dataplane/frontdoor"
 	"github.com/sluicehq/sluice/dataplane/kafka"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
@@ -175,22 +176,33 @@ type watcher struct {
 	wake  chan<- struct{}
 }
 
-var _ kafka.Partition = (*Partition)(nil)
+var (
+	_ kafka.Partition     = (*Partition)(nil)
+	_ frontdoor.Submitter = (*Partition)(nil)
+)
 
 // Produce appends the batch, waits until it is on stable storage and
 // returns its base offset.
 func (p *Partition) Produce(ctx context.Context, batch []byte) (int64, error) {
+	return p.Submit(ctx, batch)()
+}
+
+// Submit appends the batch and returns a func that waits until it is on
+// stable storage and returns its base offset (frontdoor.Submitter).
+func (p *Partition) Submit(ctx context.Context, batch []byte) (wait func() (int64, error)) {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return func() (int64, error) { return 0, err }
 	}
 	base, last, err := p.log.Append(batch, p.LeaderEpoch())
 	if err != nil {
-		return 0, fmt.Errorf("append: %w", err)
+		return func() (int64, error) { return 0, fmt.Errorf("append: %w", err) }
 	}
-	if err := p.syncTo(last + 1); err != nil {
-		return 0, err
+	return func() (int64, error) {
+		if err := p.syncTo(last + 1); err != nil {
+			return 0, err
+		}
+		return base, nil
 	}
-	return base, nil
 }
 
 // syncTo returns once every offset below end is durable, and advances the
