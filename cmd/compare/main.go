@@ -46,6 +46,9 @@ type options struct {
 	// scaleProducers is the producer count of that run; 0: one a
 	// partition (and at least the first run's).
 	scaleProducers int
+	// inFlight is the Sluice throughput producers' requests in flight
+	// per broker (sluiceConfig.InFlight).
+	inFlight int
 }
 
 // scaled is the throughput run over scaleParts partitions: the same
@@ -93,6 +96,7 @@ func main() {
 	flag.IntVar(&o.newLogParts, "new-log-partitions", 12, "partitions (NATS: streams) of the second set of new logs")
 	flag.IntVar(&o.scaleParts, "scale-partitions", 12, "partitions (NATS: streams) of a second throughput run right after the first, one producer each; 0 skips")
 	flag.IntVar(&o.scaleProducers, "scale-producers", 0, "producers of that run, each writing its share of the partitions in turn; 0: one a partition")
+	flag.IntVar(&o.inFlight, "in-flight", 1, "Sluice throughput producers' produce requests in flight per broker; above 1 they are not idempotent (franz-go allows more only then)")
 	flag.Parse()
 	o.tp.Warmup = o.warmup
 	if o.profileDir != "" || o.traceDir != "" {
@@ -133,8 +137,8 @@ func run(ctx context.Context, o options) error {
 	if o.tp.Producers < 1 || o.tp.Parts < 1 || o.tp.Window < 1 || o.tp.Messages < o.tp.Producers || o.runs < 1 {
 		return fmt.Errorf("need producers, partitions, window, runs >= 1 and messages >= producers")
 	}
-	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 || o.scaleParts < 0 || o.scaleProducers < 0 {
-		return fmt.Errorf("need -new-logs, -kills, -scale-partitions >= 0 and -new-log-partitions >= 1")
+	if o.newLogs < 0 || o.newLogParts < 1 || o.kills < 0 || o.scaleParts < 0 || o.scaleProducers < 0 || o.inFlight < 1 {
+		return fmt.Errorf("need -new-logs, -kills, -scale-partitions >= 0 and -new-log-partitions, -in-flight >= 1")
 	}
 	if o.only != "both" && o.only != "sluice" && o.only != "nats" {
 		return fmt.Errorf("-only %q: want sluice, nats or both", o.only)
@@ -158,7 +162,7 @@ func run(ctx context.Context, o options) error {
 
 	var systems []system
 	if o.only != "nats" {
-		c, err := startSluice(ctx, sluiceConfig{Tenantd: o.tenantd, AdminURL: o.postgres, Dir: dir, Pprof: o.pprof, LogLevel: o.brokerLogLevel})
+		c, err := startSluice(ctx, sluiceConfig{Tenantd: o.tenantd, AdminURL: o.postgres, Dir: dir, Pprof: o.pprof, LogLevel: o.brokerLogLevel, InFlight: o.inFlight})
 		if err != nil {
 			return fmt.Errorf("start sluice: %w", err)
 		}
@@ -513,8 +517,8 @@ func renderSection(o options, res map[string]*runResults, began time.Time, load0
 	if o.doc != "" {
 		doc = " -doc " + o.doc
 	}
-	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -scale-partitions %d -scale-producers %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d -kills %d%s`.\n",
-		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.scaleParts, o.scaleProducers, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, o.kills, doc)
+	fmt.Fprintf(&b, "- **Command:** `go run ./cmd/compare -runs %d -messages %d -producers %d -window %d -partitions %d -scale-partitions %d -scale-producers %d -warmup %d -latency-messages %d -new-logs %d -new-log-partitions %d -kills %d -in-flight %d%s`.\n",
+		o.runs, o.tp.Messages, o.tp.Producers, o.tp.Window, o.tp.Parts, o.scaleParts, o.scaleProducers, o.warmup, o.latencyMessages, o.newLogs, o.newLogParts, o.kills, o.inFlight, doc)
 	fmt.Fprintf(&b, "- **Workload:** %d messages of %d bytes (random) per throughput run, from %d producers at once, each on its own connection with %d messages in flight; %d Sluice partition(s) / NATS stream(s), 3 replicas each, producer i writing to number i mod %d; %d warm-up messages per partition or stream first (not timed). Then %d consumer(s), one per partition or stream, read everything from the start; then the log is deleted and its files removed, so that the next run does not write into a page cache full of this one's data. Then a single producer publishes up to %d messages one at a time (messages measured per run: Sluice %s, NATS %s).\n",
 		o.tp.Messages, msgSize, o.tp.Producers, o.tp.Window, o.tp.Parts, o.tp.Parts, o.warmup, o.tp.Parts, o.latencyMessages, latCounts(s.lat), latCounts(n.lat))
 	if o.scaleParts > 0 {

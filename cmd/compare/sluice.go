@@ -23,6 +23,10 @@ type sluiceConfig struct {
 	Dir      string // data and logs
 	Pprof    bool   // serve pprof on every broker (addresses in the log)
 	LogLevel string // the brokers' -log-level
+	// InFlight is the throughput producers' produce requests in flight
+	// per broker. franz-go allows more than one only without
+	// idempotence, so above 1 the producers are not idempotent.
+	InFlight int
 }
 
 // sluiceCell is a control plane and a cell of three brokers, each its own
@@ -176,7 +180,11 @@ type kgoAsync struct {
 }
 
 func (c *sluiceCell) asyncPublisher(ctx context.Context, log string, parts []int, window int) (asyncPublisher, error) {
-	cl, err := kgo.NewClient(c.producerOpts(log, window, 10*time.Millisecond)...)
+	opts := c.producerOpts(log, window, 10*time.Millisecond)
+	if c.cfg.InFlight > 1 {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(c.cfg.InFlight))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}

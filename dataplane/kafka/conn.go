@@ -58,6 +58,12 @@ type conn struct {
 	preAuthHost string // holds a place among this address's unauthenticated connections; guarded by s.preAuth.mu
 
 	respErr int16 // the error code of the response handle wrote last (metrics.go)
+
+	// Produce requests answered out of turn (pipeline.go): handed to their
+	// partitions, awaiting their commits and then their responses, oldest
+	// first; and the reader that reads the next request meanwhile.
+	queue  []*pipelined
+	reader *readAhead
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -73,12 +79,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 // is written (a failed authentication).
 var errCloseAfterReply = errors.New("close after reply")
 
-// serve reads, handles and answers requests one at a time until the peer
-// leaves, a request is not acceptable, or the server closes.
+// serve reads, handles and answers requests in turn until the peer leaves,
+// a request is not acceptable, or the server closes. A produce request may
+// be read and handed to its partitions before the previous one is
+// answered (pipeline.go); responses still go out in request order.
 func (c *conn) serve() {
 	log := c.s.cfg.Logger.With("remote", c.remote)
 	defer c.nc.Close()
 	defer c.releaseConnection()
+	defer c.closePipeline()
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("kafka connection panicked; closed", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -106,7 +115,7 @@ func (c *conn) serve() {
 		}
 		// A fresh buffer per request: Produce hands the batch bytes to the
 		// partition, which may keep them after it returns.
-		frame, err := readFrame(c.br, limit, nil)
+		frame, err := c.nextFrame(limit)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Info("kafka connection closed", "err", err)
@@ -127,6 +136,9 @@ func (c *conn) serve() {
 		if err != nil {
 			if errors.Is(err, errUnsupportedVer) && req.key == 18 {
 				// The client retries with an older version after this.
+				if werr := c.drain(); werr != nil {
+					return
+				}
 				if werr := c.write(req, unsupportedApiVersions()); werr != nil {
 					return
 				}
@@ -152,9 +164,12 @@ func (c *conn) serve() {
 			}
 		}
 		start := time.Now()
-		err = c.handle(req)
-		c.s.rm.observe(req.key, c.metricsTenant(), len(frame), time.Since(start)-c.muted, c.respErr, err != nil && !errors.Is(err, errCloseAfterReply))
-		c.respErr, c.muted = 0, 0
+		if r, ok := c.pipelinable(req); ok {
+			err = c.produceInTurn(req, r, len(frame), start)
+		} else if err = c.drain(); err == nil {
+			err = c.handle(req)
+			c.observe(req, len(frame), start, err)
+		}
 		if err != nil {
 			if !errors.Is(err, errCloseAfterReply) {
 				log.Info("kafka connection closed", "api", kmsg.NameForKey(req.key), "err", err)
@@ -164,6 +179,12 @@ func (c *conn) serve() {
 	}
 }
 
+// observe counts a served request in the request metrics.
+func (c *conn) observe(req *request, frameBytes int, start time.Time, err error) {
+	c.s.rm.observe(req.key, c.metricsTenant(), frameBytes, time.Since(start)-c.muted, c.respErr, err != nil && !errors.Is(err, errCloseAfterReply))
+	c.respErr, c.muted = 0, 0
+}
+
 // handle serves one request and writes its response, if it has one.
 func (c *conn) handle(req *request) error {
 	if c.redirect != nil {
@@ -171,9 +192,15 @@ func (c *conn) handle(req *request) error {
 			return err
 		}
 	}
+	c.throttle = c.requestThrottle(req)
+	return c.serveCounted(req)
+}
+
+// serveCounted is handle once the request is counted against its
+// tenant's request rate, its throttle in c.throttle.
+func (c *conn) serveCounted(req *request) error {
 	var resp kmsg.Response
 	var after error
-	c.throttle = c.requestThrottle(req)
 	switch r := req.body.(type) {
 	case *kmsg.ApiVersionsRequest:
 		resp = c.apiVersions(r)
@@ -239,14 +266,20 @@ func (c *conn) handle(req *request) error {
 			return fmt.Errorf("%w %d", errUnknownAPI, req.key)
 		}
 	}
+	if err := c.reply(req, resp); err != nil {
+		return err
+	}
+	return after
+}
+
+// reply writes resp with the request's throttle (c.throttle) and notes
+// its error code for the metrics.
+func (c *conn) reply(req *request, resp kmsg.Response) error {
 	if tr, ok := resp.(kmsg.SetThrottleResponse); ok && c.throttle > 0 {
 		tr.SetThrottle(throttleMillis(c.throttle))
 	}
 	c.respErr = responseError(resp)
-	if err := c.respond(req, func() error { return c.write(req, resp) }); err != nil {
-		return err
-	}
-	return after
+	return c.respond(req, func() error { return c.write(req, resp) })
 }
 
 // appendHeader starts a response frame: a size placeholder, the

@@ -14,6 +14,11 @@
 // SCRAM mechanisms; AlterUserScramCredentials is refused, since credentials
 // are derived when a key is created (scramcredentials.go).
 //
+// A connection's requests are answered in order. Produce requests are
+// pipelined: each is handed to its partitions as it is read and the next
+// one is read while it commits, up to five per connection (pipeline.go);
+// every other request waits until the earlier ones are answered.
+//
 // SCRAM never sends the key's secret, so a SCRAM connection cannot do what
 // needs it: administration through the control plane (topics, ACLs) asks
 // for PLAIN, and a key the cell does not hold (another cell's tenant) is

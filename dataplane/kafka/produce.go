@@ -47,22 +47,45 @@ func runAll[J any](jobs []J, run func(J)) {
 	wg.Wait()
 }
 
+// produceJob is one partition's batch of a produce request.
+type produceJob struct {
+	part  Partition
+	batch []byte
+	recs  int32
+	out   *kmsg.ProduceResponseTopicPartition
+	wait  func() (int64, error) // the batch's outcome, once committed
+}
+
+// pendingProduce is a produce request whose valid batches have been handed
+// to their partitions; await collects their outcomes and finishProduce
+// turns them into the response.
+type pendingProduce struct {
+	r       *kmsg.ProduceRequest
+	v       *cellview.View
+	resp    *kmsg.ProduceResponse
+	jobs    []produceJob
+	ordered bool // every batch went to a frontdoor.Submitter, in order
+	cancel  context.CancelFunc
+}
+
 // produce validates every partition's batch, appends the valid ones through
 // their leaders, all partitions at once, and waits for their commit.
 func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
+	p := c.startProduce(r)
+	c.awaitProduce(p)
+	return c.finishProduce(p)
+}
+
+// startProduce validates every partition's batch and hands the valid ones
+// to their leaders: a frontdoor.Submitter's at once, in the request's
+// order; any other partition's when awaitProduce runs.
+func (c *conn) startProduce(r *kmsg.ProduceRequest) *pendingProduce {
 	c.awaitTopics(produceNames(r)) // metadatawait.go
 	v := c.s.cfg.State.View()
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	ctx, cancel := c.commitContext(r.TimeoutMillis)
-	defer cancel()
-
-	type job struct {
-		part  Partition
-		batch []byte
-		recs  int32
-		out   *kmsg.ProduceResponseTopicPartition
-	}
-	var jobs []job
+	p := &pendingProduce{r: r, v: v, resp: resp, ordered: true, cancel: cancel}
+	var jobs []produceJob
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.Topics))
 	for i := range r.Topics {
 		rt := &r.Topics[i]
@@ -145,13 +168,27 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 				}
 				continue
 			}
-			jobs = append(jobs, job{part: part, batch: rp.Records, recs: h.NumRecords, out: op})
+			jobs = append(jobs, produceJob{part: part, batch: rp.Records, recs: h.NumRecords, out: op})
 		}
 	}
+	for i := range jobs {
+		j := &jobs[i]
+		if s, ok := j.part.(frontdoor.Submitter); ok {
+			j.wait = s.Submit(ctx, j.batch)
+			continue
+		}
+		p.ordered = false
+		j.wait = func() (int64, error) { return j.part.Produce(ctx, j.batch) }
+	}
+	p.jobs = jobs
+	return p
+}
 
-	// Partitions commit independently; wait for all of them together.
-	run := func(j job) {
-		base, err := j.part.Produce(ctx, j.batch)
+// awaitProduce waits for the outcome of every batch of p, all partitions
+// at once, and writes each into the response.
+func (c *conn) awaitProduce(p *pendingProduce) {
+	run := func(j produceJob) {
+		base, err := j.wait()
 		if err != nil {
 			j.out.ErrorCode, j.out.ErrorMessage = errCode(err)
 			var ln frontdoor.LeaderNoder
@@ -178,10 +215,17 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 		j.out.BaseOffset = base
 		j.out.LogStartOffset = j.part.LogStartOffset()
 	}
-	runAll(jobs, run)
+	runAll(p.jobs, run)
+}
+
+// finishProduce records what p's batches acknowledged and completes its
+// response.
+func (c *conn) finishProduce(p *pendingProduce) kmsg.Response {
+	p.cancel()
+	r, v, resp := p.r, p.v, p.resp
 	// Record first, then throttle: what was acknowledged counts in full.
 	var acked, records int64
-	for _, j := range jobs {
+	for _, j := range p.jobs {
 		if j.out.ErrorCode == 0 {
 			acked += int64(len(j.batch))
 			records += int64(j.recs)
@@ -190,7 +234,7 @@ func (c *conn) produce(r *kmsg.ProduceRequest) kmsg.Response {
 	c.recordProduce(acked, records)
 	if r.Version >= 10 {
 		var fenced []Partition
-		for _, j := range jobs {
+		for _, j := range p.jobs {
 			if j.out.ErrorCode == catalog.NotLeader.KafkaCode && fencedHere(j.part) {
 				fenced = append(fenced, j.part)
 			}

@@ -103,9 +103,10 @@ func reportProduce(b *testing.B, lat []time.Duration, el time.Duration) {
 // this process; each partition's leader is a different broker. Reports
 // per-record latency from the Produce call to the acknowledgement, which
 // includes waiting for room in the client's buffer: buffer=100000 is a
-// saturating load, buffer=1000 bounds the queue.
+// saturating load, buffer=1000 bounds the queue, buffer=1 produces one
+// record at a time (the latency of one produce request).
 func BenchmarkProduceReplicated(b *testing.B) {
-	for _, buf := range []int{100_000, 1000} {
+	for _, buf := range []int{100_000, 1000, 1} {
 		b.Run(fmt.Sprintf("buffer=%d", buf), func(b *testing.B) {
 			_, _, mk := benchCell(b)
 			prod := mk(kgo.DefaultProduceTopic("bench"), kgo.RequiredAcks(kgo.AllISRAcks()),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/contract/testkit"
+	"github.com/sluicehq/sluice/controlplane/cptest"
 )
 
 // TestKcatBalancedConsumer: kcat's balanced consumer (librdkafka's group
@@ -29,10 +30,8 @@ func TestKcatBalancedConsumer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kcat, "-b", strings.Join(c.addrs, ","),
-		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
-		"-X", "sasl.username="+tn.KeyID, "-X", "sasl.password="+tn.Secret,
-		"-X", "auto.offset.reset=earliest", "-e", "-f", "%p %o %s\n", "-G", group, topic)
+	cmd := exec.CommandContext(ctx, kcat, append(kcatSASL(c, tn),
+		"-X", "auto.offset.reset=earliest", "-e", "-f", "%p %o %s\n", "-G", group, topic)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -71,4 +70,11 @@ func TestKcatBalancedConsumer(t *testing.T) {
 			t.Fatalf("kcat committed %v, want the partition ends %v", got, counts)
 		}
 	}
+}
+
+// kcatSASL are kcat's arguments to reach the cell as the tenant's key.
+func kcatSASL(c *cell, tn *cptest.Tenant) []string {
+	return []string{"-b", strings.Join(c.addrs, ","),
+		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+		"-X", "sasl.username=" + tn.KeyID, "-X", "sasl.password=" + tn.Secret}
 }
