@@ -184,8 +184,10 @@ func (c *conn) startProduce(r *kmsg.ProduceRequest) *pendingProduce {
 	return p
 }
 
-// awaitProduce waits for the outcome of every batch of p, all partitions
-// at once, and writes each into the response.
+// awaitProduce waits for the outcome of every batch of p and writes each
+// into the response. Submitted batches commit in parallel already, so
+// their waits are taken in turn; a batch of a partition that is no
+// Submitter is produced now, all of them at once.
 func (c *conn) awaitProduce(p *pendingProduce) {
 	run := func(j produceJob) {
 		base, err := j.wait()
@@ -215,7 +217,13 @@ func (c *conn) awaitProduce(p *pendingProduce) {
 		j.out.BaseOffset = base
 		j.out.LogStartOffset = j.part.LogStartOffset()
 	}
-	runAll(p.jobs, run)
+	if !p.ordered {
+		runAll(p.jobs, run)
+		return
+	}
+	for _, j := range p.jobs {
+		run(j)
+	}
 }
 
 // finishProduce records what p's batches acknowledged and completes its

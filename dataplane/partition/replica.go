@@ -649,7 +649,7 @@ func (r *Replica) Produce(ctx context.Context, batch []byte) (int64, error) {
 // connection's next request before the previous one has committed. The
 // first step does not wait for Raft (only for room in its apply queue).
 func (r *Replica) Submit(ctx context.Context, batch []byte) (wait func() (int64, error)) {
-	failed := func(err error) func() (int64, error) { return func() (int64, error) { return 0, err } }
+	failed := func(err error) func() (int64, error) { return known(0, err) }
 	// max.message.bytes, before Raft sees the batch.
 	if err := r.checkBatchSize(batch); err != nil {
 		return failed(err)
@@ -686,6 +686,11 @@ func (r *Replica) Submit(ctx context.Context, batch []byte) (wait func() (int64,
 		}
 		return base, err
 	}
+}
+
+// known is the wait of a produce whose outcome Submit already knows.
+func known(base int64, err error) func() (int64, error) {
+	return func() (int64, error) { return base, err }
 }
 
 // waitApply waits for f's result (applyResult), for ctx to end, or for
@@ -747,8 +752,7 @@ func (r *Replica) submitIdempotent(ctx context.Context, h log.Header, batch []by
 	r.seqMu.Lock()
 	if !r.ready() {
 		r.seqMu.Unlock()
-		err := r.notLeader(nil)
-		return func() (int64, error) { return 0, err }
+		return known(0, r.notLeader(nil))
 	}
 	pend := r.inflight[pid]
 	// A retry of a batch still in flight gets that batch's outcome.
@@ -762,7 +766,7 @@ func (r *Replica) submitIdempotent(ctx context.Context, h log.Header, batch []by
 	base, dup, err := st.check(pid, epoch, first, last)
 	if err != nil || dup {
 		r.seqMu.Unlock()
-		return func() (int64, error) { return base, err }
+		return known(base, err)
 	}
 	p := &pendingBatch{epoch: epoch, first: first, last: last, done: make(chan struct{})}
 	r.inflight[pid] = append(pend, p)
