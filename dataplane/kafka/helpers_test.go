@@ -248,13 +248,20 @@ func (r *rawConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 // receive reads and decodes the response to req, the last request sent.
 func (r *rawConn) receive(req kmsg.Request) (kmsg.Response, error) {
 	r.t.Helper()
+	return r.receiveFor(req, r.corr)
+}
+
+// receiveFor reads the next response, which must answer req, sent with
+// correlation id corr, and decodes it.
+func (r *rawConn) receiveFor(req kmsg.Request, corr int32) (kmsg.Response, error) {
+	r.t.Helper()
 	resp := req.ResponseKind()
 	body, err := r.readFrame()
 	if err != nil {
 		return nil, err
 	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != r.corr {
-		r.t.Fatalf("correlation id %d, want %d", got, r.corr)
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		r.t.Fatalf("correlation id %d, want %d", got, corr)
 	}
 	body = body[4:]
 	if req.IsFlexible() && req.Key() != 18 {

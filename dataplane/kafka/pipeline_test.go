@@ -2,7 +2,6 @@ package kafka_test
 
 import (
 	"context"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,20 +103,9 @@ func ordersProduce(partition int32, values ...string) *kmsg.ProduceRequest {
 // request sent with correlation id corr.
 func receiveNth(t *testing.T, rc *rawConn, req kmsg.Request, corr int32) kmsg.Response {
 	t.Helper()
-	body, err := rc.readFrame()
+	resp, err := rc.receiveFor(req, corr)
 	if err != nil {
 		t.Fatalf("read the response to request %d: %v", corr, err)
-	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		t.Fatalf("response to request %d, want %d: responses out of order", got, corr)
-	}
-	body = body[4:]
-	if req.IsFlexible() {
-		body = body[1:]
-	}
-	resp := req.ResponseKind()
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatalf("decode response %d: %v", corr, err)
 	}
 	return resp
 }

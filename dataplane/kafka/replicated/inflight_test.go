@@ -3,7 +3,6 @@ package replicated
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -117,17 +116,11 @@ func TestIdempotentProducesInFlight(t *testing.T) {
 		rc.send(reqs[i])
 	}
 	for i, req := range reqs {
-		body, err := rc.readFrame()
+		raw, err := rc.receive(req, first+int32(i))
 		if err != nil {
 			t.Fatalf("response %d: %v", i, err)
 		}
-		if corr := int32(binary.BigEndian.Uint32(body)); corr != first+int32(i) {
-			t.Fatalf("response to request %d, want %d: out of order", corr, first+int32(i))
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		if err := resp.ReadFrom(body[5:]); err != nil { // correlation id, header tags
-			t.Fatalf("decode response %d: %v", i, err)
-		}
+		resp := raw.(*kmsg.ProduceResponse)
 		p := resp.Topics[0].Partitions[0]
 		if p.ErrorCode != 0 || p.BaseOffset != int64(2*i) {
 			t.Fatalf("produce %d: code %d base offset %d, want 0 and %d", i, p.ErrorCode, p.BaseOffset, 2*i)

@@ -2,6 +2,7 @@ package replicated
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -448,9 +449,19 @@ func (r *saslConn) send(req kmsg.Request) {
 func (r *saslConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	r.t.Helper()
 	r.send(req)
+	return r.receive(req, r.corr)
+}
+
+// receive reads the next response, which must answer req, sent with
+// correlation id corr, and decodes it.
+func (r *saslConn) receive(req kmsg.Request, corr int32) (kmsg.Response, error) {
+	r.t.Helper()
 	body, err := r.readFrame()
 	if err != nil {
 		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		r.t.Fatalf("response to request %d, want %d: out of order", got, corr)
 	}
 	body = body[4:] // correlation id
 	if req.IsFlexible() && req.Key() != 18 {
