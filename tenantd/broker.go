@@ -442,5 +442,6 @@ func startGroups(self wire.Broker, m *replicas.Manager, changed func(), log *slo
 				return nil, false
 			}
 			return r, true
-		}})
+		},
+		Placement: m.OffsetsReplicas})
 }

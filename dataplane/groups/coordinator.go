@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,14 @@ type Config struct {
 	// Offsets returns this broker's replica of an offsets partition, if
 	// it holds one; required.
 	Offsets func(partition int32) (Log, bool)
+	// Placement, when set, returns the replicas the cell places an
+	// offsets partition on, the preferred leader first (nil while none
+	// are placed). A broker that is not among them (a cell of more than
+	// three brokers) names the preferred leader as a group's coordinator,
+	// as Metadata names a partition's preferred leader on a broker
+	// without a replica: the client asks there, and is told
+	// NOT_COORDINATOR there if leadership has moved, then asks again.
+	Placement func(partition int32) []int
 	// MinSessionTimeout and MaxSessionTimeout bound the session timeouts
 	// members may ask for (Kafka's group.min/max.session.timeout.ms).
 	// Defaults 6 s and 30 min.
@@ -193,12 +202,17 @@ func (c *Coordinator) shardOf(tenantID, group string) *shard {
 }
 
 // Locate says which broker coordinates a tenant's group: the leader of
-// the group's offsets partition. local is true when this broker is that
-// leader and has loaded the partition's state.
+// the group's offsets partition, or, on a broker the cell places no
+// replica of it on, its preferred leader (Config.Placement). local is
+// true when this broker is that leader and has loaded the partition's
+// state.
 func (c *Coordinator) Locate(tenantID, group string) (node int, local bool, err error) {
 	sh := c.shardOf(tenantID, group)
 	l, ok := c.cfg.Offsets(sh.id)
 	if !ok {
+		if node, ok := c.placedElsewhere(sh.id); ok {
+			return node, false, nil
+		}
 		return -1, false, catalog.CoordinatorNotReady.New("the group's offsets partition has no replica on this broker yet")
 	}
 	node, ok = l.Leader()
@@ -212,6 +226,20 @@ func (c *Coordinator) Locate(tenantID, group string) (node int, local bool, err 
 	defer sh.mu.Unlock()
 	_, err = c.ready(sh)
 	return node, err == nil, nil
+}
+
+// placedElsewhere is the preferred leader of offsets partition p when the
+// cell places p on other brokers only; false when p is not placed yet or
+// this broker is among its replicas (its replica is still opening).
+func (c *Coordinator) placedElsewhere(p int32) (int, bool) {
+	if c.cfg.Placement == nil {
+		return 0, false
+	}
+	placed := c.cfg.Placement(p)
+	if len(placed) == 0 || slices.Contains(placed, c.cfg.NodeID) {
+		return 0, false
+	}
+	return placed[0], true
 }
 
 // Loaded reports whether this broker coordinates the groups of offsets

@@ -247,7 +247,7 @@ func TestLeavingReplicaNeverToldOfItsRemoval(t *testing.T) {
 
 // TestOffsetsPlacedByCellState: once the cell state carries the offsets
 // partitions' placement, the manager opens those instead of computing
-// OffsetsPlacement's.
+// OffsetsPlacement's, and OffsetsReplicas tells either placement.
 func TestOffsetsPlacedByCellState(t *testing.T) {
 	tn, com := nodeDeps(t, 1)
 	m, err := replicas.New(replicas.Config{NodeID: 1, DataDir: t.TempDir(), Transport: tn, Committer: com,
@@ -258,12 +258,20 @@ func TestOffsetsPlacedByCellState(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	brokers := []wire.Broker{{ID: "b1", NodeID: 1, RaftAddr: string(tn.Addr())}, {ID: "b2", NodeID: 2, RaftAddr: "127.0.0.1:1"}, {ID: "b3", NodeID: 3, RaftAddr: "127.0.0.1:2"}}
 	ctx := context.Background()
+	if got := m.OffsetsReplicas(0); got != nil {
+		t.Errorf("offsets partition 0 placed on %v before any state", got)
+	}
 	if err := m.Apply(ctx, viewOf(t, wire.CellState{StateVersion: 1, Brokers: brokers})); err != nil {
 		t.Fatal(err)
 	}
 	for p := range int32(3) {
 		if _, ok := m.Get(groups.OffsetsTopicID, p); !ok {
 			t.Errorf("offsets partition %d of the default placement not opened", p)
+		}
+		want := []int{1, 2, 3}[p:]
+		want = append(want, []int{1, 2, 3}[:p]...) // rotated by partition
+		if got := m.OffsetsReplicas(p); !slices.Equal(got, want) {
+			t.Errorf("offsets partition %d placed on %v, want %v", p, got, want)
 		}
 	}
 	st := wire.CellState{StateVersion: 2, Brokers: brokers, Offsets: []wire.Partition{{Partition: 0, Replicas: []int{1, 2, 3}}, {Partition: 1, Replicas: []int{2, 3, 1}}}}
@@ -277,5 +285,11 @@ func TestOffsetsPlacedByCellState(t *testing.T) {
 	}
 	if _, ok := m.Get(groups.OffsetsTopicID, 2); ok {
 		t.Error("an offsets partition the cell state does not place is still open")
+	}
+	if got := m.OffsetsReplicas(1); !slices.Equal(got, []int{2, 3, 1}) {
+		t.Errorf("offsets partition 1 placed on %v, want the cell state's [2 3 1]", got)
+	}
+	if got := m.OffsetsReplicas(2); got != nil {
+		t.Errorf("offsets partition 2, which the cell state does not place, placed on %v", got)
 	}
 }

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/sluicehq/sluice/contract/wire"
@@ -59,9 +60,28 @@ func (m *Manager) offsetsPlaced(v *cellview.View) []wire.Partition {
 	return OffsetsPlacement(v, m.cfg.OffsetsPartitions, m.cfg.OffsetsReplicas)
 }
 
-// offsetsWanted adds this broker's offsets partitions to want.
+// OffsetsReplicas is the replicas of offsets partition p in the cell
+// state last applied, the preferred leader first; nil while that state
+// places none (groups.Config.Placement).
+func (m *Manager) OffsetsReplicas(p int32) []int {
+	placed := m.offsetsAt.Load()
+	if placed == nil {
+		return nil
+	}
+	for _, wp := range *placed {
+		if wp.Partition == int(p) {
+			return slices.Clone(wp.Replicas)
+		}
+	}
+	return nil
+}
+
+// offsetsWanted adds this broker's offsets partitions to want, and keeps
+// their placement for OffsetsReplicas.
 func (m *Manager) offsetsWanted(v *cellview.View, want map[key]wire.Partition) {
-	for _, p := range m.offsetsPlaced(v) {
+	placed := m.offsetsPlaced(v)
+	m.offsetsAt.Store(&placed)
+	for _, p := range placed {
 		for _, r := range p.Replicas {
 			if r == m.cfg.NodeID {
 				want[key{groups.OffsetsTopicID, int32(p.Partition)}] = p

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -185,6 +186,9 @@ type Manager struct {
 	// lastView is the view Apply was last given (guarded by applyMu):
 	// what a reopen opens a replica again from (reopen.go).
 	lastView *cellview.View
+	// offsetsAt is the offsets partitions' placement in the state last
+	// applied (offsets.go), read without applyMu.
+	offsetsAt atomic.Pointer[[]wire.Partition]
 	// reopenKick wakes reopenLoop for the keys in reopenWant (under mu).
 	reopenKick chan struct{}
 
