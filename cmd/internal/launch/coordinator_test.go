@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +19,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/cmd/internal/launch"
+	"github.com/sluicehq/sluice/contract/testkit"
 )
 
 // TestCoordinatorFromBrokerWithoutOffsets: in a cell of four brokers the
 // offsets partitions live on the three lowest node ids, so broker 4 holds
 // none. Asked for a group's coordinator, it names one of the three (the
 // partition's preferred leader) instead of COORDINATOR_NOT_AVAILABLE; a
-// franz-go group that knows only broker 4 consumes what was produced; a
-// member joins a group through broker 4's HTTP data API, which forwards
-// the join to the coordinator.
+// franz-go group and a kcat group that know only broker 4 consume what
+// was produced (librdkafka asks its bootstrap broker for the
+// coordinator); a member joins a group through broker 4's HTTP data API,
+// which forwards the join to the coordinator.
 func TestCoordinatorFromBrokerWithoutOffsets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and four brokers")
@@ -87,6 +92,23 @@ func TestCoordinatorFromBrokerWithoutOffsets(t *testing.T) {
 	}
 	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatalf("commit through the coordinator broker 4 named: %v", err)
+	}
+
+	// kcat (librdkafka), bootstrapped with broker 4 alone, reads every
+	// record in a group of its own.
+	kctx, kcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer kcancel()
+	kcat := exec.CommandContext(kctx, testkit.Kcat(t), "-b", fourth.Kafka,
+		"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+		"-X", "sasl.username="+c.tenant.KeyID, "-X", "sasl.password="+c.tenant.Secret,
+		"-G", "kcat-fourth", "-X", "auto.offset.reset=earliest", "-c", strconv.Itoa(n), "-f", "%s\n", topic)
+	kcat.WaitDelay = 10 * time.Second
+	out, err := kcat.Output()
+	if err != nil {
+		t.Fatalf("kcat group through broker 4 (ended after 90 s: it found no coordinator): %v\n%s", err, out)
+	}
+	if lines := strings.Count(string(out), "\n"); lines != n {
+		t.Fatalf("kcat read %d records through broker 4, want %d:\n%s", lines, n, out)
 	}
 
 	// An HTTP member joins through broker 4.
