@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/dataplane/celltest"
+)
+
+// TestKafkaJSClient points kafkajs 2.2.4 (Node.js; a Kafka client written
+// apart from franz-go and librdkafka) at a real `tenantd dev`, once per
+// SASL mechanism (testdata/kafkajs.js): describeCluster names the cell and
+// its three brokers; createTopics with a retention setting, listTopics,
+// fetchTopicMetadata and describeConfigs agree; an idempotent producer's
+// 100 keyed records are all stored; a consumer group reads each key's in
+// order and commits all 100; describeGroups, listGroups and deleteTopics
+// answer as Kafka's would; a wrong secret is refused as an authentication
+// error.
+func TestKafkaJSClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs tenantd")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed: run `make tools`")
+	}
+	modules, err := filepath.Abs(filepath.Join("..", ".cache", "kafkajs", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(modules, "kafkajs", "package.json")); err != nil {
+		t.Fatalf("kafkajs is not installed: run `make tools` (%v)", err)
+	}
+	d := startDev(t)
+	hc := &http.Client{Timeout: 30 * time.Second}
+	call := func(method, url, auth, body string, want int) map[string]any {
+		t.Helper()
+		status, b := sendWith(t, hc, method, url, auth, body)
+		if status != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, url, status, b, want)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		return out
+	}
+	call("POST", d.APIURL+"/v1/signup", "", `{"tenant_name":"jsco","email":"dev@jsco.test","password":"correct horse 1"}`, 202)
+	signup := call("POST", d.APIURL+"/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@jsco.test")+`"}`, 201)
+	token := signup["session"].(map[string]any)["token"].(string)
+	key := call("POST", d.APIURL+"/v1/api-keys", "Bearer "+token, `{"description":"kafkajs"}`, 201)
+	id, secret := key["id"].(string), key["secret"].(string)
+
+	// Every broker knows the key once it answers a missing topic with 404
+	// rather than the unknown key with 401.
+	for _, addr := range d.HTTPAddrs {
+		celltest.WaitFor(t, 30*time.Second, "broker "+addr+" knows the key", func() bool {
+			status, _ := sendWith(t, hc, "GET", "http://"+addr+"/v1/topics/none/partitions/0/offsets", "Basic "+b64(id+":"+secret), "")
+			return status == http.StatusNotFound
+		})
+	}
+
+	for _, mech := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
+		cmd := exec.Command(node, filepath.Join("testdata", "kafkajs.js"))
+		cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "BROKERS="+d.Bootstrap, "KEY_ID="+id, "SECRET="+secret,
+			"MECH="+mech, "TOPIC=js-"+mech, "CELL=dev-cell-1")
+		out, err := runBounded(cmd, 2*time.Minute)
+		want := fmt.Sprintf("OK %s: produced 100, read 100, committed 100", mech)
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("kafkajs with %s: %v\n%s\n%s", mech, err, out, d.Stderr.String())
+		}
+	}
+}
