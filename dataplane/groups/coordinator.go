@@ -506,8 +506,12 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, tenantID, group, member
 		if len(o.Metadata) > c.cfg.MaxMetadataBytes {
 			return catalog.OffsetMetadataTooLarge.Newf("offset commit metadata is limited to %d bytes", c.cfg.MaxMetadataBytes)
 		}
-		if o.Offset < -1 || o.Partition < 0 || o.TopicID == "" {
-			return catalog.InvalidRequest.New("an offset commit needs a topic, a partition ≥ 0 and an offset ≥ -1")
+		// Any offset is kept as committed, as Kafka keeps it: a negative
+		// one names no position, and clients read it back as none (kafkajs's
+		// resetOffsets commits -2, its "earliest"; librdkafka reads -2 as
+		// the beginning).
+		if o.Partition < 0 || o.TopicID == "" {
+			return catalog.InvalidRequest.New("an offset commit needs a topic and a partition ≥ 0")
 		}
 	}
 	sh := c.shardOf(tenantID, group)

@@ -197,8 +197,8 @@ func (c *Coordinator) checkImported(o wire.CommittedOffset) error {
 	if err := checkGroupID(o.Group); err != nil {
 		return err
 	}
-	if o.TopicID == "" || o.Partition < 0 || o.Partition > math.MaxInt32 || o.Offset < -1 {
-		return catalog.InvalidRequest.New("an imported offset needs a topic id, a partition ≥ 0 and an offset ≥ -1")
+	if o.TopicID == "" || o.Partition < 0 || o.Partition > math.MaxInt32 {
+		return catalog.InvalidRequest.New("an imported offset needs a topic id and a partition ≥ 0")
 	}
 	if len(o.Metadata) > c.cfg.MaxMetadataBytes {
 		return catalog.OffsetMetadataTooLarge.Newf("offset commit metadata is limited to %d bytes", c.cfg.MaxMetadataBytes)

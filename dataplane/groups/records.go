@@ -239,9 +239,6 @@ func decodeOffset(b []byte) (Committed, error) {
 	d.version("offset value", offsetValueVersion)
 	c := Committed{Offset: d.i64(), LeaderEpoch: d.i32(), Metadata: d.str()}
 	ms := d.i64()
-	if d.err == nil && c.Offset < -1 {
-		d.err = fmt.Errorf("%w: committed offset %d", errBadRecord, c.Offset)
-	}
 	if err := d.done(); err != nil {
 		return Committed{}, err
 	}

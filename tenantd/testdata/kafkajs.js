@@ -71,6 +71,28 @@ async function main () {
   check(g.state === 'Empty' && g.protocolType === 'consumer', 'describeGroups: ' + JSON.stringify(g))
   check((await admin.listGroups()).groups.some(x => x.groupId === group), 'listGroups lacks ' + group)
 
+  // The offset tools (with OFFSET_TOOLS=1): setOffsets, then resetOffsets
+  // to the earliest, which kafkajs commits as -2 (kept as sent, as Kafka
+  // keeps it); the group's next consumer then reads every record again.
+  let reread = 0
+  if (process.env.OFFSET_TOOLS === '1') {
+    const groupOffsets = async () => (await admin.fetchOffsets({ groupId: group, topics: [topic] }))[0].partitions
+    await admin.setOffsets({ groupId: group, topic, partitions: [0, 1, 2].map(partition => ({ partition, offset: '1' })) })
+    let fetched = await groupOffsets()
+    check(fetched.length === 3 && fetched.every(p => p.offset === '1'), 'fetchOffsets after setOffsets: ' + JSON.stringify(fetched))
+    await admin.resetOffsets({ groupId: group, topic, earliest: true })
+    fetched = await groupOffsets()
+    check(fetched.length === 3 && fetched.every(p => p.offset === '-2'), 'fetchOffsets after resetOffsets: ' + JSON.stringify(fetched))
+    const again = kafka.consumer({ groupId: group })
+    await again.connect()
+    await again.subscribe({ topic, fromBeginning: true })
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`after resetOffsets the group read ${reread} of ${n} records in 60 s`)), 60000)
+      again.run({ eachMessage: async () => { if (++reread === n) { clearTimeout(timer); resolve() } } })
+    })
+    await again.disconnect()
+  }
+
   await admin.deleteTopics({ topics: [topic] })
   check(!(await admin.listTopics()).includes(topic), 'listTopics still has ' + topic + ' after deleteTopics')
   await admin.disconnect()
@@ -83,7 +105,7 @@ async function main () {
   } catch (e) {
     check(e.name === 'KafkaJSSASLAuthenticationError', 'wrong secret: ' + e.name + ': ' + e.message)
   }
-  console.log(`OK ${mech}: produced ${n}, read ${read}, committed ${committed}`)
+  console.log(`OK ${mech}: produced ${n}, read ${read}, committed ${committed}` + (reread ? `, read ${reread} again after resetOffsets` : ''))
 }
 
 main().catch(e => { console.error(`FAILED ${mech}: ${e.name}: ${e.message}`); process.exit(1) })
