@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,6 +250,7 @@ func (s *Server) loadCellState(ctx context.Context, cell string) (wire.CellState
 		}
 		for _, x := range prs {
 			if n := len(st.Topics); n == 0 || st.Topics[n-1].ID != x.topic.ID {
+				x.topic.Explicit = slices.Sorted(maps.Keys(x.topic.Config))
 				x.topic.Config = topicspec.Effective(x.topic.Config, quotas[x.topic.TenantID])
 				st.Topics = append(st.Topics, x.topic)
 			}

@@ -34,7 +34,7 @@ func TestCellStateLongPollAndReport(t *testing.T) {
 		t.Fatalf("state: %+v", st)
 	}
 	if len(st.Topics) != 1 || len(st.Topics[0].Partitions) != 2 || st.Topics[0].Config["retention.ms"] != "3600000" ||
-		st.Topics[0].Config["cleanup.policy"] != "delete" {
+		st.Topics[0].Config["cleanup.policy"] != "delete" || !slices.Equal(st.Topics[0].Explicit, []string{"retention.ms"}) {
 		t.Fatalf("topics: %+v", st.Topics)
 	}
 	if len(st.ACLs) != 1 || st.ACLs[0].Permission != "deny" {

@@ -231,11 +231,16 @@ type ACL struct {
 
 // Topic is a tenant's topic with its effective configuration and placement.
 type Topic struct {
-	ID         string            `json:"id"`
-	TenantID   string            `json:"tenant_id"`
-	Name       string            `json:"name"`
-	Config     map[string]string `json:"config"`
-	Partitions []Partition       `json:"partitions"`
+	ID       string            `json:"id"`
+	TenantID string            `json:"tenant_id"`
+	Name     string            `json:"name"`
+	Config   map[string]string `json:"config"`
+	// Explicit names the keys of Config the tenant set, sorted; the
+	// others are defaults (DescribeConfigs tells them apart). Added
+	// without a version bump: a broker that ignores it loses nothing but
+	// that distinction.
+	Explicit   []string    `json:"explicit,omitempty"`
+	Partitions []Partition `json:"partitions"`
 	// Mirror, on a destination cell, makes the partitions mirrors of the
 	// same topic on another cell (tenantmove.go).
 	Mirror *TopicMirror `json:"mirror,omitempty"`

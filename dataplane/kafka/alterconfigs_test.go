@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluicehq/sluice/contract/api"
 	"github.com/sluicehq/sluice/contract/client"
@@ -19,7 +20,8 @@ import (
 // TestAlterConfigs: kadm changes topic settings through IncrementalAlter-
 // Configs (SET, DELETE; APPEND and SUBTRACT refused for non-list keys) and
 // AlterConfigs (the keys given, every other one back to its default), and
-// DescribeConfigs shows the new values at once; validate_only changes
+// DescribeConfigs shows the new values at once, each key a topic
+// override while set and a default otherwise; validate_only changes
 // nothing; an unknown topic, an unknown key, a bad value and a deny on
 // alter_configs each get their own Kafka code and a message, and leave
 // the topic as it was.
@@ -37,7 +39,7 @@ func TestAlterConfigs(t *testing.T) {
 	b.createTopic(t, a, "settings", 1, map[string]string{"retention.ms": "3600000"})
 	adm := kadm.NewClient(b.client(t, a))
 	str := func(s string) *string { return &s }
-	describe := func(key string) string {
+	config := func(key string) kadm.Config {
 		t.Helper()
 		rcs, err := adm.DescribeTopicConfigs(ctx, "settings")
 		if err != nil || len(rcs) != 1 || rcs[0].Err != nil {
@@ -45,12 +47,24 @@ func TestAlterConfigs(t *testing.T) {
 		}
 		for _, c := range rcs[0].Configs {
 			if c.Key == key && c.Value != nil {
-				return *c.Value
+				return c
 			}
 		}
 		t.Fatalf("DescribeConfigs has no %s: %+v", key, rcs[0].Configs)
-		return ""
+		return kadm.Config{}
 	}
+	describe := func(key string) string { t.Helper(); return *config(key).Value }
+	// A key the tenant set is a topic override; any other is a default,
+	// and its one synonym (kadm asks for them) is itself.
+	source := func(key string, want kmsg.ConfigSource) {
+		t.Helper()
+		c := config(key)
+		if c.Source != want || len(c.Synonyms) != 1 || c.Synonyms[0].Source != want || *c.Synonyms[0].Value != *c.Value {
+			t.Fatalf("%s: source %v, synonyms %+v; want %v", key, c.Source, c.Synonyms, want)
+		}
+	}
+	source("retention.ms", kmsg.ConfigSourceDynamicTopicConfig) // set at creation
+	source("cleanup.policy", kmsg.ConfigSourceDefaultConfig)
 	one := func(rs kadm.AlterConfigsResponses, err error) kadm.AlterConfigsResponse {
 		t.Helper()
 		if err != nil || len(rs) != 1 {
@@ -76,6 +90,7 @@ func TestAlterConfigs(t *testing.T) {
 	if _, set := tp.Config["retention.ms"]; set || describe("retention.ms") != tp.EffectiveConfig["retention.ms"] {
 		t.Fatalf("retention.ms after DELETE: set %v, described %s, effective %s", tp.Config, describe("retention.ms"), tp.EffectiveConfig["retention.ms"])
 	}
+	source("retention.ms", kmsg.ConfigSourceDefaultConfig)
 	// APPEND and SUBTRACT are for list keys; on a number they are refused.
 	r := one(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "retention.ms", Value: str("5")}}, "settings"))
 	if !errors.Is(r.Err, kerr.InvalidConfig) || !strings.Contains(r.ErrMessage, "not a list") {
@@ -99,6 +114,8 @@ func TestAlterConfigs(t *testing.T) {
 	if got, ret := describe("max.message.bytes"), describe("retention.ms"); got != "2048" || ret != tp.EffectiveConfig["retention.ms"] {
 		t.Fatalf("after AlterConfigs: max.message.bytes %s, retention.ms %s (default %s)", got, ret, tp.EffectiveConfig["retention.ms"])
 	}
+	source("max.message.bytes", kmsg.ConfigSourceDynamicTopicConfig)
+	source("retention.ms", kmsg.ConfigSourceDefaultConfig)
 
 	// validate_only checks and changes nothing.
 	if r := one(adm.ValidateAlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: str("4096")}}, "settings")); r.Err != nil {

@@ -54,15 +54,7 @@ func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 				}
 				sort.Strings(names)
 				for _, k := range names {
-					val := t.Config[k]
-					cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
-					cfg.Name, cfg.Value = k, &val
-					cfg.Source = kmsg.ConfigSourceDynamicTopicConfig
-					cfg.ConfigType = configTypes[k]
-					if cfg.ConfigType == 0 {
-						cfg.ConfigType = kmsg.ConfigTypeString
-					}
-					or.Configs = append(or.Configs, cfg)
+					or.Configs = append(or.Configs, topicConfig(k, t.Config[k], slices.Contains(t.Explicit, k), r.IncludeSynonyms))
 				}
 			}
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
@@ -75,4 +67,28 @@ func (c *conn) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 		resp.Resources = append(resp.Resources, or)
 	}
 	return resp
+}
+
+// topicConfig is one key of a topic's effective configuration as
+// DescribeConfigs describes it: a key the tenant set is a dynamic topic
+// config, any other is a default (the service's, or the tenant's plan's),
+// as Kafka tells a topic override from a broker default. With synonyms
+// asked for, the key itself is its one synonym, with the same source.
+func topicConfig(key, value string, explicit, synonyms bool) kmsg.DescribeConfigsResponseResourceConfig {
+	cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
+	cfg.Name, cfg.Value = key, &value
+	cfg.Source, cfg.IsDefault = kmsg.ConfigSourceDefaultConfig, true
+	if explicit {
+		cfg.Source, cfg.IsDefault = kmsg.ConfigSourceDynamicTopicConfig, false
+	}
+	cfg.ConfigType = configTypes[key]
+	if cfg.ConfigType == 0 {
+		cfg.ConfigType = kmsg.ConfigTypeString
+	}
+	if synonyms {
+		syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		syn.Name, syn.Value, syn.Source = key, &value, cfg.Source
+		cfg.ConfigSynonyms = append(cfg.ConfigSynonyms, syn)
+	}
+	return cfg
 }
