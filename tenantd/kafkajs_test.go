@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -42,23 +41,7 @@ func TestKafkaJSClient(t *testing.T) {
 	}
 	d := startDev(t)
 	hc := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, url, auth, body string, want int) map[string]any {
-		t.Helper()
-		status, b := sendWith(t, hc, method, url, auth, body)
-		if status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, url, status, b, want)
-		}
-		var out map[string]any
-		if err := json.Unmarshal(b, &out); err != nil {
-			t.Fatalf("%s %s: %v", method, url, err)
-		}
-		return out
-	}
-	call("POST", d.APIURL+"/v1/signup", "", `{"tenant_name":"jsco","email":"dev@jsco.test","password":"correct horse 1"}`, 202)
-	signup := call("POST", d.APIURL+"/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@jsco.test")+`"}`, 201)
-	token := signup["session"].(map[string]any)["token"].(string)
-	key := call("POST", d.APIURL+"/v1/api-keys", "Bearer "+token, `{"description":"kafkajs"}`, 201)
-	id, secret := key["id"].(string), key["secret"].(string)
+	id, secret := devKey(t, d, hc, "jsco", "kafkajs")
 
 	// Every broker knows the key once it answers a missing topic with 404
 	// rather than the unknown key with 401.

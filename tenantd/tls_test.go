@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,19 +57,9 @@ func TestDevTLS(t *testing.T) {
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	call := func(method, url, auth, body string, want int) map[string]any {
 		t.Helper()
-		status, b := sendWith(t, hc, method, url, auth, body)
-		if want != 0 && status != want {
-			t.Fatalf("%s %s: %d %s, want %d", method, url, status, b, want)
-		}
-		var out map[string]any
-		_ = json.Unmarshal(b, &out)
-		return out
+		return devCall(t, hc, method, url, auth, body, want)
 	}
-	call("POST", d.APIURL+"/v1/signup", "", `{"tenant_name":"acme","email":"dev@acme.test","password":"correct horse 1"}`, 202)
-	signup := call("POST", d.APIURL+"/v1/signup/confirm", "", `{"token":"`+d.MailToken(t, "dev@acme.test")+`"}`, 201)
-	token := signup["session"].(map[string]any)["token"].(string)
-	key := call("POST", d.APIURL+"/v1/api-keys", "Bearer "+token, `{"description":"tls"}`, 201)
-	id, secret := key["id"].(string), key["secret"].(string)
+	id, secret := devKey(t, d, hc, "acme", "tls")
 	basic := "Basic " + b64(id+":"+secret)
 	call("POST", d.APIURL+"/v1/topics", basic, `{"name":"orders","partitions":3}`, 201)
 	consoleOperatorSignIn(t, d.APIURL, d.OpKey, "acme", tr)
