@@ -30,6 +30,13 @@ var seedLog = log.Config{SegmentBytes: 8 << 10, RetentionBytes: 64 << 10, Retent
 // follower to apply it and stops that follower's broker, which it returns.
 func stopAppliedFollower(t *testing.T, c *celltest.Cell) int {
 	t.Helper()
+	// Partition 0's preferred replica is broker 0's. Under load another
+	// may win the first election; the leader then hands leadership to
+	// broker 0 once it is caught up, and a produce caught in that handover
+	// fails with its outcome unknown. Starting from broker 0 leading, the
+	// follower stopped here is never the preferred one, and no handover
+	// comes.
+	celltest.WaitFor(t, waitLong, "the preferred replica (broker 0) to lead", func() bool { return c.Leader(0) == 0 })
 	leadB := c.WaitLeader(0, waitLong)
 	produceKiB(t, c, 5)
 	down := (leadB + 1) % c.Brokers()
