@@ -93,8 +93,17 @@ async function main () {
     await again.disconnect()
   }
 
+  // deleteTopics answers once the control plane deleted the topic; each
+  // broker's metadata drops it when it learns the new cell state, within
+  // a second or two (as a Kafka broker's metadata cache follows the
+  // controller): listTopics is asked again until then, for up to 10 s.
   await admin.deleteTopics({ topics: [topic] })
-  check(!(await admin.listTopics()).includes(topic), 'listTopics still has ' + topic + ' after deleteTopics')
+  let listed = true
+  for (let i = 0; i < 50 && listed; i++) {
+    listed = (await admin.listTopics()).includes(topic)
+    if (listed) await new Promise(resolve => setTimeout(resolve, 200))
+  }
+  check(!listed, 'listTopics still has ' + topic + ' 10 s after deleteTopics')
   await admin.disconnect()
 
   // A wrong secret is refused, with the broker's reason.
