@@ -81,7 +81,7 @@ func (k *kcatProducer) stop(t *testing.T) {
 	}
 	select {
 	case err := <-k.exited:
-		t.Fatalf("kcat exited before its input ended: %v\n%s", err, k.out)
+		t.Fatalf("kcat exited before its input ended: %v\n%s", err, k.output())
 	default:
 	}
 	close(k.done)
@@ -90,14 +90,14 @@ func (k *kcatProducer) stop(t *testing.T) {
 	case err := <-k.exited:
 		k.exited <- err
 		if err != nil {
-			t.Fatalf("kcat: %v (a record not delivered)\n%s", err, k.out)
+			t.Fatalf("kcat: %v (a record not delivered)\n%s", err, k.output())
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("kcat still delivering 2 minutes after its input ended\n%s", k.out)
+		t.Fatalf("kcat still delivering 2 minutes after its input ended\n%s", k.output())
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	t.Logf("kcat delivered its %d records through the throttle and the move", k.sent)
+	t.Logf("kcat delivered its %d records through the throttle and the move; it printed:\n%s", k.sent, k.output())
 }
 
 // seen notes a record read back.
@@ -135,7 +135,28 @@ func (k *kcatProducer) check(t *testing.T) {
 		return
 	}
 	if missing := k.missing(); len(missing) > 0 {
-		t.Fatalf("%d of kcat's %d records not read back (first %s)\n%s", len(missing), k.sent, missing[0], strings.TrimSpace(k.out.String()))
+		t.Fatalf("%d of kcat's %d records not read back (first %s)\n%s", len(missing), k.sent, missing[0], k.output())
 	}
 	t.Logf("kcat's records all read back")
+}
+
+// output is what kcat printed, each run of identical lines as one line
+// and its count: a failed delivery prints a line per record, which would
+// bury the line that says why.
+func (k *kcatProducer) output() string {
+	var b strings.Builder
+	lines := strings.Split(strings.TrimSpace(k.out.String()), "\n")
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && lines[j] == lines[i] {
+			j++
+		}
+		b.WriteString(lines[i])
+		if j-i > 1 {
+			fmt.Fprintf(&b, " (%d times)", j-i)
+		}
+		b.WriteString("\n")
+		i = j
+	}
+	return b.String()
 }
