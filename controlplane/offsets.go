@@ -2,13 +2,14 @@ package controlplane
 
 import (
 	"context"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/contract/wire"
 )
 
 // The cell's consumer-group offsets partitions. Brokers place them
-// themselves (dataplane/replicas.OffsetsPlacement) until the control plane
+// themselves (wire.OffsetsPlacement) until the control plane
 // takes the placement over, which a drain of one of their brokers does:
 // it stores exactly the brokers' placement in offsets_placements, then
 // publishes it in wire.CellState.Offsets and moves those partitions like
@@ -30,22 +31,10 @@ const defaultOffsetsPartitions = 8
 // every broker of a cell is assumed to run with.
 const offsetsReplicas = 3
 
-// defaultOffsetsPlacement is the brokers' own placement, the rule of
-// dataplane/replicas.OffsetsPlacement: n partitions over the offsetsReplicas
-// lowest node ids of the cell's brokers, rotated by partition; none while
-// the cell has fewer brokers.
+// defaultOffsetsPlacement is the brokers' own placement
+// (wire.OffsetsPlacement) of n partitions over the cell's brokers.
 func defaultOffsetsPlacement(nodes []int, n int) [][]int {
-	if len(nodes) < offsetsReplicas || n <= 0 {
-		return nil
-	}
-	nodes = slices.Sorted(slices.Values(nodes))[:offsetsReplicas]
-	out := make([][]int, n)
-	for p := range out {
-		for i := range offsetsReplicas {
-			out[p] = append(out[p], nodes[(p+i)%offsetsReplicas])
-		}
-	}
-	return out
+	return wire.OffsetsPlacement(nodes, n, offsetsReplicas)
 }
 
 // offsetsPlacement is the cell's offsets placement, by partition, and

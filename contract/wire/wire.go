@@ -34,7 +34,7 @@ type CellState struct {
 	// Offsets places the cell's consumer-group offsets partitions when the
 	// control plane has taken their placement over (to move them off a
 	// drained broker); absent, every broker computes the default placement
-	// itself (dataplane/replicas.OffsetsPlacement), and the control plane,
+	// itself (OffsetsPlacement), and the control plane,
 	// when it publishes one, starts from exactly that placement.
 	Offsets []Partition `json:"offsets,omitempty"`
 	// MirrorGrants are the other cells that may mirror topics of this

@@ -14,7 +14,7 @@ import (
 // redirectFindCoordinator answers a redirect session's FindCoordinator for
 // group keys with a broker of the tenant's home cell: the preferred
 // replica of the group's offsets partition under the brokers' own
-// placement (dataplane/replicas.OffsetsPlacement: the offsets replicas'
+// placement (wire.OffsetsPlacement: the offsets replicas'
 // lowest node ids, rotated by partition), which leads it unless a leader
 // change or a drain moved it. A client that finds it is not the
 // coordinator there (NOT_COORDINATOR) asks again, now of a home broker,
@@ -46,16 +46,22 @@ func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, 
 // (dataplane/replicas.DefaultOffsetsReplicas).
 const offsetsPreferredReplicas = 3
 
-// homeCoordinator is the home broker expected to coordinate group.
+// homeCoordinator is the home broker expected to coordinate group: the
+// preferred replica of its offsets partition under the brokers' own
+// placement (wire.OffsetsPlacement); none while the home lists too few
+// brokers to hold offsets partitions.
 func homeCoordinator(home wire.KeyHome, group string, partitions int) (wire.HomeNode, bool) {
-	nodes := slices.Clone(home.Brokers)
-	if len(nodes) == 0 || partitions <= 0 {
+	ids := make([]int, len(home.Brokers))
+	for i, b := range home.Brokers {
+		ids[i] = b.NodeID
+	}
+	placed := wire.OffsetsPlacement(ids, partitions, offsetsPreferredReplicas)
+	if placed == nil {
 		return wire.HomeNode{}, false
 	}
-	slices.SortFunc(nodes, func(a, b wire.HomeNode) int { return a.NodeID - b.NodeID })
-	nodes = nodes[:min(len(nodes), offsetsPreferredReplicas)]
-	p := int(groups.Partition(home.TenantID, group, partitions))
-	return nodes[p%len(nodes)], true
+	leader := placed[groups.Partition(home.TenantID, group, partitions)][0]
+	i := slices.IndexFunc(home.Brokers, func(b wire.HomeNode) bool { return b.NodeID == leader })
+	return home.Brokers[i], true
 }
 
 // splitKafkaAddr is a host:port Kafka address's host and port; ok is false

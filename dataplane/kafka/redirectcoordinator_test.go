@@ -12,7 +12,8 @@ import (
 // TestRedirectFindCoordinator: a redirect session names, for each group,
 // the home broker that is its offsets partition's preferred replica, in
 // both the v4+ and the single-key shape; transaction coordinators and a
-// home without usable brokers keep the retriable refusal.
+// home without usable brokers, or with too few, keep the retriable
+// refusal.
 func TestRedirectFindCoordinator(t *testing.T) {
 	home := wire.KeyHome{Status: wire.KeyValid, TenantID: "ten_a", Cell: "cell-2", Brokers: []wire.HomeNode{
 		{NodeID: 3, KafkaAddr: "10.0.0.3:9092"}, {NodeID: 1, KafkaAddr: "10.0.0.1:9092"},
@@ -53,9 +54,14 @@ func TestRedirectFindCoordinator(t *testing.T) {
 		t.Errorf("transaction coordinator: %+v", resp.Coordinators[0])
 	}
 	bad := home
-	bad.Brokers = []wire.HomeNode{{NodeID: 1, KafkaAddr: "no port"}}
+	bad.Brokers = []wire.HomeNode{{NodeID: 1, KafkaAddr: "no port"}, {NodeID: 2, KafkaAddr: "10.0.0.2"}, {NodeID: 3}}
 	if resp := redirectFindCoordinator(r, bad, parts).(*kmsg.FindCoordinatorResponse); resp.Coordinators[0].ErrorCode != redirectFind {
 		t.Errorf("a home broker without a usable address: %+v", resp.Coordinators[0])
+	}
+	few := home
+	few.Brokers = home.Brokers[:2]
+	if resp := redirectFindCoordinator(r, few, parts).(*kmsg.FindCoordinatorResponse); resp.Coordinators[0].ErrorCode != redirectFind {
+		t.Errorf("a home of two brokers, too few for offsets partitions: %+v", resp.Coordinators[0])
 	}
 	if resp := redirectFindCoordinator(r, wire.KeyHome{TenantID: "ten_a"}, parts).(*kmsg.FindCoordinatorResponse); resp.Coordinators[0].ErrorCode != redirectFind {
 		t.Errorf("a home without brokers: %+v", resp.Coordinators[0])

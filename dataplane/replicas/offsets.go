@@ -2,7 +2,6 @@ package replicas
 
 import (
 	"slices"
-	"sort"
 
 	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/cellview"
@@ -15,10 +14,10 @@ const DefaultOffsetsReplicas = 3
 
 // OffsetsPlacement places the cell's internal offsets partitions (topic
 // id groups.OffsetsTopicID), which hold the consumer groups' state and
-// committed offsets: n partitions, each over the cell's replicas brokers
-// with the lowest node ids, rotated by partition so that preferred
-// leaders (and so coordinators) spread. Every broker computes the same
-// placement from the same state.
+// committed offsets: n partitions over the view's brokers by the rule of
+// wire.OffsetsPlacement (the replicas lowest node ids, rotated by
+// partition so that preferred leaders, and so coordinators, spread).
+// Every broker computes the same placement from the same state.
 //
 // It is nil until the state lists that many brokers: a Raft group
 // bootstrapped with fewer voters could never be grown safely (replica
@@ -27,21 +26,17 @@ const DefaultOffsetsReplicas = 3
 // do not change the placement; removing one of the chosen brokers from the
 // cell would, and is not supported.
 func OffsetsPlacement(v *cellview.View, n, replicas int) []wire.Partition {
-	if n <= 0 || replicas <= 0 || len(v.Brokers) < replicas {
-		return nil
-	}
 	nodes := make([]int, 0, len(v.Brokers))
 	for _, b := range v.Brokers {
 		nodes = append(nodes, b.NodeID)
 	}
-	sort.Ints(nodes)
-	nodes = nodes[:replicas]
-	out := make([]wire.Partition, n)
-	for p := range out {
-		out[p].Partition = p
-		for i := range replicas {
-			out[p].Replicas = append(out[p].Replicas, nodes[(p+i)%replicas])
-		}
+	placed := wire.OffsetsPlacement(nodes, n, replicas)
+	if placed == nil {
+		return nil
+	}
+	out := make([]wire.Partition, len(placed))
+	for p, r := range placed {
+		out[p] = wire.Partition{Partition: p, Replicas: r}
 	}
 	return out
 }
