@@ -15,21 +15,16 @@ import (
 // publishes it in wire.CellState.Offsets and moves those partitions like
 // topic partitions (moves of topic id offsetsTopicID).
 
-// offsetsTopicID is the topic id brokers give the offsets partitions
-// (dataplane/groups.OffsetsTopicID, copied: the control plane does not
-// import the data plane).
-const offsetsTopicID = "__offsets"
-
-// defaultOffsetsPartitions is the brokers' default offsets partition
-// count (dataplane/groups.DefaultPartitions); tenantd's brokers always run
-// with it. Config.OffsetsPartitions must equal what every broker of every
-// cell runs with.
-const defaultOffsetsPartitions = 8
-
-// offsetsReplicas is the replica count of an offsets partition, the
-// brokers' default (dataplane/replicas.DefaultOffsetsReplicas), which
-// every broker of a cell is assumed to run with.
-const offsetsReplicas = 3
+// The offsets topic id, partition count and replica count are the
+// brokers' (wire.OffsetsTopicID, wire.DefaultOffsetsPartitions,
+// wire.DefaultOffsetsReplicas); tenantd's brokers always run with the
+// defaults, and Config.OffsetsPartitions must equal what every broker of
+// every cell runs with.
+const (
+	offsetsTopicID           = wire.OffsetsTopicID
+	defaultOffsetsPartitions = wire.DefaultOffsetsPartitions
+	offsetsReplicas          = wire.DefaultOffsetsReplicas
+)
 
 // defaultOffsetsPlacement is the brokers' own placement
 // (wire.OffsetsPlacement) of n partitions over the cell's brokers.

@@ -2,6 +2,20 @@ package wire
 
 import "slices"
 
+// The cell's consumer-group offsets partitions, as brokers run them and
+// the control plane and redirect sessions assume every cell runs them.
+const (
+	// OffsetsTopicID is the topic id brokers give the offsets partitions
+	// (moves of them name it).
+	OffsetsTopicID = "__offsets"
+	// DefaultOffsetsPartitions is the brokers' default offsets partition
+	// count.
+	DefaultOffsetsPartitions = 8
+	// DefaultOffsetsReplicas is the brokers' default replica count of an
+	// offsets partition.
+	DefaultOffsetsReplicas = 3
+)
+
 // OffsetsPlacement is the placement every broker gives its cell's
 // consumer-group offsets partitions until the control plane takes it
 // over (CellState.Offsets), and which the control plane and a redirect

@@ -4,17 +4,18 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/contract/wire"
 	"github.com/sluicehq/sluice/dataplane/log"
 )
 
 // OffsetsTopicID is the topic id of the cell's internal offsets
 // partitions. Tenants never see it: it is not a topic of any tenant's
 // namespace, and topic ids are never accepted from clients.
-const OffsetsTopicID = "__offsets"
+const OffsetsTopicID = wire.OffsetsTopicID
 
 // DefaultPartitions is the default number of offsets partitions of a
 // cell.
-const DefaultPartitions = 8
+const DefaultPartitions = wire.DefaultOffsetsPartitions
 
 // DefaultOffsetsRetention is how long an empty group keeps its offsets by
 // default: Kafka's offsets.retention.minutes, 7 days.

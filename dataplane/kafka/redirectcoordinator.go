@@ -42,10 +42,6 @@ func redirectFindCoordinator(r *kmsg.FindCoordinatorRequest, home wire.KeyHome, 
 	return resp
 }
 
-// offsetsPreferredReplicas is the brokers' default offsets replica count
-// (dataplane/replicas.DefaultOffsetsReplicas).
-const offsetsPreferredReplicas = 3
-
 // homeCoordinator is the home broker expected to coordinate group: the
 // preferred replica of its offsets partition under the brokers' own
 // placement (wire.OffsetsPlacement); none while the home lists too few
@@ -55,7 +51,7 @@ func homeCoordinator(home wire.KeyHome, group string, partitions int) (wire.Home
 	for i, b := range home.Brokers {
 		ids[i] = b.NodeID
 	}
-	placed := wire.OffsetsPlacement(ids, partitions, offsetsPreferredReplicas)
+	placed := wire.OffsetsPlacement(ids, partitions, wire.DefaultOffsetsReplicas)
 	if placed == nil {
 		return wire.HomeNode{}, false
 	}

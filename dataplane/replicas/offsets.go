@@ -10,7 +10,7 @@ import (
 
 // DefaultOffsetsReplicas is the default replica count of an offsets
 // partition.
-const DefaultOffsetsReplicas = 3
+const DefaultOffsetsReplicas = wire.DefaultOffsetsReplicas
 
 // OffsetsPlacement places the cell's internal offsets partitions (topic
 // id groups.OffsetsTopicID), which hold the consumer groups' state and
